@@ -1,0 +1,381 @@
+//===- ModelConfig.cpp - config.json parsing and layer derivation ---------===//
+
+#include "v4a/ModelConfig.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <algorithm>
+
+using namespace v4a;
+using llvm::json::Object;
+using llvm::json::Value;
+
+std::string ConfigError::str() const {
+  return field.empty() ? message : field + ": " + message;
+}
+
+namespace {
+
+/// Reads typed fields of one JSON object and records the first error.
+class FieldReader {
+public:
+  FieldReader(const Object &object, std::string prefix, ConfigError &error)
+      : object(object), prefix(std::move(prefix)), error(error) {}
+
+  bool failed() const { return !error.message.empty(); }
+
+  void fail(llvm::StringRef key, std::string message) {
+    if (failed())
+      return;
+    error.field = prefix + key.str();
+    error.message = std::move(message);
+  }
+
+  const Value *find(llvm::StringRef key, bool required) {
+    const Value *value = object.get(key);
+    if ((!value || value->kind() == Value::Null) && required)
+      fail(key, "missing required field");
+    if (value && value->kind() == Value::Null)
+      return nullptr;
+    return value;
+  }
+
+  void readInt(llvm::StringRef key, int64_t &out, bool required = true) {
+    const Value *value = find(key, required);
+    if (!value)
+      return;
+    if (std::optional<int64_t> number = value->getAsInteger())
+      out = *number;
+    else
+      fail(key, "expected an integer, got " + describe(*value));
+  }
+
+  void readOptionalInt(llvm::StringRef key, std::optional<int64_t> &out) {
+    int64_t number = 0;
+    if (!find(key, /*required=*/false))
+      return;
+    readInt(key, number);
+    if (!failed())
+      out = number;
+  }
+
+  void readNumber(llvm::StringRef key, double &out, bool required = true) {
+    const Value *value = find(key, required);
+    if (!value)
+      return;
+    if (std::optional<double> number = value->getAsNumber())
+      out = *number;
+    else
+      fail(key, "expected a number, got " + describe(*value));
+  }
+
+  void readIntList(llvm::StringRef key, std::vector<int64_t> &out,
+                   bool required = true) {
+    const Value *value = find(key, required);
+    if (!value)
+      return;
+    const llvm::json::Array *array = value->getAsArray();
+    if (!array) {
+      fail(key, "expected a list of integers, got " + describe(*value));
+      return;
+    }
+    out.clear();
+    for (auto [index, element] : llvm::enumerate(*array)) {
+      std::optional<int64_t> number = element.getAsInteger();
+      if (!number) {
+        fail(key, llvm::formatv("entry {0}: expected an integer, got {1}",
+                                index, describe(element))
+                      .str());
+        return;
+      }
+      out.push_back(*number);
+    }
+  }
+
+  const Object *readObject(llvm::StringRef key) {
+    const Value *value = find(key, /*required=*/false);
+    if (!value)
+      return nullptr;
+    if (const Object *nested = value->getAsObject())
+      return nested;
+    fail(key, "expected an object, got " + describe(*value));
+    return nullptr;
+  }
+
+private:
+  static std::string describe(const Value &value) {
+    switch (value.kind()) {
+    case Value::Null:
+      return "null";
+    case Value::Boolean:
+      return "a boolean";
+    case Value::Number:
+      return "a non-integer number";
+    case Value::String:
+      return "a string";
+    case Value::Array:
+      return "a list";
+    case Value::Object:
+      return "an object";
+    }
+    return "an unknown value";
+  }
+
+  const Object &object;
+  std::string prefix;
+  ConfigError &error;
+};
+
+} // namespace
+
+static void readRopeScaling(FieldReader &reader, ModelConfig &config,
+                            ConfigError &error) {
+  const Object *scaling = reader.readObject("rope_scaling");
+  if (!scaling)
+    return;
+  FieldReader nested(*scaling, "rope_scaling.", error);
+  YarnConfig yarn;
+  nested.readNumber("factor", yarn.factor);
+  nested.readInt("original_max_position_embeddings",
+                 yarn.originalMaxPositionEmbeddings);
+  nested.readNumber("beta_fast", yarn.betaFast);
+  nested.readNumber("beta_slow", yarn.betaSlow);
+  config.ropeScaling = yarn;
+}
+
+/// The only supported checkpoint quantization is e4m3 with 128x128 blocks.
+static void readQuantization(FieldReader &reader, ModelConfig &config,
+                             ConfigError &error) {
+  const Object *quant = reader.readObject("quantization_config");
+  if (!quant)
+    return;
+  config.fp8Weights = true;
+  FieldReader nested(*quant, "quantization_config.", error);
+  if (const Value *fmt = nested.find("fmt", /*required=*/false)) {
+    std::optional<llvm::StringRef> name = fmt->getAsString();
+    if (!name || *name != "e4m3")
+      nested.fail("fmt", "expected \"e4m3\" (the only supported weight "
+                         "format)");
+  }
+  std::vector<int64_t> block{128, 128};
+  nested.readIntList("weight_block_size", block, /*required=*/false);
+  if (!nested.failed() && block != std::vector<int64_t>{128, 128})
+    nested.fail("weight_block_size", "expected [128, 128]");
+}
+
+static void readLayerCounts(FieldReader &reader, ModelConfig &config) {
+  reader.readIntList("compress_ratios", config.compressRatios);
+  if (reader.failed())
+    return;
+  int64_t numRatios = config.numLayers();
+  std::optional<int64_t> numMtp;
+  reader.readOptionalInt("num_nextn_predict_layers", numMtp);
+  if (reader.failed())
+    return;
+  int64_t attention = config.numHiddenLayers;
+  if (numMtp) {
+    if (*numMtp < 0)
+      return reader.fail("num_nextn_predict_layers",
+                         "must be >= 0, got " + std::to_string(*numMtp));
+    if (numRatios != attention + *numMtp)
+      return reader.fail(
+          "compress_ratios",
+          llvm::formatv("has {0} entries, expected num_hidden_layers + "
+                        "num_nextn_predict_layers ({1})",
+                        numRatios, attention + *numMtp)
+              .str());
+    config.numMtpLayers = *numMtp;
+  } else if (numRatios == attention || numRatios == attention + 1) {
+    config.numMtpLayers = numRatios - attention;
+  } else {
+    return reader.fail(
+        "compress_ratios",
+        llvm::formatv("has {0} entries, expected num_hidden_layers ({1}) or "
+                      "one more for the MTP layer ({2})",
+                      numRatios, attention, attention + 1)
+            .str());
+  }
+  for (auto [layer, ratio] : llvm::enumerate(config.compressRatios))
+    if (ratio < 0)
+      return reader.fail("compress_ratios",
+                         llvm::formatv("entry {0}: ratio {1} must be >= 0 "
+                                       "(0 = no compression)",
+                                       layer, ratio)
+                             .str());
+}
+
+std::optional<ModelConfig> v4a::parseModelConfig(std::string_view json,
+                                                 ConfigError &error) {
+  error = ConfigError();
+  llvm::Expected<Value> parsed =
+      llvm::json::parse(llvm::StringRef(json.data(), json.size()));
+  if (!parsed) {
+    error.message = "malformed JSON: " + llvm::toString(parsed.takeError());
+    return std::nullopt;
+  }
+  const Object *root = parsed->getAsObject();
+  if (!root) {
+    error.message = "expected a JSON object at the top level";
+    return std::nullopt;
+  }
+  ModelConfig config;
+  FieldReader reader(*root, "", error);
+  reader.readInt("hidden_size", config.hiddenSize);
+  reader.readInt("num_hidden_layers", config.numHiddenLayers);
+  reader.readInt("num_attention_heads", config.numAttentionHeads);
+  reader.readInt("num_key_value_heads", config.numKeyValueHeads,
+                 /*required=*/false);
+  reader.readInt("head_dim", config.headDim);
+  reader.readInt("qk_rope_head_dim", config.qkRopeHeadDim);
+  reader.readInt("q_lora_rank", config.qLoraRank);
+  reader.readInt("o_lora_rank", config.oLoraRank);
+  reader.readInt("o_groups", config.oGroups);
+  reader.readInt("sliding_window", config.slidingWindow);
+  reader.readInt("index_n_heads", config.indexNHeads);
+  reader.readInt("index_head_dim", config.indexHeadDim);
+  reader.readInt("index_topk", config.indexTopk);
+  reader.readNumber("rope_theta", config.ropeTheta);
+  reader.readNumber("compress_rope_theta", config.compressRopeTheta);
+  reader.readNumber("rms_norm_eps", config.rmsNormEps);
+  readRopeScaling(reader, config, error);
+  readQuantization(reader, config, error);
+  if (!reader.failed() && config.numHiddenLayers <= 0)
+    reader.fail("num_hidden_layers", "must be positive, got " +
+                                         std::to_string(config.numHiddenLayers));
+  if (!reader.failed())
+    readLayerCounts(reader, config);
+  if (reader.find("kv_source_layer_ids", /*required=*/false)) {
+    config.kvSourceLayerIds.emplace();
+    reader.readIntList("kv_source_layer_ids", *config.kvSourceLayerIds);
+  }
+  if (reader.find("index_source_layer_ids", /*required=*/false)) {
+    config.indexSourceLayerIds.emplace();
+    reader.readIntList("index_source_layer_ids", *config.indexSourceLayerIds);
+  }
+  reader.readInt("candidate_source_layer_id", config.candidateSourceLayerId,
+                 /*required=*/false);
+  reader.readOptionalInt("candidate_topk_blocks", config.candidateTopkBlocks);
+  reader.readOptionalInt("candidate_block_size", config.candidateBlockSize);
+  reader.readOptionalInt("n_prefill_layer", config.nPrefillLayer);
+  if (reader.failed())
+    return std::nullopt;
+  return config;
+}
+
+//===----------------------------------------------------------------------===//
+// Layer derivation
+//===----------------------------------------------------------------------===//
+
+bool v4a::ratioUsesIndexer(int64_t ratio) { return ratio > 0 && ratio < 128; }
+
+/// Source lists name attention layers, sorted and without repeats.
+static bool checkSourceList(llvm::StringRef field,
+                            const std::vector<int64_t> &ids,
+                            int64_t numAttentionLayers, ConfigError &error) {
+  for (auto [index, id] : llvm::enumerate(ids)) {
+    std::string problem;
+    if (id < 0 || id >= numAttentionLayers)
+      problem = llvm::formatv("layer {0} is not an attention layer (valid: "
+                              "0..{1}; MTP layers never share)",
+                              id, numAttentionLayers - 1);
+    else if (index > 0 && ids[index - 1] >= id)
+      problem = llvm::formatv("must be sorted and unique, but {0} follows {1}",
+                              id, ids[index - 1]);
+    if (!problem.empty()) {
+      error = {field.str(), problem};
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The nearest source at or before `layer`, or -1.
+static int64_t nearestSourceAtOrBefore(const std::vector<int64_t> &sources,
+                                       int64_t layer) {
+  auto it = std::upper_bound(sources.begin(), sources.end(), layer);
+  return it == sources.begin() ? -1 : *std::prev(it);
+}
+
+/// Maps each layer that `needsSource` to its nearest source; others (and all
+/// layers when no list is given) map to themselves.
+static bool mapToSources(llvm::StringRef field,
+                         const std::optional<std::vector<int64_t>> &sources,
+                         std::vector<LayerSpec> &layers,
+                         bool (*needsSource)(const LayerSpec &),
+                         int64_t LayerSpec::*target, ConfigError &error) {
+  for (LayerSpec &layer : layers) {
+    layer.*target = layer.id;
+    if (!sources || layer.isMtp || !needsSource(layer))
+      continue;
+    int64_t source = nearestSourceAtOrBefore(*sources, layer.id);
+    if (source < 0) {
+      error = {field.str(),
+               llvm::formatv("layer {0} (compress ratio {1}) comes before the "
+                             "first source ({2}) and has nothing to share",
+                             layer.id, layer.compressRatio,
+                             sources->empty() ? std::string("none")
+                                              : std::to_string(sources->front()))
+                   .str()};
+      return false;
+    }
+    layer.*target = source;
+  }
+  return true;
+}
+
+std::optional<std::vector<LayerSpec>>
+v4a::deriveLayers(const ModelConfig &config, const LayerOptions &options,
+                  ConfigError &error) {
+  int64_t numAttention = config.numHiddenLayers;
+  std::vector<LayerSpec> layers;
+  for (auto [id, ratio] : llvm::enumerate(config.compressRatios)) {
+    LayerSpec layer;
+    layer.id = id;
+    layer.compressRatio = ratio;
+    layer.indexTopk = ratioUsesIndexer(ratio) ? config.indexTopk : 0;
+    layer.hasPackedKv = options.packedKv && ratio > 0;
+    layer.isMtp = static_cast<int64_t>(id) >= numAttention;
+    layers.push_back(layer);
+  }
+  for (auto [field, list] :
+       {std::pair<llvm::StringRef, const std::optional<std::vector<int64_t>> *>{
+            "kv_source_layer_ids", &config.kvSourceLayerIds},
+        {"index_source_layer_ids", &config.indexSourceLayerIds}})
+    if (*list && !checkSourceList(field, **list, numAttention, error))
+      return std::nullopt;
+  if (!mapToSources(
+          "kv_source_layer_ids", config.kvSourceLayerIds, layers,
+          [](const LayerSpec &l) { return l.compressRatio > 0; },
+          &LayerSpec::kvSource, error) ||
+      !mapToSources(
+          "index_source_layer_ids", config.indexSourceLayerIds, layers,
+          [](const LayerSpec &l) { return l.indexTopk > 0; },
+          &LayerSpec::indexSource, error))
+    return std::nullopt;
+  for (LayerSpec &layer : layers)
+    layer.indexKSource = layer.kvSource;
+
+  int64_t candidate = config.candidateSourceLayerId;
+  if (candidate >= numAttention || candidate < -1) {
+    error = {"candidate_source_layer_id",
+             llvm::formatv("layer {0} is not an attention layer (valid: -1 "
+                           "for none, or 0..{1})",
+                           candidate, numAttention - 1)
+                 .str()};
+    return std::nullopt;
+  }
+  if (candidate >= 0) {
+    // The candidate source restricts the sparse layers after it, up to the
+    // YoCo boundary when it lies after the source.
+    int64_t end = numAttention;
+    if (config.nPrefillLayer && *config.nPrefillLayer > candidate)
+      end = std::min(end, *config.nPrefillLayer);
+    for (LayerSpec &layer : layers)
+      if (layer.id == candidate ||
+          (layer.id > candidate && layer.id < end && layer.indexTopk > 0))
+        layer.candidateSource = candidate;
+  }
+  return layers;
+}

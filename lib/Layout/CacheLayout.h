@@ -1,0 +1,47 @@
+//===- CacheLayout.h - byte layout of one cache row -------------*- C++ -*-===//
+//
+// The single description of every cache row layout. Writers, readers, the
+// cache planner and the IR verifiers all derive offsets and sizes from here.
+// Plain C++: the runtime uses it without MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_LIB_LAYOUT_CACHELAYOUT_H
+#define V4A_LIB_LAYOUT_CACHELAYOUT_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace v4a::layout {
+
+enum class RowKind { BF16, FP8Model1, MXFP8, IndexBF16, IndexFP8, IndexMXFP4 };
+
+/// Where the parts of one row live. Within a page all value bytes of all rows
+/// come first, then all scale bytes (the MODEL1 page convention); a layout
+/// without scales has scaleBytes == 0.
+struct RowLayout {
+  RowKind kind;
+  int64_t dim;        // logical width of the row
+  int64_t quantDims;  // leading dims stored quantized (0 for bf16 rows)
+  int64_t rawDims;    // trailing dims stored as bf16 (rope dims in MODEL1)
+  int64_t scaleBlock; // dims per scale (0: no scales)
+  int64_t valueBytes; // quantized values + raw values
+  int64_t scaleBytes; // scales + pad
+  int64_t rowBytes() const { return valueBytes + scaleBytes; }
+};
+
+/// MODEL1 keeps this many trailing dims in bf16.
+inline constexpr int64_t kModel1RopeDims = 64;
+
+/// Describes a row of `kind` and logical width `dim`; on an impossible
+/// combination returns nothing and sets `why`.
+std::optional<RowLayout> describeRow(RowKind kind, int64_t dim,
+                                     std::string *why = nullptr);
+
+/// Name of the layout as spelled in IR and reports.
+const char *rowKindName(RowKind kind);
+
+} // namespace v4a::layout
+
+#endif // V4A_LIB_LAYOUT_CACHELAYOUT_H

@@ -1,0 +1,90 @@
+//===- v4a-compile.cpp - ahead-of-time compiler for v4a -------------------===//
+//
+// v4a-compile CONFIG.json --emit=v4a [-o FILE]
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Import/ConfigImport.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+namespace {
+enum class EmitKind { V4A };
+enum class KVLayoutKind { BF16, FP8 };
+} // namespace
+
+static cl::opt<std::string> inputPath(cl::Positional, cl::Required,
+                                      cl::desc("<config.json>"));
+static cl::opt<EmitKind>
+    emitKind("emit", cl::desc("What to produce"), cl::init(EmitKind::V4A),
+             cl::values(clEnumValN(EmitKind::V4A, "v4a",
+                                   "v4a dialect IR of the model")));
+static cl::opt<KVLayoutKind> kvLayout(
+    "kv-layout", cl::desc("Element layout of the compressed KV cache"),
+    cl::init(KVLayoutKind::BF16),
+    cl::values(clEnumValN(KVLayoutKind::BF16, "bf16", "bf16 rows"),
+               clEnumValN(KVLayoutKind::FP8, "fp8",
+                          "packed fp8 MODEL1 rows (584 B at D = 512)")));
+static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
+                                       cl::value_desc("file"), cl::init("-"));
+
+/// A symbol name from the config file's stem: "v4-flash.json" -> v4_flash.
+static std::string modelNameFor(StringRef path) {
+  std::string name = sys::path::stem(path).str();
+  for (char &c : name)
+    if (!isAlnum(c) && c != '_')
+      c = '_';
+  if (name.empty() || isDigit(name.front()))
+    name.insert(0, "m");
+  return name;
+}
+
+static int fail(const Twine &message) {
+  errs() << "v4a-compile: error: " << message << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "v4a ahead-of-time compiler\n");
+
+  ErrorOr<std::unique_ptr<MemoryBuffer>> file =
+      MemoryBuffer::getFileOrSTDIN(inputPath, /*IsText=*/true);
+  if (std::error_code ec = file.getError())
+    return fail(inputPath + ": cannot read: " + ec.message());
+
+  mlir::MLIRContext context;
+  // Every diagnostic becomes one line naming the configuration file.
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    if (diag.getSeverity() == mlir::DiagnosticSeverity::Error)
+      errs() << "v4a-compile: error: " << inputPath << ": " << diag.str()
+             << "\n";
+    return mlir::success();
+  });
+
+  v4a::LayerOptions options;
+  options.packedKv = kvLayout == KVLayoutKind::FP8;
+  mlir::OwningOpRef<mlir::ModuleOp> module = v4a::importConfig(
+      &context, (*file)->getBuffer(),
+      mlir::FileLineColLoc::get(&context, inputPath, 1, 1),
+      modelNameFor(inputPath), options);
+  if (!module)
+    return 1;
+
+  if (Error error = writeToOutput(outputPath, [&](raw_ostream &os) {
+        module->print(os);
+        return Error::success();
+      }))
+    return fail(outputPath + ": cannot write: " + toString(std::move(error)));
+  return 0;
+}
