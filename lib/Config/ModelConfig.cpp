@@ -49,7 +49,7 @@ public:
     if (std::optional<int64_t> number = value->getAsInteger())
       out = *number;
     else
-      fail(key, "expected an integer, got " + describe(*value));
+      fail(key, "expected an integer, got " + describeNonInteger(*value));
   }
 
   void readOptionalInt(llvm::StringRef key, std::optional<int64_t> &out) {
@@ -86,7 +86,7 @@ public:
       std::optional<int64_t> number = element.getAsInteger();
       if (!number) {
         fail(key, llvm::formatv("entry {0}: expected an integer, got {1}",
-                                index, describe(element))
+                                index, describeNonInteger(element))
                       .str());
         return;
       }
@@ -105,6 +105,12 @@ public:
   }
 
 private:
+  /// Describes a value that failed to read as an integer.
+  static std::string describeNonInteger(const Value &value) {
+    return value.kind() == Value::Number ? "a non-integer number"
+                                         : describe(value);
+  }
+
   static std::string describe(const Value &value) {
     switch (value.kind()) {
     case Value::Null:
@@ -112,7 +118,7 @@ private:
     case Value::Boolean:
       return "a boolean";
     case Value::Number:
-      return "a non-integer number";
+      return "a number";
     case Value::String:
       return "a string";
     case Value::Array:

@@ -123,16 +123,21 @@ func.func @window_and_caches(
 func.func @attention_and_output(
     %q: tensor<?x8x512xbf16>, %kv: tensor<?x512xbf16>, %idx: tensor<?x640xi32>,
     %sink: tensor<8xf32>, %woa: tensor<2048x1024xf8E4M3FN>,
-    %woas: tensor<16x8xf8E8M0FNU>, %wob: tensor<4096x2048xbf16>)
+    %woas: tensor<16x8xf8E8M0FNU>, %wob: tensor<4096x2048xbf16>,
+    %woa16: tensor<2048x1024xbf16>)
     -> tensor<?x4096xbf16> {
   // CHECK: v4a.sparse_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 0.044194173824159223 : f64} : tensor<?x8x512xbf16>, tensor<?x512xbf16>, tensor<?x640xi32>, tensor<8xf32> -> tensor<?x8x512xbf16>
   %o = v4a.sparse_attention %q, %kv, %idx, %sink {scale = 0.044194173824159223 : f64}
       : tensor<?x8x512xbf16>, tensor<?x512xbf16>, tensor<?x640xi32>,
         tensor<8xf32> -> tensor<?x8x512xbf16>
-  // CHECK: v4a.grouped_output %{{.*}}, %{{.*}} scale %{{.*}}, %{{.*}} {groups = 4 : i64} : tensor<?x8x512xbf16>, tensor<2048x1024xf8E4M3FN>, tensor<16x8xf8E8M0FNU>, tensor<4096x2048xbf16> -> tensor<?x4096xbf16>
+  // CHECK: v4a.grouped_output %{{.*}}, %{{.*}} scale %{{.*}}, %{{.*}} {groups = 4 : i64} : tensor<?x8x512xbf16>, tensor<2048x1024xf8E4M3FN> scale tensor<16x8xf8E8M0FNU>, tensor<4096x2048xbf16> -> tensor<?x4096xbf16>
   %y = v4a.grouped_output %o, %woa scale %woas, %wob {groups = 4 : i64}
-      : tensor<?x8x512xbf16>, tensor<2048x1024xf8E4M3FN>, tensor<16x8xf8E8M0FNU>,
+      : tensor<?x8x512xbf16>, tensor<2048x1024xf8E4M3FN> scale tensor<16x8xf8E8M0FNU>,
         tensor<4096x2048xbf16> -> tensor<?x4096xbf16>
+  // CHECK: v4a.grouped_output %{{.*}}, %{{.*}}, %{{.*}} {groups = 4 : i64} : tensor<?x8x512xbf16>, tensor<2048x1024xbf16>, tensor<4096x2048xbf16> -> tensor<?x4096xbf16>
+  %z = v4a.grouped_output %o, %woa16, %wob {groups = 4 : i64}
+      : tensor<?x8x512xbf16>, tensor<2048x1024xbf16>, tensor<4096x2048xbf16>
+        -> tensor<?x4096xbf16>
   return %y : tensor<?x4096xbf16>
 }
 

@@ -38,8 +38,11 @@ static cl::opt<KVLayoutKind> kvLayout(
 static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
                                        cl::value_desc("file"), cl::init("-"));
 
-/// A symbol name from the config file's stem: "v4-flash.json" -> v4_flash.
+/// A symbol name from the config file's stem: "v4-flash.json" -> v4_flash;
+/// "model" for standard input.
 static std::string modelNameFor(StringRef path) {
+  if (path == "-")
+    return "model";
   std::string name = sys::path::stem(path).str();
   for (char &c : name)
     if (!isAlnum(c) && c != '_')

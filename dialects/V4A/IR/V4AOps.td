@@ -585,6 +585,10 @@ def V4A_GroupedOutputOp : V4A_Op<"grouped_output", [Pure,
     %y = v4a.grouped_output %o, %wo_a, %wo_b {groups = 8 : i64}
         : tensor<?x64x512xbf16>, tensor<8192x4096xbf16>,
           tensor<4096x8192xbf16> -> tensor<?x4096xbf16>
+    %z = v4a.grouped_output %o, %wo_a scale %sa, %wo_b scale %sb {groups = 8 : i64}
+        : tensor<?x64x512xbf16>, tensor<8192x4096xf8E4M3FN>
+          scale tensor<64x32xf8E8M0FNU>, tensor<4096x8192xf8E4M3FN>
+          scale tensor<32x64xf8E8M0FNU> -> tensor<?x4096xbf16>
     ```
   }];
   let arguments = (ins TensorRankOf<[BF16, F32], [3]>:$input,
@@ -596,8 +600,8 @@ def V4A_GroupedOutputOp : V4A_Op<"grouped_output", [Pure,
   let results = (outs TensorRankOf<[BF16, F32], [2]>:$result);
   let assemblyFormat = [{
     $input `,` $wo_a (`scale` $wo_a_scale^)? `,` $wo_b (`scale` $wo_b_scale^)?
-    attr-dict `:` type($input) `,` type($wo_a) (`,` type($wo_a_scale)^)? `,`
-    type($wo_b) (`,` type($wo_b_scale)^)? `->` type($result)
+    attr-dict `:` type($input) `,` type($wo_a) (`scale` type($wo_a_scale)^)?
+    `,` type($wo_b) (`scale` type($wo_b_scale)^)? `->` type($result)
   }];
   let hasVerifier = 1;
 }
