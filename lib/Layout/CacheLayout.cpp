@@ -25,6 +25,10 @@ std::optional<RowLayout> describeRow(RowKind kind, int64_t dim,
     row.rawDims = dim;
     row.valueBytes = 2 * dim;
     return row;
+  case RowKind::F32:
+    row.rawDims = dim;
+    row.valueBytes = 4 * dim;
+    return row;
   case RowKind::FP8Model1: {
     if (dim <= kModel1RopeDims || (dim - kModel1RopeDims) % 64 != 0)
       return reject(why, "fp8_model1 needs a width of 64 bf16 rope dims plus "
@@ -78,6 +82,8 @@ const char *rowKindName(RowKind kind) {
     return "index_fp8";
   case RowKind::IndexMXFP4:
     return "index_mxfp4";
+  case RowKind::F32:
+    return "f32";
   }
   return "unknown";
 }

@@ -15,7 +15,16 @@
 
 namespace v4a::layout {
 
-enum class RowKind { BF16, FP8Model1, MXFP8, IndexBF16, IndexFP8, IndexMXFP4 };
+enum class RowKind {
+  BF16,
+  FP8Model1,
+  MXFP8,
+  IndexBF16,
+  IndexFP8,
+  IndexMXFP4,
+  /// Compressor state: f32 values.
+  F32
+};
 
 /// Where the parts of one row live. Within a page all value bytes of all rows
 /// come first, then all scale bytes (the MODEL1 page convention); a layout

@@ -1,6 +1,7 @@
 //===- v4a-opt.cpp - the v4a optimizer driver -----------------------------===//
 
 #include "dialects/V4A/IR/V4ADialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,6 +15,7 @@ int main(int argc, char **argv) {
   registry.insert<v4a::V4ADialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
   mlir::registerTransformsPasses();
+  v4a::registerV4APasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "v4a optimizer driver\n", registry));
 }

@@ -66,6 +66,8 @@ layout::RowKind v4a::toRowKind(CacheLayout layout) {
     return layout::RowKind::IndexFP8;
   case CacheLayout::IndexMXFP4:
     return layout::RowKind::IndexMXFP4;
+  case CacheLayout::F32:
+    return layout::RowKind::F32;
   }
   llvm_unreachable("unknown cache layout");
 }

@@ -1,0 +1,140 @@
+//===- KVPlan.cpp - per-sequence cache plan of a model --------------------===//
+
+#include "lib/Plan/KVPlan.h"
+
+namespace v4a::plan {
+
+const char *componentName(Component component) {
+  switch (component) {
+  case Component::Window:
+    return "window";
+  case Component::Compressed:
+    return "compressed";
+  case Component::IndexKeys:
+    return "index_keys";
+  case Component::CompressorState:
+    return "compressor_state";
+  case Component::IndexerState:
+    return "indexer_state";
+  }
+  return "unknown";
+}
+
+int64_t Plan::allocatedBytes() const {
+  int64_t total = 0;
+  for (const Buffer &buffer : buffers)
+    if (!buffer.isAlias())
+      total += buffer.bytes;
+  return total;
+}
+
+bool hasIndexerCompressor(const LayerInfo &layer) {
+  return layer.ratio == 4 && layer.indexTopk > 0;
+}
+
+static int64_t roundUp(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+namespace {
+class Planner {
+public:
+  Planner(const ModelDims &dims, const PlanOptions &options)
+      : dims(dims), options(options) {}
+
+  void planLayer(const LayerInfo &layer, std::vector<Buffer> &out) {
+    layout::RowKind mainKind = mainKindFor(layer);
+    if (layer.useSwa)
+      out.push_back(make(layer.id, Component::Window, mainKind, dims.window,
+                         dims.headDim, /*paged=*/false, -1));
+    if (layer.ratio == 0)
+      return;
+    int64_t kvAlias = aliasFor(layer, layer.kvSource);
+    int64_t groups = options.contextTokens / layer.ratio;
+    out.push_back(make(layer.id, Component::Compressed, mainKind, groups,
+                       dims.headDim, /*paged=*/true, kvAlias));
+    // The state holds kv and score of the current group (and, with overlap,
+    // of the previous one): coff * ratio slots of 2 * coff * D f32 values.
+    int64_t coff = layer.ratio == 4 ? 2 : 1;
+    out.push_back(make(layer.id, Component::CompressorState,
+                       layout::RowKind::F32, coff * layer.ratio,
+                       2 * coff * dims.headDim, /*paged=*/false, kvAlias));
+    if (layer.indexTopk == 0)
+      return;
+    int64_t keyAlias = aliasFor(layer, layer.indexKSource);
+    out.push_back(make(layer.id, Component::IndexKeys, indexKind(), groups,
+                       dims.indexHeadDim, /*paged=*/true, keyAlias));
+    if (hasIndexerCompressor(layer))
+      out.push_back(make(layer.id, Component::IndexerState,
+                         layout::RowKind::F32, 2 * layer.ratio,
+                         2 * 2 * dims.indexHeadDim, /*paged=*/false,
+                         keyAlias));
+  }
+
+private:
+  layout::RowKind mainKindFor(const LayerInfo &layer) const {
+    switch (options.mainLayout) {
+    case MainLayout::BF16:
+      return layout::RowKind::BF16;
+    case MainLayout::FP8:
+      return layout::RowKind::FP8Model1;
+    case MainLayout::PerLayer:
+      break;
+    }
+    return layer.packedKv ? layout::RowKind::FP8Model1 : layout::RowKind::BF16;
+  }
+
+  layout::RowKind indexKind() const {
+    return options.indexLayout == IndexLayout::FP8
+               ? layout::RowKind::IndexFP8
+               : layout::RowKind::IndexBF16;
+  }
+
+  int64_t aliasFor(const LayerInfo &layer, int64_t source) const {
+    return options.ignoreSharing || source == layer.id ? -1 : source;
+  }
+
+  Buffer make(int64_t layer, Component component, layout::RowKind kind,
+              int64_t rows, int64_t dim, bool paged, int64_t aliasOf) {
+    Buffer buffer;
+    buffer.layer = layer;
+    buffer.component = component;
+    buffer.kind = kind;
+    buffer.rows = paged ? roundUp(rows, options.pageSize) : rows;
+    buffer.dim = dim;
+    std::string why;
+    std::optional<layout::RowLayout> row = layout::describeRow(kind, dim, &why);
+    if (!row && error.empty())
+      error = std::string("layer ") + std::to_string(layer) + " " +
+              componentName(component) + ": " + why;
+    buffer.rowBytes = row ? row->rowBytes() : 0;
+    buffer.bytes = roundUp(buffer.rows * buffer.rowBytes, options.alignment);
+    buffer.aliasOf = aliasOf;
+    return buffer;
+  }
+
+  const ModelDims &dims;
+  const PlanOptions &options;
+
+public:
+  /// The first layout that cannot hold its rows.
+  std::string error;
+};
+} // namespace
+
+std::optional<Plan> planCaches(const std::vector<LayerInfo> &layers,
+                               const ModelDims &dims,
+                               const PlanOptions &options, std::string &error) {
+  Plan plan;
+  plan.options = options;
+  Planner planner(dims, options);
+  for (const LayerInfo &layer : layers)
+    planner.planLayer(layer, plan.buffers);
+  if (!planner.error.empty()) {
+    error = planner.error;
+    return std::nullopt;
+  }
+  return plan;
+}
+
+} // namespace v4a::plan

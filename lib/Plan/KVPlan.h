@@ -1,0 +1,102 @@
+//===- KVPlan.h - per-sequence cache plan of a model ------------*- C++ -*-===//
+//
+// Which caches a model needs per sequence, their layouts and sizes, and which
+// of them are aliases of another layer's cache. Plain C++ so that the runtime
+// can allocate from the same plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_LIB_PLAN_KVPLAN_H
+#define V4A_LIB_PLAN_KVPLAN_H
+
+#include "lib/Layout/CacheLayout.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace v4a::plan {
+
+enum class Component {
+  Window,
+  Compressed,
+  IndexKeys,
+  CompressorState,
+  IndexerState
+};
+inline constexpr Component kAllComponents[] = {
+    Component::Window, Component::Compressed, Component::IndexKeys,
+    Component::CompressorState, Component::IndexerState};
+
+const char *componentName(Component component);
+
+/// What the planner needs to know of one layer.
+struct LayerInfo {
+  int64_t id = 0;
+  int64_t ratio = 0;
+  int64_t indexTopk = 0;
+  bool useSwa = true;
+  bool packedKv = false;
+  bool isMtp = false;
+  int64_t kvSource = 0;
+  int64_t indexKSource = 0;
+};
+
+struct ModelDims {
+  int64_t headDim = 0;
+  int64_t indexHeadDim = 0;
+  int64_t window = 0;
+};
+
+/// Main KV rows (window and compressed) in the layer's own layout (bf16, or
+/// fp8 MODEL1 for packed layers), or forced to one layout for comparisons.
+enum class MainLayout { PerLayer, BF16, FP8 };
+/// Index key rows: bf16 (the reference) or fp8 with one f32 scale per row.
+enum class IndexLayout { BF16, FP8 };
+
+struct PlanOptions {
+  int64_t contextTokens = 1 << 20;
+  int64_t pageSize = 64;
+  int64_t alignment = 256;
+  MainLayout mainLayout = MainLayout::PerLayer;
+  IndexLayout indexLayout = IndexLayout::BF16;
+  /// Plan every layer's caches as its own, ignoring the sharing maps.
+  bool ignoreSharing = false;
+};
+
+struct Buffer {
+  int64_t layer = 0;
+  Component component = Component::Window;
+  layout::RowKind kind = layout::RowKind::BF16;
+  int64_t rows = 0;
+  int64_t dim = 0;
+  int64_t rowBytes = 0;
+  /// Size of the buffer's memory (also given for aliases).
+  int64_t bytes = 0;
+  /// Layer whose buffer this one is (-1: owns its memory).
+  int64_t aliasOf = -1;
+  bool isAlias() const { return aliasOf >= 0; }
+};
+
+struct Plan {
+  PlanOptions options;
+  std::vector<Buffer> buffers;
+  /// Bytes of memory actually allocated: aliases count zero.
+  int64_t allocatedBytes() const;
+};
+
+/// Layers with 0 < ratio and ratio == 4 run the V4 indexer with its own
+/// compressor; other sparse ratios project index keys from the main
+/// compressed KV (V4.1).
+bool hasIndexerCompressor(const LayerInfo &layer);
+
+/// Plans the caches of `layers` (in id order, MTP included). Fails, naming
+/// the layer and buffer, when a layout cannot hold a row of its width.
+std::optional<Plan> planCaches(const std::vector<LayerInfo> &layers,
+                               const ModelDims &dims,
+                               const PlanOptions &options, std::string &error);
+
+} // namespace v4a::plan
+
+#endif // V4A_LIB_PLAN_KVPLAN_H

@@ -1,0 +1,112 @@
+//===- ModelPlan.cpp - cache plans and schedules of v4a.model ops ---------===//
+
+#include "lib/Plan/ModelPlan.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace v4a;
+
+std::vector<plan::LayerInfo> v4a::collectLayerInfo(ModelOp model) {
+  std::vector<plan::LayerInfo> layers;
+  for (LayerOp layer : model.getLayers()) {
+    plan::LayerInfo info;
+    info.id = layer.getLayerId();
+    info.ratio = layer.getCompressRatio();
+    info.indexTopk = layer.getIndexTopk();
+    info.useSwa = layer.getUseSwa();
+    info.packedKv = layer.getHasPackedKv();
+    info.isMtp = layer.getIsMtp();
+    info.kvSource = model.getLayerKvMap()[info.id];
+    info.indexKSource = model.getLayerIndexKMap()[info.id];
+    layers.push_back(info);
+  }
+  return layers;
+}
+
+plan::ModelDims v4a::collectModelDims(ModelOp model) {
+  plan::ModelDims dims;
+  dims.headDim = model.getHeadDim();
+  dims.indexHeadDim = model.getIndexHeadDim();
+  dims.window = model.getSlidingWindow();
+  return dims;
+}
+
+CacheComponent v4a::toCacheComponent(plan::Component component) {
+  switch (component) {
+  case plan::Component::Window:
+    return CacheComponent::Window;
+  case plan::Component::Compressed:
+    return CacheComponent::Compressed;
+  case plan::Component::IndexKeys:
+    return CacheComponent::IndexKeys;
+  case plan::Component::CompressorState:
+    return CacheComponent::CompressorState;
+  case plan::Component::IndexerState:
+    return CacheComponent::IndexerState;
+  }
+  llvm_unreachable("unknown cache component");
+}
+
+CacheLayout v4a::toCacheLayout(layout::RowKind kind) {
+  switch (kind) {
+  case layout::RowKind::BF16:
+    return CacheLayout::BF16;
+  case layout::RowKind::FP8Model1:
+    return CacheLayout::FP8Model1;
+  case layout::RowKind::MXFP8:
+    return CacheLayout::MXFP8;
+  case layout::RowKind::IndexBF16:
+    return CacheLayout::IndexBF16;
+  case layout::RowKind::IndexFP8:
+    return CacheLayout::IndexFP8;
+  case layout::RowKind::IndexMXFP4:
+    return CacheLayout::IndexMXFP4;
+  case layout::RowKind::F32:
+    return CacheLayout::F32;
+  }
+  llvm_unreachable("unknown row kind");
+}
+
+KVPlanAttr v4a::toAttr(MLIRContext *context, const plan::Plan &plan) {
+  SmallVector<Attribute> buffers;
+  for (const plan::Buffer &buffer : plan.buffers)
+    buffers.push_back(CacheBufferAttr::get(
+        context, buffer.layer, toCacheComponent(buffer.component),
+        toCacheLayout(buffer.kind), buffer.rows, buffer.dim, buffer.rowBytes,
+        buffer.bytes, buffer.aliasOf));
+  return KVPlanAttr::get(context, plan.options.contextTokens,
+                         plan.options.pageSize, plan.options.alignment,
+                         plan.allocatedBytes(),
+                         ArrayAttr::get(context, buffers));
+}
+
+std::string v4a::kernelNameFor(LayerOp layer) {
+  return "v4a_attn_" + layer.getSchedMetaKey();
+}
+
+void v4a::writePlanJson(const plan::Plan &plan, llvm::raw_ostream &os) {
+  llvm::json::OStream json(os, /*IndentSize=*/2);
+  json.object([&] {
+    json.attribute("context_tokens", plan.options.contextTokens);
+    json.attribute("page_size", plan.options.pageSize);
+    json.attribute("alignment", plan.options.alignment);
+    json.attribute("allocated_bytes", plan.allocatedBytes());
+    json.attributeArray("buffers", [&] {
+      for (const plan::Buffer &buffer : plan.buffers)
+        json.object([&] {
+          json.attribute("layer", buffer.layer);
+          json.attribute("component", plan::componentName(buffer.component));
+          json.attribute("layout", layout::rowKindName(buffer.kind));
+          json.attribute("rows", buffer.rows);
+          json.attribute("dim", buffer.dim);
+          json.attribute("row_bytes", buffer.rowBytes);
+          json.attribute("bytes", buffer.bytes);
+          json.attribute("alias_of", buffer.aliasOf);
+        });
+    });
+  });
+  os << "\n";
+}

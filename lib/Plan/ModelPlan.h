@@ -1,0 +1,35 @@
+//===- ModelPlan.h - cache plans and schedules of v4a.model ops -*- C++ -*-===//
+
+#ifndef V4A_LIB_PLAN_MODELPLAN_H
+#define V4A_LIB_PLAN_MODELPLAN_H
+
+#include "dialects/V4A/IR/V4AOps.h"
+#include "lib/Plan/KVPlan.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+namespace v4a {
+
+/// Name of the discardable attributes the passes attach to a v4a.model.
+inline constexpr llvm::StringLiteral kKVPlanAttrName = "v4a.kv_plan";
+inline constexpr llvm::StringLiteral kScheduleAttrName = "v4a.schedule";
+inline constexpr llvm::StringLiteral kMtpScheduleAttrName = "v4a.mtp_schedule";
+
+/// The planner's view of the layers and dimensions of a model.
+std::vector<plan::LayerInfo> collectLayerInfo(ModelOp model);
+plan::ModelDims collectModelDims(ModelOp model);
+
+/// The plan as an attribute, and back.
+KVPlanAttr toAttr(mlir::MLIRContext *context, const plan::Plan &plan);
+CacheComponent toCacheComponent(plan::Component component);
+CacheLayout toCacheLayout(layout::RowKind kind);
+
+/// The kernel variant that serves every layer of a sched_meta_key.
+std::string kernelNameFor(LayerOp layer);
+
+/// Writes the plan as JSON (the format `v4a-compile --emit=plan` produces).
+void writePlanJson(const plan::Plan &plan, llvm::raw_ostream &os);
+
+} // namespace v4a
+
+#endif // V4A_LIB_PLAN_MODELPLAN_H

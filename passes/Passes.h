@@ -1,0 +1,21 @@
+//===- Passes.h - v4a passes ------------------------------------*- C++ -*-===//
+
+#ifndef V4A_PASSES_PASSES_H
+#define V4A_PASSES_PASSES_H
+
+#include "dialects/V4A/IR/V4ADialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace v4a {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+} // namespace v4a
+
+#endif // V4A_PASSES_PASSES_H

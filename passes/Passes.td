@@ -1,0 +1,60 @@
+//===- Passes.td - v4a passes -------------------------------*- tablegen -*-===//
+
+#ifndef V4A_PASSES_TD
+#define V4A_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def VerifyTopology : Pass<"v4a-verify-topology", "::mlir::ModuleOp"> {
+  let summary = "Checks the cross-layer sharing rules of every v4a.model";
+  let description = [{
+    Fails, naming the layer, the map (kv, index-K, index-topk, candidate) and
+    the rule, when the sharing maps break a rule of the specification:
+    (a) a consumer maps to the nearest source before it, with no source of its
+    kind in between; (b) index-topk segments lie inside index-K segments,
+    which lie inside KV segments; (c) sharing never crosses the YoCo boundary,
+    which must be a KV source; (d) a consumer agrees with its source on
+    compress ratio and index_topk (and use_swa for KV); (e) MTP layers never
+    share, the candidate map is non-decreasing and its source is an index
+    source with index_topk > 0; (f) when a cache plan is attached, every
+    consumer's caches are aliases of its source's.
+  }];
+  let dependentDialects = ["::v4a::V4ADialect"];
+}
+
+def PlanKV : Pass<"v4a-plan-kv", "::mlir::ModuleOp"> {
+  let summary = "Plans the per-sequence KV caches and their aliases";
+  let description = [{
+    Attaches `v4a.kv_plan` to every v4a.model: per layer the window ring,
+    compressed rows (context / ratio, whole pages), index key rows, and the
+    compressor and indexer state, each with its row layout and size.
+    Consumer layers alias their source's compressed KV, index keys and state;
+    the plan's byte total counts shared memory once.
+  }];
+  let options = [
+    Option<"contextTokens", "context", "int64_t", "1048576",
+           "Maximum context length of a sequence, in tokens">,
+    Option<"pageSize", "page-size", "int64_t", "64",
+           "Rows per page of the compressed caches">,
+    Option<"alignment", "alignment", "int64_t", "256",
+           "Byte alignment of every buffer">,
+    Option<"indexLayout", "index-layout", "std::string", "\"bf16\"",
+           "Index key rows: bf16 or fp8 (one f32 scale per row)">,
+  ];
+  let dependentDialects = ["::v4a::V4ADialect"];
+}
+
+def Schedule : Pass<"v4a-schedule", "::mlir::ModuleOp"> {
+  let summary = "Groups layers by sched_meta_key";
+  let description = [{
+    Attaches `v4a.schedule` to every v4a.model: one `#v4a.sched_group` per
+    sched_meta_key "{ratio}_{has_packed_kv}_{use_swa}_{index_topk}" over the
+    attention layers, naming the kernel variant built once for the key and the
+    layer whose step computes the per-step metadata the group shares. MTP
+    layers run in their own step and get their own groups in
+    `v4a.mtp_schedule` (reusing the kernel variant of their key).
+  }];
+  let dependentDialects = ["::v4a::V4ADialect"];
+}
+
+#endif // V4A_PASSES_TD

@@ -1,0 +1,55 @@
+//===- PlanKV.cpp - per-sequence KV cache plan ----------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/V4A/IR/V4AOps.h"
+#include "lib/Plan/ModelPlan.h"
+
+namespace v4a {
+#define GEN_PASS_DEF_PLANKV
+#include "passes/Passes.h.inc"
+} // namespace v4a
+
+using namespace mlir;
+using namespace v4a;
+
+namespace {
+
+struct PlanKVPass : public v4a::impl::PlanKVBase<PlanKVPass> {
+  using PlanKVBase::PlanKVBase;
+
+  LogicalResult readOptions(plan::PlanOptions &options, Operation *anchor) {
+    if (contextTokens <= 0 || pageSize <= 0 || alignment <= 0)
+      return anchor->emitError()
+             << "v4a-plan-kv: context (" << contextTokens << "), page-size ("
+             << pageSize << ") and alignment (" << alignment
+             << ") must be positive";
+    if (indexLayout != "bf16" && indexLayout != "fp8")
+      return anchor->emitError() << "v4a-plan-kv: index-layout '"
+                                 << indexLayout << "' is not bf16 or fp8";
+    options.contextTokens = contextTokens;
+    options.pageSize = pageSize;
+    options.alignment = alignment;
+    options.indexLayout = indexLayout == "fp8" ? plan::IndexLayout::FP8
+                                               : plan::IndexLayout::BF16;
+    return success();
+  }
+
+  void runOnOperation() override {
+    plan::PlanOptions options;
+    if (failed(readOptions(options, getOperation())))
+      return signalPassFailure();
+    for (ModelOp model : getOperation().getOps<ModelOp>()) {
+      std::string error;
+      std::optional<plan::Plan> plan = plan::planCaches(
+          collectLayerInfo(model), collectModelDims(model), options, error);
+      if (!plan) {
+        model.emitError() << "v4a-plan-kv: " << error;
+        return signalPassFailure();
+      }
+      model->setAttr(kKVPlanAttrName, toAttr(&getContext(), *plan));
+    }
+  }
+};
+
+} // namespace
