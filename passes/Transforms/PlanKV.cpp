@@ -19,17 +19,18 @@ struct PlanKVPass : public v4a::impl::PlanKVBase<PlanKVPass> {
   using PlanKVBase::PlanKVBase;
 
   LogicalResult readOptions(plan::PlanOptions &options, Operation *anchor) {
-    if (contextTokens <= 0 || pageSize <= 0 || alignment <= 0)
+    int64_t context = contextTokens, page = pageSize, align = alignment;
+    if (context <= 0 || page <= 0 || align <= 0)
       return anchor->emitError()
-             << "v4a-plan-kv: context (" << contextTokens << "), page-size ("
-             << pageSize << ") and alignment (" << alignment
-             << ") must be positive";
+             << "v4a-plan-kv: context (" << context << "), page-size (" << page
+             << ") and alignment (" << align << ") must be positive";
     if (indexLayout != "bf16" && indexLayout != "fp8")
-      return anchor->emitError() << "v4a-plan-kv: index-layout '"
-                                 << indexLayout << "' is not bf16 or fp8";
-    options.contextTokens = contextTokens;
-    options.pageSize = pageSize;
-    options.alignment = alignment;
+      return anchor->emitError()
+             << "v4a-plan-kv: index-layout '" << indexLayout.getValue()
+             << "' is not bf16 or fp8";
+    options.contextTokens = context;
+    options.pageSize = page;
+    options.alignment = align;
     options.indexLayout = indexLayout == "fp8" ? plan::IndexLayout::FP8
                                                : plan::IndexLayout::BF16;
     return success();
