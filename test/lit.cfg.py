@@ -12,6 +12,8 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.v4a_obj_root, "test")
 
 config.substitutions.append(("%examples", os.path.join(config.v4a_src_root, "examples")))
+import sys
+config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 
 llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])

@@ -87,24 +87,25 @@ std::string v4a::kernelNameFor(LayerOp layer) {
   return "v4a_attn_" + layer.getSchedMetaKey();
 }
 
-void v4a::writePlanJson(const plan::Plan &plan, llvm::raw_ostream &os) {
+void v4a::writePlanJson(KVPlanAttr plan, llvm::raw_ostream &os) {
   llvm::json::OStream json(os, /*IndentSize=*/2);
   json.object([&] {
-    json.attribute("context_tokens", plan.options.contextTokens);
-    json.attribute("page_size", plan.options.pageSize);
-    json.attribute("alignment", plan.options.alignment);
-    json.attribute("allocated_bytes", plan.allocatedBytes());
+    json.attribute("context_tokens", plan.getContextTokens());
+    json.attribute("page_size", plan.getPageSize());
+    json.attribute("alignment", plan.getAlignment());
+    json.attribute("allocated_bytes", plan.getBytes());
     json.attributeArray("buffers", [&] {
-      for (const plan::Buffer &buffer : plan.buffers)
+      for (auto buffer : plan.getBuffers().getAsRange<CacheBufferAttr>())
         json.object([&] {
-          json.attribute("layer", buffer.layer);
-          json.attribute("component", plan::componentName(buffer.component));
-          json.attribute("layout", layout::rowKindName(buffer.kind));
-          json.attribute("rows", buffer.rows);
-          json.attribute("dim", buffer.dim);
-          json.attribute("row_bytes", buffer.rowBytes);
-          json.attribute("bytes", buffer.bytes);
-          json.attribute("alias_of", buffer.aliasOf);
+          json.attribute("layer", buffer.getLayer());
+          json.attribute("component",
+                         stringifyCacheComponent(buffer.getComponent()));
+          json.attribute("layout", stringifyCacheLayout(buffer.getLayout()));
+          json.attribute("rows", buffer.getRows());
+          json.attribute("dim", buffer.getDim());
+          json.attribute("row_bytes", buffer.getRowBytes());
+          json.attribute("bytes", buffer.getBytes());
+          json.attribute("alias_of", buffer.getAliasOf());
         });
     });
   });

@@ -27,8 +27,8 @@ CacheLayout toCacheLayout(layout::RowKind kind);
 /// The kernel variant that serves every layer of a sched_meta_key.
 std::string kernelNameFor(LayerOp layer);
 
-/// Writes the plan as JSON (the format `v4a-compile --emit=plan` produces).
-void writePlanJson(const plan::Plan &plan, llvm::raw_ostream &os);
+/// Writes an attached plan as JSON (what `v4a-compile --emit=plan` produces).
+void writePlanJson(KVPlanAttr plan, llvm::raw_ostream &os);
 
 } // namespace v4a
 

@@ -1,13 +1,19 @@
 //===- v4a-compile.cpp - ahead-of-time compiler for v4a -------------------===//
 //
-// v4a-compile CONFIG.json --emit=v4a [-o FILE]
+// v4a-compile CONFIG.json [--emit=v4a|planned|plan] [--report[=json]]
+//             [--context N] [--page-size N] [-o FILE]
 //
 //===----------------------------------------------------------------------===//
 
 #include "lib/Import/ConfigImport.h"
+#include "lib/Pipeline/Pipelines.h"
+#include "passes/Passes.h"
+#include "lib/Plan/ModelPlan.h"
+#include "lib/Report/Report.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -19,16 +25,33 @@
 using namespace llvm;
 
 namespace {
-enum class EmitKind { V4A };
+enum class EmitKind { V4A, Planned, Plan, None };
+enum class ReportKind { None, Text, Json };
 enum class KVLayoutKind { BF16, FP8 };
 } // namespace
 
 static cl::opt<std::string> inputPath(cl::Positional, cl::Required,
                                       cl::desc("<config.json>"));
-static cl::opt<EmitKind>
-    emitKind("emit", cl::desc("What to produce"), cl::init(EmitKind::V4A),
-             cl::values(clEnumValN(EmitKind::V4A, "v4a",
-                                   "v4a dialect IR of the model")));
+static cl::opt<EmitKind> emitKind(
+    "emit", cl::desc("What to produce"), cl::init(EmitKind::V4A),
+    cl::values(
+        clEnumValN(EmitKind::V4A, "v4a",
+                   "v4a IR of the model, sharing topology verified"),
+        clEnumValN(EmitKind::Planned, "planned",
+                   "v4a IR with the cache plan and the schedule attached"),
+        clEnumValN(EmitKind::Plan, "plan", "the cache plan as JSON")));
+static cl::opt<ReportKind> reportKind(
+    "report", cl::desc("Print the schedule and KV memory report instead"),
+    cl::init(ReportKind::None), cl::ValueOptional,
+    cl::values(clEnumValN(ReportKind::Text, "text", "a table (the default)"),
+               clEnumValN(ReportKind::Json, "json", "JSON"),
+               clEnumValN(ReportKind::Text, "", "")));
+static cl::opt<int64_t>
+    contextTokens("context", cl::desc("Maximum context per sequence, tokens"),
+                  cl::init(1 << 20));
+static cl::opt<int64_t> pageSize("page-size",
+                                 cl::desc("Rows per compressed cache page"),
+                                 cl::init(64));
 static cl::opt<KVLayoutKind> kvLayout(
     "kv-layout", cl::desc("Element layout of the compressed KV cache"),
     cl::init(KVLayoutKind::BF16),
@@ -84,8 +107,38 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
+  if (contextTokens <= 0 || pageSize <= 0)
+    return fail("--context and --page-size must be positive");
+  mlir::PassManager pm(&context);
+  if (emitKind == EmitKind::V4A && reportKind == ReportKind::None)
+    pm.addPass(v4a::createVerifyTopology());
+  else
+    v4a::buildPlanningPipeline(pm, {contextTokens, pageSize, "bf16"});
+  if (failed(pm.run(*module)))
+    return 1;
+
+  std::function<void(raw_ostream &)> write;
+  auto model = *module->getOps<v4a::ModelOp>().begin();
+  std::optional<v4a::report::Report> report;
+  if (reportKind != ReportKind::None) {
+    std::string error;
+    report = v4a::report::buildReport(model, contextTokens, pageSize, error);
+    if (!report)
+      return fail(inputPath + ": " + error);
+    write = [&](raw_ostream &os) {
+      if (reportKind == ReportKind::Json)
+        v4a::report::printJson(*report, os);
+      else
+        v4a::report::printText(*report, os);
+    };
+  } else if (emitKind == EmitKind::Plan) {
+    auto plan = model->getAttrOfType<v4a::KVPlanAttr>(v4a::kKVPlanAttrName);
+    write = [plan](raw_ostream &os) { v4a::writePlanJson(plan, os); };
+  } else {
+    write = [&](raw_ostream &os) { module->print(os); };
+  }
   if (Error error = writeToOutput(outputPath, [&](raw_ostream &os) {
-        module->print(os);
+        write(os);
         return Error::success();
       }))
     return fail(outputPath + ": cannot write: " + toString(std::move(error)));

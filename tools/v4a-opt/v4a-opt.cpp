@@ -1,6 +1,7 @@
 //===- v4a-opt.cpp - the v4a optimizer driver -----------------------------===//
 
 #include "dialects/V4A/IR/V4ADialect.h"
+#include "lib/Pipeline/Pipelines.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -16,6 +17,7 @@ int main(int argc, char **argv) {
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
   mlir::registerTransformsPasses();
   v4a::registerV4APasses();
+  v4a::registerPipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "v4a optimizer driver\n", registry));
 }

@@ -1,0 +1,45 @@
+//===- Pipelines.cpp - named v4a pass pipelines ---------------------------===//
+
+#include "lib/Pipeline/Pipelines.h"
+
+#include "passes/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+
+void v4a::buildPlanningPipeline(OpPassManager &pm,
+                                const PlanningOptions &options) {
+  pm.addPass(createVerifyTopology());
+  PlanKVOptions plan;
+  plan.contextTokens = options.contextTokens;
+  plan.pageSize = options.pageSize;
+  plan.indexLayout = options.indexLayout;
+  pm.addPass(createPlanKV(plan));
+  pm.addPass(createSchedule());
+}
+
+namespace {
+struct PlanningPipelineOptions
+    : public PassPipelineOptions<PlanningPipelineOptions> {
+  Option<int64_t> context{*this, "context",
+                          llvm::cl::desc("Maximum context in tokens"),
+                          llvm::cl::init(1 << 20)};
+  Option<int64_t> pageSize{*this, "page-size",
+                           llvm::cl::desc("Rows per compressed cache page"),
+                           llvm::cl::init(64)};
+  Option<std::string> indexLayout{*this, "index-layout",
+                                  llvm::cl::desc("bf16 or fp8 index keys"),
+                                  llvm::cl::init("bf16")};
+};
+} // namespace
+
+void v4a::registerPipelines() {
+  PassPipelineRegistration<PlanningPipelineOptions>(
+      "v4a-planning-pipeline",
+      "Verify the sharing topology, plan the caches and schedule the layers",
+      [](OpPassManager &pm, const PlanningPipelineOptions &options) {
+        buildPlanningPipeline(pm, {options.context, options.pageSize,
+                                   options.indexLayout});
+      });
+}

@@ -1,0 +1,28 @@
+//===- Pipelines.h - named v4a pass pipelines -------------------*- C++ -*-===//
+
+#ifndef V4A_LIB_PIPELINE_PIPELINES_H
+#define V4A_LIB_PIPELINE_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+
+#include <cstdint>
+#include <string>
+
+namespace v4a {
+
+struct PlanningOptions {
+  int64_t contextTokens = 1 << 20;
+  int64_t pageSize = 64;
+  std::string indexLayout = "bf16";
+};
+
+/// v4a-verify-topology, v4a-plan-kv, v4a-schedule.
+void buildPlanningPipeline(mlir::OpPassManager &pm,
+                           const PlanningOptions &options);
+
+/// Registers "v4a-planning-pipeline" for v4a-opt.
+void registerPipelines();
+
+} // namespace v4a
+
+#endif // V4A_LIB_PIPELINE_PIPELINES_H

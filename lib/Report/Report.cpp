@@ -1,0 +1,224 @@
+//===- Report.cpp - schedule and KV memory report of a model --------------===//
+
+#include "lib/Report/Report.h"
+
+#include "lib/Plan/ModelPlan.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace v4a;
+using namespace v4a::report;
+
+static std::vector<Group> readGroups(ModelOp model, StringRef attrName) {
+  std::vector<Group> groups;
+  auto list = model->getAttrOfType<ArrayAttr>(attrName);
+  if (!list)
+    return groups;
+  for (auto group : list.getAsRange<SchedGroupAttr>())
+    groups.push_back({group.getKey().str(), group.getKernel().str(),
+                      std::vector<int64_t>(group.getLayers().begin(),
+                                           group.getLayers().end()),
+                      group.getMetadataLayer()});
+  return groups;
+}
+
+static void addBuffer(Usage &usage, const plan::Buffer &buffer) {
+  ++usage.cachesUnshared;
+  usage.rowsUnshared += buffer.rows;
+  usage.bytesUnshared += buffer.bytes;
+  if (!buffer.isAlias()) {
+    ++usage.cachesShared;
+    usage.rowsShared += buffer.rows;
+    usage.bytesShared += buffer.bytes;
+  }
+  usage.rowBytes.insert(buffer.rowBytes);
+  usage.dims.insert(buffer.dim);
+  usage.rowsPerCache.insert(buffer.rows);
+  usage.layouts.insert(layout::rowKindName(buffer.kind));
+}
+
+static std::optional<LayoutReport>
+planLayout(StringRef name, const std::vector<plan::LayerInfo> &layers,
+           const plan::ModelDims &dims, plan::PlanOptions options,
+           std::string &error) {
+  std::optional<plan::Plan> plan =
+      plan::planCaches(layers, dims, options, error);
+  if (!plan)
+    return std::nullopt;
+  LayoutReport result;
+  result.name = name.str();
+  for (const plan::Buffer &buffer : plan->buffers) {
+    if (layers[buffer.layer].isMtp)
+      continue;
+    addBuffer(result.usage[plan::componentName(buffer.component)], buffer);
+    if (buffer.component == plan::Component::Window ||
+        buffer.component == plan::Component::Compressed)
+      addBuffer(result.usage["main_kv"], buffer);
+    addBuffer(result.usage["total"], buffer);
+  }
+  return result;
+}
+
+std::optional<Report> report::buildReport(ModelOp model, int64_t contextTokens,
+                                          int64_t pageSize,
+                                          std::string &error) {
+  Report report;
+  report.model = model.getSymName().str();
+  report.contextTokens = contextTokens;
+  report.pageSize = pageSize;
+  std::vector<plan::LayerInfo> layers = collectLayerInfo(model);
+  for (const plan::LayerInfo &layer : layers)
+    ++(layer.isMtp ? report.mtpLayers : report.attentionLayers);
+  report.groups = readGroups(model, kScheduleAttrName);
+  report.mtpGroups = readGroups(model, kMtpScheduleAttrName);
+  for (const std::vector<Group> *list : {&report.groups, &report.mtpGroups})
+    for (const Group &group : *list)
+      if (!llvm::is_contained(report.kernels, group.kernel))
+        report.kernels.push_back(group.kernel);
+
+  plan::PlanOptions options;
+  options.contextTokens = contextTokens;
+  options.pageSize = pageSize;
+  for (auto [name, main, index] :
+       {std::tuple{"bf16", plan::MainLayout::BF16, plan::IndexLayout::BF16},
+        std::tuple{"fp8", plan::MainLayout::FP8, plan::IndexLayout::FP8}}) {
+    options.mainLayout = main;
+    options.indexLayout = index;
+    std::optional<LayoutReport> layout =
+        planLayout(name, layers, collectModelDims(model), options, error);
+    if (!layout)
+      return std::nullopt;
+    report.layouts.push_back(std::move(*layout));
+  }
+  return report;
+}
+
+/// "a-b" for a run of consecutive ids, "a,b,c" otherwise.
+static std::string formatIds(const std::vector<int64_t> &ids) {
+  std::string text;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1)
+      ++j;
+    if (!text.empty())
+      text += ",";
+    text += std::to_string(ids[i]);
+    if (j > i)
+      text += "-" + std::to_string(ids[j]);
+    i = j + 1;
+  }
+  return text;
+}
+
+static std::string formatSet(const std::set<int64_t> &values) {
+  std::string text;
+  for (int64_t value : values)
+    text += (text.empty() ? "" : "/") + std::to_string(value);
+  return text;
+}
+
+static std::string formatNames(const std::set<std::string> &names) {
+  std::string text;
+  for (const std::string &name : names)
+    text += (text.empty() ? "" : "+") + name;
+  return text;
+}
+
+static const char *const kComponentOrder[] = {
+    "window",    "compressed",       "main_kv",      "index_keys",
+    "compressor_state", "indexer_state", "total"};
+
+void report::printText(const Report &report, llvm::raw_ostream &os) {
+  os << "model " << report.model << ": " << report.attentionLayers
+     << " attention layers + " << report.mtpLayers << " MTP layer"
+     << (report.mtpLayers == 1 ? "" : "s") << ", context "
+     << report.contextTokens << " tokens, page " << report.pageSize
+     << " rows\n\n";
+  os << llvm::formatv("{0,-20} {1,6}  {2}\n", "sched_meta_key", "layers",
+                      "ids");
+  for (const Group &group : report.groups)
+    os << llvm::formatv("{0,-20} {1,6}  {2}\n", group.key,
+                        group.layers.size(), formatIds(group.layers));
+  for (const Group &group : report.mtpGroups)
+    os << llvm::formatv("{0,-20} {1,6}  {2}\n", "mtp " + group.key,
+                        group.layers.size(), formatIds(group.layers));
+  os << report.groups.size() << " keys for the attention layers; "
+     << report.kernels.size() << " unique kernel variants:";
+  for (const std::string &kernel : report.kernels)
+    os << " " << kernel;
+  os << "\n\nKV memory per sequence at " << report.contextTokens
+     << " tokens, attention layers (bytes; shared = aliased caches counted "
+        "once):\n";
+  os << llvm::formatv("{0,-5} {1,-17} {2,-21} {3,7} {4,11} {5,10} {6,6} "
+                      "{7,15} {8,15}\n",
+                      "kind", "component", "layout", "caches", "rows",
+                      "row_bytes", "dims", "shared", "unshared");
+  for (const LayoutReport &layout : report.layouts)
+    for (const char *component : kComponentOrder) {
+      auto it = layout.usage.find(component);
+      if (it == layout.usage.end())
+        continue;
+      const Usage &usage = it->second;
+      bool isTotal = StringRef(component) == "total";
+      os << llvm::formatv("{0,-5} {1,-17} {2,-21} {3,7} {4,11} {5,10} {6,6} "
+                          "{7,15} {8,15}\n",
+                          layout.name, component,
+                          isTotal ? "-" : formatNames(usage.layouts),
+                          usage.cachesShared,
+                          isTotal ? "-" : std::to_string(usage.rowsShared),
+                          isTotal ? "-" : formatSet(usage.rowBytes),
+                          isTotal ? "-" : formatSet(usage.dims),
+                          usage.bytesShared, usage.bytesUnshared);
+    }
+}
+
+static llvm::json::Array toJson(const std::set<int64_t> &values) {
+  return llvm::json::Array(values);
+}
+
+static llvm::json::Array toJson(const std::vector<Group> &groups) {
+  llvm::json::Array result;
+  for (const Group &group : groups)
+    result.push_back(llvm::json::Object{
+        {"key", group.key},
+        {"kernel", group.kernel},
+        {"layers", llvm::json::Array(group.layers)},
+        {"metadata_layer", group.metadataLayer}});
+  return result;
+}
+
+void report::printJson(const Report &report, llvm::raw_ostream &os) {
+  llvm::json::Object memory;
+  for (const LayoutReport &layout : report.layouts) {
+    llvm::json::Object components;
+    for (const auto &[name, usage] : layout.usage)
+      components[name] = llvm::json::Object{
+          {"caches_shared", usage.cachesShared},
+          {"caches_unshared", usage.cachesUnshared},
+          {"rows_shared", usage.rowsShared},
+          {"rows_unshared", usage.rowsUnshared},
+          {"bytes_shared", usage.bytesShared},
+          {"bytes_unshared", usage.bytesUnshared},
+          {"row_bytes", toJson(usage.rowBytes)},
+          {"dims", toJson(usage.dims)},
+          {"rows_per_cache", toJson(usage.rowsPerCache)},
+          {"layouts", llvm::json::Array(usage.layouts)}};
+    memory[layout.name] = std::move(components);
+  }
+  llvm::json::Object root{
+      {"model", report.model},
+      {"attention_layers", report.attentionLayers},
+      {"mtp_layers", report.mtpLayers},
+      {"context_tokens", report.contextTokens},
+      {"page_size", report.pageSize},
+      {"keys", toJson(report.groups)},
+      {"mtp_keys", toJson(report.mtpGroups)},
+      {"kernel_variants",
+       llvm::json::Array(report.kernels)},
+      {"memory", std::move(memory)}};
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+}

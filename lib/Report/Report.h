@@ -1,0 +1,61 @@
+//===- Report.h - schedule and KV memory report of a model ------*- C++ -*-===//
+
+#ifndef V4A_LIB_REPORT_REPORT_H
+#define V4A_LIB_REPORT_REPORT_H
+
+#include "dialects/V4A/IR/V4AOps.h"
+#include "lib/Plan/KVPlan.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace v4a::report {
+
+struct Group {
+  std::string key;
+  std::string kernel;
+  std::vector<int64_t> layers;
+  int64_t metadataLayer = 0;
+};
+
+/// Memory of one component over the attention layers, counting shared
+/// (aliased) caches once or once per layer.
+struct Usage {
+  int64_t cachesShared = 0, cachesUnshared = 0;
+  int64_t rowsShared = 0, rowsUnshared = 0;
+  int64_t bytesShared = 0, bytesUnshared = 0;
+  std::set<int64_t> rowBytes, dims, rowsPerCache;
+  std::set<std::string> layouts;
+};
+
+struct LayoutReport {
+  std::string name; // "bf16" or "fp8"
+  /// Per component name, plus "main_kv" (window + compressed) and "total".
+  std::map<std::string, Usage> usage;
+};
+
+struct Report {
+  std::string model;
+  int64_t attentionLayers = 0, mtpLayers = 0;
+  int64_t contextTokens = 0, pageSize = 0;
+  std::vector<Group> groups, mtpGroups;
+  std::vector<std::string> kernels;
+  std::vector<LayoutReport> layouts;
+};
+
+/// Builds the report of a model that went through the planning pipeline
+/// (it reads `v4a.schedule`); memory is planned at `contextTokens` for bf16
+/// and for fp8 layouts.
+std::optional<Report> buildReport(ModelOp model, int64_t contextTokens,
+                                  int64_t pageSize, std::string &error);
+
+void printText(const Report &report, llvm::raw_ostream &os);
+void printJson(const Report &report, llvm::raw_ostream &os);
+
+} // namespace v4a::report
+
+#endif // V4A_LIB_REPORT_REPORT_H
