@@ -16,7 +16,7 @@ import sys
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 
-llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])
+llvm_config.with_system_environment(["HOME", "TMP", "TEMP", "ASAN_OPTIONS", "UBSAN_OPTIONS"])
 llvm_config.use_default_substitutions()
 tool_dirs = [config.v4a_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["v4a-opt", "v4a-compile"], tool_dirs)

@@ -18,6 +18,10 @@ std::optional<RowLayout> describeRow(RowKind kind, int64_t dim,
                                      std::string *why) {
   if (dim <= 0)
     return reject(why, "row width must be positive");
+  if (dim > kMaxRowDims)
+    return reject(why, "row width " + std::to_string(dim) +
+                           " exceeds the supported maximum of " +
+                           std::to_string(kMaxRowDims));
   RowLayout row{kind, dim, 0, 0, 0, 0, 0};
   switch (kind) {
   case RowKind::BF16:

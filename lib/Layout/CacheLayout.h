@@ -40,6 +40,9 @@ struct RowLayout {
   int64_t rowBytes() const { return valueBytes + scaleBytes; }
 };
 
+/// Widest row any layout accepts; keeps every byte count far from overflow.
+inline constexpr int64_t kMaxRowDims = int64_t(1) << 24;
+
 /// MODEL1 keeps this many trailing dims in bf16.
 inline constexpr int64_t kModel1RopeDims = 64;
 

@@ -32,8 +32,25 @@ bool hasIndexerCompressor(const LayerInfo &layer) {
   return layer.ratio == 4 && layer.indexTopk > 0;
 }
 
+/// Sizes beyond this are configuration mistakes, and keep every sum of
+/// buffer sizes far from int64 overflow.
+static constexpr int64_t kMaxBufferBytes = int64_t(1) << 48;
+static constexpr int64_t kMaxPlanBytes = int64_t(1) << 60;
+
+/// value rounded up to a multiple, or -1 when that does not fit.
 static int64_t roundUp(int64_t value, int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
+  int64_t sum;
+  if (value < 0 || __builtin_add_overflow(value, multiple - 1, &sum))
+    return -1;
+  return sum / multiple * multiple;
+}
+
+/// a * b, or -1 when that does not fit.
+static int64_t multiply(int64_t a, int64_t b) {
+  int64_t product;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &product))
+    return -1;
+  return product;
 }
 
 namespace {
@@ -57,8 +74,9 @@ public:
     // of the previous one): coff * ratio slots of 2 * coff * D f32 values.
     int64_t coff = layer.ratio == 4 ? 2 : 1;
     out.push_back(make(layer.id, Component::CompressorState,
-                       layout::RowKind::F32, coff * layer.ratio,
-                       2 * coff * dims.headDim, /*paged=*/false, kvAlias));
+                       layout::RowKind::F32, multiply(coff, layer.ratio),
+                       multiply(2 * coff, dims.headDim), /*paged=*/false,
+                       kvAlias));
     if (layer.indexTopk == 0)
       return;
     int64_t keyAlias = aliasFor(layer, layer.indexKSource);
@@ -66,8 +84,8 @@ public:
                        dims.indexHeadDim, /*paged=*/true, keyAlias));
     if (hasIndexerCompressor(layer))
       out.push_back(make(layer.id, Component::IndexerState,
-                         layout::RowKind::F32, 2 * layer.ratio,
-                         2 * 2 * dims.indexHeadDim, /*paged=*/false,
+                         layout::RowKind::F32, multiply(2, layer.ratio),
+                         multiply(4, dims.indexHeadDim), /*paged=*/false,
                          keyAlias));
   }
 
@@ -102,14 +120,23 @@ private:
     buffer.kind = kind;
     buffer.rows = paged ? roundUp(rows, options.pageSize) : rows;
     buffer.dim = dim;
+    auto reject = [&](const std::string &why) {
+      if (error.empty())
+        error = "layer " + std::to_string(layer) + " " +
+                componentName(component) + ": " + why;
+      return buffer;
+    };
+    buffer.aliasOf = aliasOf;
     std::string why;
     std::optional<layout::RowLayout> row = layout::describeRow(kind, dim, &why);
-    if (!row && error.empty())
-      error = std::string("layer ") + std::to_string(layer) + " " +
-              componentName(component) + ": " + why;
-    buffer.rowBytes = row ? row->rowBytes() : 0;
-    buffer.bytes = roundUp(buffer.rows * buffer.rowBytes, options.alignment);
-    buffer.aliasOf = aliasOf;
+    if (!row)
+      return reject(why);
+    buffer.rowBytes = row->rowBytes();
+    buffer.bytes = roundUp(multiply(buffer.rows, buffer.rowBytes),
+                           options.alignment);
+    if (buffer.rows < 0 || buffer.bytes < 0 || buffer.bytes > kMaxBufferBytes)
+      return reject("the buffer would exceed 2^48 bytes; the configuration "
+                    "or the context is too large");
     return buffer;
   }
 
@@ -128,8 +155,18 @@ std::optional<Plan> planCaches(const std::vector<LayerInfo> &layers,
   Plan plan;
   plan.options = options;
   Planner planner(dims, options);
-  for (const LayerInfo &layer : layers)
+  int64_t total = 0;
+  for (const LayerInfo &layer : layers) {
+    size_t first = plan.buffers.size();
     planner.planLayer(layer, plan.buffers);
+    for (size_t i = first; i < plan.buffers.size(); ++i)
+      total += plan.buffers[i].bytes;
+    if (planner.error.empty() && total > kMaxPlanBytes)
+      planner.error = "the plan would exceed 2^60 bytes at layer " +
+                      std::to_string(layer.id);
+    if (!planner.error.empty())
+      break;
+  }
   if (!planner.error.empty()) {
     error = planner.error;
     return std::nullopt;

@@ -92,7 +92,10 @@ LogicalResult ModelOp::verify() {
     return emitOpError() << "qk_rope_head_dim (" << ropeDim
                          << ") must be smaller than index_head_dim ("
                          << getIndexHeadDim() << ")";
-  int64_t width = getNumAttentionHeads() * headDim;
+  int64_t width;
+  if (__builtin_mul_overflow(static_cast<int64_t>(getNumAttentionHeads()),
+                             headDim, &width))
+    return emitOpError() << "num_attention_heads * head_dim overflows";
   if (width % getOGroups() != 0)
     return emitOpError() << "num_attention_heads * head_dim (" << width
                          << ") must be divisible by o_groups (" << getOGroups()
@@ -455,7 +458,9 @@ LogicalResult GroupedOutputOp::verify() {
   int64_t groups = getGroups();
   int64_t heads = dimOf(getInput(), 1), headDim = dimOf(getInput(), 2);
   if (!ShapedType::isDynamic(heads) && !ShapedType::isDynamic(headDim)) {
-    int64_t width = heads * headDim;
+    int64_t width;
+    if (__builtin_mul_overflow(heads, headDim, &width))
+      return emitOpError() << "heads * head_dim overflows";
     if (width % groups != 0)
       return emitOpError() << "heads * head_dim (" << width
                            << ") must be divisible by groups (" << groups
