@@ -1,0 +1,38 @@
+//===- Numerics.h - rounding to the low-precision formats -------*- C++ -*-===//
+//
+// Exact, round-to-nearest-even conversions used by the reference and the
+// weight tools. Plain C++.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_LIB_REFERENCE_NUMERICS_H
+#define V4A_LIB_REFERENCE_NUMERICS_H
+
+#include <cstdint>
+
+namespace v4a::num {
+
+/// The nearest bf16 value (ties to even); NaN stays NaN.
+float roundBF16(float value);
+uint16_t toBF16Bits(float value);
+float fromBF16Bits(uint16_t bits);
+
+/// The nearest float8 e4m3fn value, saturating at +-448.
+float roundE4M3(float value);
+uint8_t toE4M3Bits(float value);
+float fromE4M3Bits(uint8_t bits);
+
+/// The nearest e2m1 value (0, 0.5, 1, 1.5, 2, 3, 4, 6), saturating at +-6.
+float roundE2M1(float value);
+
+/// ue8m0 scales: 2^(byte - 127).
+float fromUE8M0Bits(uint8_t bits);
+/// The smallest power of two >= value (value > 0), as a ue8m0 byte.
+uint8_t ue8m0CeilBits(float value);
+
+inline constexpr float kE4M3Max = 448.0f;
+inline constexpr float kE2M1Max = 6.0f;
+
+} // namespace v4a::num
+
+#endif // V4A_LIB_REFERENCE_NUMERICS_H
