@@ -57,4 +57,21 @@ def Schedule : Pass<"v4a-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::v4a::V4ADialect"];
 }
 
+def LowerToCPU : Pass<"v4a-lower-to-cpu", "::mlir::ModuleOp"> {
+  let summary = "Lowers the v4a compute ops to loops over buffers";
+  let description = [{
+    Rewrites every v4a compute op into scf loops over buffers obtained with
+    bufferization.to_buffer, writing a fresh buffer per result, with the
+    rounding points of the specification (f32 accumulation, results rounded
+    to their element type, fp8/fp4 round-to-nearest-even on the format grid).
+    One-shot bufferization then removes the tensor bridges. The cache ops
+    are not lowered: the runtime stores and gathers cache rows.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::bufferization::BufferizationDialect"
+  ];
+}
+
 #endif // V4A_PASSES_TD

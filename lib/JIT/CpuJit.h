@@ -1,0 +1,40 @@
+//===- CpuJit.h - compile v4a kernels for the host CPU ----------*- C++ -*-===//
+
+#ifndef V4A_LIB_JIT_CPUJIT_H
+#define V4A_LIB_JIT_CPUJIT_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <memory>
+#include <string>
+
+namespace mlir {
+class ExecutionEngine;
+class MLIRContext;
+} // namespace mlir
+
+namespace v4a::jit {
+
+/// Kernels compiled in-process from a module of `func.func`s (memref
+/// arguments, v4a ops inside) through the CPU lowering to LLVM.
+class CpuJit {
+public:
+  ~CpuJit();
+  /// Parses, lowers and compiles `source`; on failure returns null and
+  /// describes the problem in `error`.
+  static std::unique_ptr<CpuJit> compile(llvm::StringRef source,
+                                         std::string &error);
+  /// The C-interface entry point of kernel `name`, or null.
+  void *lookup(llvm::StringRef name) const;
+  /// Writes the compiled kernels as an object file (AOT for the CPU).
+  bool writeObject(llvm::StringRef path) const;
+
+private:
+  CpuJit();
+  std::unique_ptr<mlir::MLIRContext> context;
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+};
+
+} // namespace v4a::jit
+
+#endif // V4A_LIB_JIT_CPUJIT_H

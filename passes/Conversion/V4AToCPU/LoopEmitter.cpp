@@ -1,0 +1,269 @@
+//===- LoopEmitter.cpp - scalar loop nests over buffers -------------------===//
+
+#include "passes/Conversion/V4AToCPU/LoopEmitter.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace v4a::cpu;
+
+Value LoopEmitter::index(int64_t value) {
+  return arith::ConstantIndexOp::create(b, loc, value);
+}
+Value LoopEmitter::f32(double value) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
+}
+Value LoopEmitter::i32(int64_t value) {
+  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(value));
+}
+Value LoopEmitter::i64(int64_t value) {
+  return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(value));
+}
+
+Value LoopEmitter::buffer(Value tensorValue) {
+  auto type = cast<TensorType>(tensorValue.getType());
+  auto memrefType = bufferization::getMemRefTypeWithFullyDynamicLayout(type);
+  return bufferization::ToBufferOp::create(b, loc, memrefType, tensorValue,
+                                           b.getUnitAttr());
+}
+
+Value LoopEmitter::alloc(Type tensorType, ValueRange dynamicSizes) {
+  auto type = cast<RankedTensorType>(tensorType);
+  auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
+  return memref::AllocOp::create(b, loc, memrefType, dynamicSizes);
+}
+
+Value LoopEmitter::tensor(Value bufferValue, Type tensorType) {
+  return bufferization::ToTensorOp::create(b, loc, tensorType, bufferValue,
+                                           /*restrict=*/true,
+                                           /*writable=*/true);
+}
+
+Value LoopEmitter::scratch(Value size) {
+  auto type = MemRefType::get({ShapedType::kDynamic}, b.getF32Type());
+  return memref::AllocOp::create(b, loc, type, ValueRange{size});
+}
+
+Value LoopEmitter::dim(Value bufferValue, int64_t i) {
+  return memref::DimOp::create(b, loc, bufferValue, i);
+}
+
+SmallVector<Value> LoopEmitter::dynamicDims(Value bufferValue) {
+  SmallVector<Value> dims;
+  auto type = cast<MemRefType>(bufferValue.getType());
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    if (type.isDynamicDim(i))
+      dims.push_back(dim(bufferValue, i));
+  return dims;
+}
+
+/// e4m3fn bits to f32: sign, 4 exponent bits (bias 7), 3 mantissa bits;
+/// exponent 0 holds the subnormals m * 2^-9.
+static Value decodeE4M3(LoopEmitter &e, OpBuilder &b, Location loc,
+                        Value byte) {
+  Type i32 = b.getI32Type();
+  Value bits = arith::ExtUIOp::create(b, loc, i32, byte);
+  Value sign = arith::ShLIOp::create(
+      b, loc, arith::AndIOp::create(b, loc, bits, e.i32(0x80)), e.i32(24));
+  Value exponent = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, bits, e.i32(3)), e.i32(0xf));
+  Value mantissa = arith::AndIOp::create(b, loc, bits, e.i32(0x7));
+  Value normalBits = arith::OrIOp::create(
+      b, loc,
+      arith::ShLIOp::create(b, loc, e.add(exponent, e.i32(120)), e.i32(23)),
+      arith::ShLIOp::create(b, loc, mantissa, e.i32(20)));
+  Value normal = arith::BitcastOp::create(
+      b, loc, b.getF32Type(), arith::OrIOp::create(b, loc, normalBits, sign));
+  Value subnormal = e.mul(
+      arith::SIToFPOp::create(b, loc, b.getF32Type(), mantissa),
+      e.f32(1.0 / 512.0));
+  Value negative = e.cmp(arith::CmpIPredicate::ne, sign, e.i32(0));
+  subnormal = e.select(negative, arith::NegFOp::create(b, loc, subnormal),
+                       subnormal);
+  return e.select(e.cmp(arith::CmpIPredicate::eq, exponent, e.i32(0)),
+                  subnormal, normal);
+}
+
+/// ue8m0 bits to f32: 2^(byte - 127).
+static Value decodeUE8M0(LoopEmitter &e, OpBuilder &b, Location loc,
+                         Value byte) {
+  Value bits = arith::ExtUIOp::create(b, loc, b.getI32Type(), byte);
+  return arith::BitcastOp::create(
+      b, loc, b.getF32Type(), arith::ShLIOp::create(b, loc, bits, e.i32(23)));
+}
+
+Value LoopEmitter::load(Value bufferValue, ValueRange indices) {
+  Value value = memref::LoadOp::create(b, loc, bufferValue, indices);
+  Type type = value.getType();
+  if (isa<Float8E4M3FNType, Float8E8M0FNUType>(type)) {
+    Value byte = arith::BitcastOp::create(b, loc, b.getI8Type(), value);
+    return isa<Float8E4M3FNType>(type) ? decodeE4M3(*this, b, loc, byte)
+                                       : decodeUE8M0(*this, b, loc, byte);
+  }
+  if (isa<FloatType>(type) && !type.isF32())
+    return arith::ExtFOp::create(b, loc, b.getF32Type(), value);
+  return value;
+}
+
+void LoopEmitter::store(Value value, Value bufferValue, ValueRange indices) {
+  Type element = cast<MemRefType>(bufferValue.getType()).getElementType();
+  if (element != value.getType())
+    value = arith::TruncFOp::create(b, loc, element, value);
+  memref::StoreOp::create(b, loc, value, bufferValue, indices);
+}
+
+Value LoopEmitter::loadIndex(Value bufferValue, ValueRange indices) {
+  return castIndex(memref::LoadOp::create(b, loc, bufferValue, indices));
+}
+
+void LoopEmitter::storeInt(Value value, Value bufferValue, ValueRange indices) {
+  Type element = cast<MemRefType>(bufferValue.getType()).getElementType();
+  if (value.getType().isIndex())
+    value = indexTo(element, value);
+  memref::StoreOp::create(b, loc, value, bufferValue, indices);
+}
+
+void LoopEmitter::loop(Value lower, Value upper,
+                       const std::function<void(Value)> &body) {
+  scf::ForOp::create(b, loc, lower, upper, index(1), ValueRange{},
+                     [&](OpBuilder &nested, Location, Value iv, ValueRange) {
+                       OpBuilder::InsertionGuard guard(b);
+                       b.setInsertionPoint(nested.getInsertionBlock(),
+                                           nested.getInsertionPoint());
+                       body(iv);
+                       scf::YieldOp::create(b, loc);
+                     });
+}
+
+SmallVector<Value> LoopEmitter::loop(
+    Value lower, Value upper, ValueRange init,
+    const std::function<SmallVector<Value>(Value, ValueRange)> &body) {
+  auto forOp = scf::ForOp::create(
+      b, loc, lower, upper, index(1), init,
+      [&](OpBuilder &nested, Location, Value iv, ValueRange carried) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nested.getInsertionBlock(),
+                            nested.getInsertionPoint());
+        SmallVector<Value> next = body(iv, carried);
+        scf::YieldOp::create(b, loc, next);
+      });
+  return SmallVector<Value>(forOp.getResults());
+}
+
+void LoopEmitter::ifThen(Value condition, const std::function<void()> &body) {
+  auto ifOp = scf::IfOp::create(b, loc, condition, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+  body();
+}
+
+Value LoopEmitter::select(Value condition, Value a, Value c) {
+  return arith::SelectOp::create(b, loc, condition, a, c);
+}
+
+Value LoopEmitter::add(Value a, Value c) {
+  if (isa<FloatType>(a.getType()))
+    return arith::AddFOp::create(b, loc, a, c);
+  return arith::AddIOp::create(b, loc, a, c);
+}
+Value LoopEmitter::sub(Value a, Value c) {
+  if (isa<FloatType>(a.getType()))
+    return arith::SubFOp::create(b, loc, a, c);
+  return arith::SubIOp::create(b, loc, a, c);
+}
+Value LoopEmitter::mul(Value a, Value c) {
+  if (isa<FloatType>(a.getType()))
+    return arith::MulFOp::create(b, loc, a, c);
+  return arith::MulIOp::create(b, loc, a, c);
+}
+Value LoopEmitter::div(Value a, Value c) {
+  if (isa<FloatType>(a.getType()))
+    return arith::DivFOp::create(b, loc, a, c);
+  return arith::DivSIOp::create(b, loc, a, c);
+}
+Value LoopEmitter::max(Value a, Value c) {
+  if (isa<FloatType>(a.getType()))
+    return arith::MaximumFOp::create(b, loc, a, c);
+  return arith::MaxSIOp::create(b, loc, a, c);
+}
+Value LoopEmitter::min(Value a, Value c) {
+  if (isa<FloatType>(a.getType()))
+    return arith::MinimumFOp::create(b, loc, a, c);
+  return arith::MinSIOp::create(b, loc, a, c);
+}
+Value LoopEmitter::rem(Value a, Value c) {
+  return arith::RemSIOp::create(b, loc, a, c);
+}
+Value LoopEmitter::cmp(arith::CmpFPredicate predicate, Value a, Value c) {
+  return arith::CmpFOp::create(b, loc, predicate, a, c);
+}
+Value LoopEmitter::cmp(arith::CmpIPredicate predicate, Value a, Value c) {
+  return arith::CmpIOp::create(b, loc, predicate, a, c);
+}
+Value LoopEmitter::abs(Value a) { return math::AbsFOp::create(b, loc, a); }
+Value LoopEmitter::exp(Value a) { return math::ExpOp::create(b, loc, a); }
+Value LoopEmitter::sqrt(Value a) { return math::SqrtOp::create(b, loc, a); }
+
+Value LoopEmitter::indexToF32(Value a) {
+  Value wide = arith::IndexCastOp::create(b, loc, b.getI64Type(), a);
+  return arith::SIToFPOp::create(b, loc, b.getF32Type(), wide);
+}
+
+Value LoopEmitter::castIndex(Value integer) {
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), integer);
+}
+
+Value LoopEmitter::indexTo(Type type, Value indexValue) {
+  return arith::IndexCastOp::create(b, loc, type, indexValue);
+}
+
+Value LoopEmitter::roundBF16(Value value) {
+  Value narrow = arith::TruncFOp::create(b, loc, b.getBF16Type(), value);
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), narrow);
+}
+
+Value LoopEmitter::ceilPowerOfTwo(Value value) {
+  // Exponent of value, plus one when any mantissa bit is set.
+  Type i32 = b.getI32Type();
+  Value bits = arith::BitcastOp::create(b, loc, i32, value);
+  Value exponent = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, bits, this->i32(23)),
+      this->i32(0xff));
+  Value mantissa = arith::AndIOp::create(b, loc, bits, this->i32(0x7fffff));
+  Value hasMantissa =
+      cmp(arith::CmpIPredicate::ne, mantissa, this->i32(0));
+  Value rounded =
+      select(hasMantissa, add(exponent, this->i32(1)), exponent);
+  Value result = arith::ShLIOp::create(b, loc, rounded, this->i32(23));
+  return arith::BitcastOp::create(b, loc, b.getF32Type(), result);
+}
+
+Value LoopEmitter::roundToMinifloat(Value value, int mantissaBits,
+                                    int minExponent, double maxValue) {
+  Type i32 = b.getI32Type();
+  Value magnitude = abs(value);
+  Value bits = arith::BitcastOp::create(b, loc, i32, magnitude);
+  Value exponent = sub(arith::AndIOp::create(
+                           b, loc,
+                           arith::ShRUIOp::create(b, loc, bits, this->i32(23)),
+                           this->i32(0xff)),
+                       this->i32(127));
+  exponent = max(exponent, this->i32(minExponent));
+  // quantum = 2^(exponent - mantissaBits), built from its exponent bits.
+  Value quantumBits = arith::ShLIOp::create(
+      b, loc, add(sub(exponent, this->i32(mantissaBits)), this->i32(127)),
+      this->i32(23));
+  Value quantum = arith::BitcastOp::create(b, loc, b.getF32Type(), quantumBits);
+  Value rounded =
+      mul(math::RoundEvenOp::create(b, loc, div(magnitude, quantum)), quantum);
+  Value limit = f32(maxValue);
+  Value saturated =
+      select(cmp(arith::CmpFPredicate::OGE, magnitude, limit), limit,
+             min(rounded, limit));
+  Value zero = f32(0.0);
+  saturated = select(cmp(arith::CmpFPredicate::OEQ, magnitude, zero), zero,
+                     saturated);
+  return math::CopySignOp::create(b, loc, saturated, value);
+}

@@ -1,0 +1,100 @@
+//===- LoopEmitter.h - scalar loop nests over buffers -----------*- C++ -*-===//
+//
+// A thin helper for the CPU lowering: scf loops, f32 loads and stores that
+// convert to and from the buffer's element type, and the tensor <-> buffer
+// bridges at the boundary of a lowered op.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_PASSES_CONVERSION_V4ATOCPU_LOOPEMITTER_H
+#define V4A_PASSES_CONVERSION_V4ATOCPU_LOOPEMITTER_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Builders.h"
+
+#include <functional>
+
+namespace v4a::cpu {
+
+class LoopEmitter {
+public:
+  LoopEmitter(mlir::OpBuilder &builder, mlir::Location loc)
+      : b(builder), loc(loc) {}
+
+  mlir::OpBuilder &builder() { return b; }
+  mlir::Location location() { return loc; }
+
+  mlir::Value index(int64_t value);
+  mlir::Value f32(double value);
+  mlir::Value i32(int64_t value);
+  mlir::Value i64(int64_t value);
+
+  /// A read-only buffer holding `tensor`.
+  mlir::Value buffer(mlir::Value tensor);
+  /// A new buffer shaped like `like` (a tensor type) with dynamic sizes read
+  /// from `sizes`, and the tensor view of a finished buffer.
+  mlir::Value alloc(mlir::Type tensorType, mlir::ValueRange dynamicSizes);
+  mlir::Value tensor(mlir::Value buffer, mlir::Type tensorType);
+  /// A scratch f32 buffer of `size` elements.
+  mlir::Value scratch(mlir::Value size);
+
+  mlir::Value dim(mlir::Value buffer, int64_t index);
+  /// Dynamic extents of a buffer, in order.
+  llvm::SmallVector<mlir::Value> dynamicDims(mlir::Value buffer);
+
+  /// Loads as f32 (or as the index width for integer buffers).
+  mlir::Value load(mlir::Value buffer, mlir::ValueRange indices);
+  /// Stores an f32 value, rounding to the buffer's float element type.
+  void store(mlir::Value value, mlir::Value buffer, mlir::ValueRange indices);
+  /// Loads an integer element as index.
+  mlir::Value loadIndex(mlir::Value buffer, mlir::ValueRange indices);
+  void storeInt(mlir::Value value, mlir::Value buffer,
+                mlir::ValueRange indices);
+
+  void loop(mlir::Value lower, mlir::Value upper,
+            const std::function<void(mlir::Value)> &body);
+  /// A loop carrying values; returns their final values.
+  llvm::SmallVector<mlir::Value>
+  loop(mlir::Value lower, mlir::Value upper, mlir::ValueRange init,
+       const std::function<llvm::SmallVector<mlir::Value>(
+           mlir::Value, mlir::ValueRange)> &body);
+  void ifThen(mlir::Value condition, const std::function<void()> &body);
+  mlir::Value select(mlir::Value condition, mlir::Value a, mlir::Value b);
+
+  // Arithmetic shorthands.
+  mlir::Value add(mlir::Value a, mlir::Value b);
+  mlir::Value sub(mlir::Value a, mlir::Value b);
+  mlir::Value mul(mlir::Value a, mlir::Value b);
+  mlir::Value div(mlir::Value a, mlir::Value b);
+  mlir::Value max(mlir::Value a, mlir::Value b);
+  mlir::Value min(mlir::Value a, mlir::Value b);
+  mlir::Value rem(mlir::Value a, mlir::Value b);
+  mlir::Value cmp(mlir::arith::CmpFPredicate predicate, mlir::Value a,
+                  mlir::Value b);
+  mlir::Value cmp(mlir::arith::CmpIPredicate predicate, mlir::Value a,
+                  mlir::Value b);
+  mlir::Value abs(mlir::Value a);
+  mlir::Value exp(mlir::Value a);
+  mlir::Value sqrt(mlir::Value a);
+  mlir::Value indexToF32(mlir::Value a);
+  mlir::Value castIndex(mlir::Value integer);
+  mlir::Value indexTo(mlir::Type type, mlir::Value index);
+
+  /// The nearest value of a float format with `mantissaBits` and minimum
+  /// normal exponent `minExponent`, ties to even, saturating at +-maxValue.
+  mlir::Value roundToMinifloat(mlir::Value value, int mantissaBits,
+                               int minExponent, double maxValue);
+  /// The smallest power of two >= value (a positive normal f32).
+  mlir::Value ceilPowerOfTwo(mlir::Value value);
+  /// The value rounded to bf16 and back.
+  mlir::Value roundBF16(mlir::Value value);
+
+private:
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+};
+
+} // namespace v4a::cpu
+
+#endif // V4A_PASSES_CONVERSION_V4ATOCPU_LOOPEMITTER_H

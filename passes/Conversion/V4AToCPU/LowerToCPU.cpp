@@ -1,0 +1,887 @@
+//===- LowerToCPU.cpp - v4a ops to scalar loops over buffers --------------===//
+//
+// Lowers every compute op of the v4a dialect to scf loops over buffers
+// (bufferization.to_buffer of the operands, a fresh buffer per result),
+// with the exact rounding points of the specification: f32 accumulation,
+// results rounded to the result element type, fp8/fp4 simulation by
+// round-to-nearest-even on the format's grid. The tensor <-> buffer bridges
+// are resolved by one-shot bufferization afterwards.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/V4A/IR/V4AOps.h"
+#include "passes/Conversion/V4AToCPU/LoopEmitter.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+#include <limits>
+
+namespace v4a {
+#define GEN_PASS_DEF_LOWERTOCPU
+#include "passes/Passes.h.inc"
+} // namespace v4a
+
+using namespace mlir;
+using namespace v4a;
+using v4a::cpu::LoopEmitter;
+using FP = arith::CmpFPredicate;
+using IP = arith::CmpIPredicate;
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+constexpr double kE4M3Max = 448.0, kE2M1Max = 6.0;
+
+/// Quantizes `x` to the fp8 grid of an activation block: `scale` is the ue8m0
+/// scale of the block.
+Value quantizeE4M3(LoopEmitter &e, Value x, Value scale) {
+  return e.roundToMinifloat(e.div(x, scale), 3, -6, kE4M3Max);
+}
+
+/// sum_k x[row, k] * w[n, k] over [begin, end), f32, k ascending.
+Value dot(LoopEmitter &e, Value x, Value row, Value w, Value n, Value begin,
+          Value end) {
+  return e.loop(begin, end, {e.f32(0.0)},
+                [&](Value k, ValueRange acc) -> SmallVector<Value> {
+                  return {e.add(acc[0], e.mul(e.load(x, {row, k}),
+                                              e.load(w, {n, k})))};
+                })[0];
+}
+
+/// out[row, outOffset + n] = x[row, inOffset + :] . w[rowBegin + n, :] for n
+/// in [0, count): a bf16 weight, or an e4m3 weight with ue8m0 block scales
+/// and a per-128-block quantized activation (xq, xs scratch).
+void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
+             Value w, Value scale, Value rowBegin, Value count, Value out,
+             Value outRow, Value outOffset) {
+  Value zero = e.index(0), c128 = e.index(128);
+  if (!scale) {
+    e.loop(zero, count, [&](Value n) {
+      Value wRow = e.add(rowBegin, n);
+      Value acc = e.loop(zero, in, {e.f32(0.0)},
+                         [&](Value k, ValueRange a) -> SmallVector<Value> {
+                           return {e.add(a[0], e.mul(e.load(x, {row, e.add(
+                                                                      inOffset,
+                                                                      k)}),
+                                                     e.load(w, {wRow, k})))};
+                         })[0];
+      e.store(acc, out, {outRow, e.add(outOffset, n)});
+    });
+    return;
+  }
+  Value blocks = e.div(e.add(in, e.index(127)), c128);
+  Value xq = e.scratch(in), xs = e.scratch(blocks);
+  e.loop(zero, blocks, [&](Value blk) {
+    Value begin = e.mul(blk, c128);
+    Value end = e.min(in, e.add(begin, c128));
+    Value amax = e.loop(begin, end, {e.f32(1e-4)},
+                        [&](Value k, ValueRange a) -> SmallVector<Value> {
+                          Value v = e.load(x, {row, e.add(inOffset, k)});
+                          return {e.max(a[0], e.abs(v))};
+                        })[0];
+    Value s = e.ceilPowerOfTwo(e.div(amax, e.f32(kE4M3Max)));
+    e.store(s, xs, {blk});
+    e.loop(begin, end, [&](Value k) {
+      e.store(quantizeE4M3(e, e.load(x, {row, e.add(inOffset, k)}), s), xq,
+              {k});
+    });
+  });
+  e.loop(zero, count, [&](Value n) {
+    Value wRow = e.add(rowBegin, n);
+    Value scaleRow = e.div(wRow, c128);
+    Value acc = e.loop(
+        zero, blocks, {e.f32(0.0)},
+        [&](Value blk, ValueRange a) -> SmallVector<Value> {
+          Value begin = e.mul(blk, c128);
+          Value end = e.min(in, e.add(begin, c128));
+          Value partial =
+              e.loop(begin, end, {e.f32(0.0)},
+                     [&](Value k, ValueRange p) -> SmallVector<Value> {
+                       return {e.add(p[0], e.mul(e.load(xq, {k}),
+                                                 e.load(w, {wRow, k})))};
+                     })[0];
+          Value scaled = e.mul(e.mul(partial, e.load(xs, {blk})),
+                               e.load(scale, {scaleRow, blk}));
+          return {e.add(a[0], scaled)};
+        })[0];
+    e.store(acc, out, {outRow, e.add(outOffset, n)});
+  });
+}
+
+template <typename OpTy>
+struct V4APattern : public OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+};
+
+struct LowerLinear : public V4APattern<LinearOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(LinearOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value x = e.buffer(op.getInput()), w = e.buffer(op.getWeight());
+    Value scale = op.getScale() ? e.buffer(op.getScale()) : Value();
+    Value tokens = e.dim(x, 0), in = e.dim(x, 1), outWidth = e.dim(w, 0);
+    SmallVector<Value> sizes;
+    auto type = cast<RankedTensorType>(op.getType());
+    if (type.isDynamicDim(0))
+      sizes.push_back(tokens);
+    if (type.isDynamicDim(1))
+      sizes.push_back(outWidth);
+    Value out = e.alloc(type, sizes);
+    Value zero = e.index(0);
+    e.loop(zero, tokens, [&](Value t) {
+      project(e, x, t, zero, in, w, scale, zero, outWidth, out, t, zero);
+    });
+    rewriter.replaceOp(op, e.tensor(out, type));
+    return success();
+  }
+};
+
+struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(GroupedOutputOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value o = e.buffer(op.getInput());
+    Value woA = e.buffer(op.getWoA()), woB = e.buffer(op.getWoB());
+    Value scaleA = op.getWoAScale() ? e.buffer(op.getWoAScale()) : Value();
+    Value scaleB = op.getWoBScale() ? e.buffer(op.getWoBScale()) : Value();
+    Value tokens = e.dim(o, 0), heads = e.dim(o, 1), headDim = e.dim(o, 2);
+    Value groups = e.index(op.getGroups());
+    Value width = e.mul(heads, headDim);
+    Value groupWidth = e.div(width, groups);
+    Value loraRows = e.dim(woA, 0);
+    Value lora = e.div(loraRows, groups);
+    Value zero = e.index(0);
+    // o viewed as [T, H*D]: collapse through a flat copy.
+    Value flat = e.alloc(RankedTensorType::get({ShapedType::kDynamic,
+                                                ShapedType::kDynamic},
+                                               rewriter.getF32Type()),
+                         {tokens, width});
+    e.loop(zero, tokens, [&](Value t) {
+      e.loop(zero, heads, [&](Value h) {
+        e.loop(zero, headDim, [&](Value d) {
+          e.store(e.load(o, {t, h, d}), flat,
+                  {t, e.add(e.mul(h, headDim), d)});
+        });
+      });
+    });
+    Value mid = e.alloc(RankedTensorType::get({ShapedType::kDynamic,
+                                               ShapedType::kDynamic},
+                                              rewriter.getBF16Type()),
+                        {tokens, loraRows});
+    e.loop(zero, tokens, [&](Value t) {
+      e.loop(zero, groups, [&](Value g) {
+        project(e, flat, t, e.mul(g, groupWidth), groupWidth, woA, scaleA,
+                e.mul(g, lora), lora, mid, t, e.mul(g, lora));
+      });
+    });
+    auto type = cast<RankedTensorType>(op.getType());
+    Value outWidth = e.dim(woB, 0);
+    SmallVector<Value> sizes;
+    if (type.isDynamicDim(0))
+      sizes.push_back(tokens);
+    if (type.isDynamicDim(1))
+      sizes.push_back(outWidth);
+    Value out = e.alloc(type, sizes);
+    e.loop(zero, tokens, [&](Value t) {
+      project(e, mid, t, zero, loraRows, woB, scaleB, zero, outWidth, out, t,
+              zero);
+    });
+    rewriter.replaceOp(op, e.tensor(out, type));
+    return success();
+  }
+};
+
+/// Rows of a buffer viewed as [rows, last dim] are addressed through the
+/// leading indices; these helpers iterate rank-2 and rank-3 buffers alike.
+void forEachVector(LoopEmitter &e, Value buffer,
+                   const std::function<void(SmallVector<Value>)> &body) {
+  int64_t rank = cast<MemRefType>(buffer.getType()).getRank();
+  Value zero = e.index(0);
+  if (rank == 2) {
+    e.loop(zero, e.dim(buffer, 0), [&](Value r) { body({r}); });
+    return;
+  }
+  e.loop(zero, e.dim(buffer, 0), [&](Value r) {
+    e.loop(zero, e.dim(buffer, 1), [&](Value h) { body({r, h}); });
+  });
+}
+
+SmallVector<Value> withLast(SmallVector<Value> lead, Value last) {
+  lead.push_back(last);
+  return lead;
+}
+
+Value allocLike(LoopEmitter &e, Value buffer, Type tensorType) {
+  return e.alloc(tensorType, e.dynamicDims(buffer));
+}
+
+struct LowerRMSNorm : public V4APattern<RMSNormOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(RMSNormOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value x = e.buffer(op.getInput());
+    Value weight = op.getWeight() ? e.buffer(op.getWeight()) : Value();
+    int64_t rank = cast<MemRefType>(x.getType()).getRank();
+    Value width = e.dim(x, rank - 1);
+    Value out = allocLike(e, x, op.getType());
+    Value zero = e.index(0);
+    Value eps = e.f32(op.getEps().convertToDouble());
+    forEachVector(e, x, [&](SmallVector<Value> lead) {
+      Value sum = e.loop(zero, width, {e.f32(0.0)},
+                         [&](Value i, ValueRange a) -> SmallVector<Value> {
+                           Value v = e.load(x, withLast(lead, i));
+                           return {e.add(a[0], e.mul(v, v))};
+                         })[0];
+      Value inv = e.div(e.f32(1.0),
+                        e.sqrt(e.add(e.div(sum, e.indexToF32(width)), eps)));
+      e.loop(zero, width, [&](Value i) {
+        Value y = e.mul(e.load(x, withLast(lead, i)), inv);
+        y = e.mul(y, weight ? e.load(weight, {i}) : e.f32(1.0));
+        e.store(y, out, withLast(lead, i));
+      });
+    });
+    rewriter.replaceOp(op, e.tensor(out, op.getType()));
+    return success();
+  }
+};
+
+/// The RoPE frequencies of the specification (section 2), f32.
+SmallVector<float> ropeFrequencies(int64_t ropeDim, double theta,
+                                   YarnAttr yarn) {
+  int64_t half = ropeDim / 2;
+  double dim = static_cast<double>(ropeDim);
+  SmallVector<double> freqs;
+  for (int64_t i = 0; i < half; ++i)
+    freqs.push_back(std::pow(theta, -2.0 * i / dim));
+  if (yarn && yarn.getOriginalMaxPosition() > 0) {
+    double length = static_cast<double>(yarn.getOriginalMaxPosition());
+    double factor = yarn.getFactor().convertToDouble();
+    auto bound = [&](double beta) {
+      return dim * std::log(length / (beta * 2 * M_PI)) /
+             (2 * std::log(theta));
+    };
+    double low = std::clamp(
+        std::floor(bound(yarn.getBetaFast().convertToDouble())), 0.0, dim - 1);
+    double high = std::clamp(
+        std::ceil(bound(yarn.getBetaSlow().convertToDouble())), 0.0, dim - 1);
+    if (low == high)
+      high += 0.001;
+    for (int64_t i = 0; i < half; ++i) {
+      double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+      double keep = 1.0 - ramp;
+      freqs[i] = freqs[i] / factor * (1 - keep) + freqs[i] * keep;
+    }
+  }
+  return SmallVector<float>(freqs.begin(), freqs.end());
+}
+
+struct LowerRoPE : public V4APattern<RoPEOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(RoPEOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value x = e.buffer(op.getInput()), positions = e.buffer(op.getPositions());
+    int64_t rank = cast<MemRefType>(x.getType()).getRank();
+    int64_t ropeDim = op.getRopeDim();
+    SmallVector<float> freqs = ropeFrequencies(
+        ropeDim, op.getTheta().convertToDouble(), op.getYarnAttr());
+    auto freqType = RankedTensorType::get({ropeDim / 2}, rewriter.getF32Type());
+    Value table = arith::ConstantOp::create(
+        rewriter, op.getLoc(),
+        DenseElementsAttr::get(freqType, ArrayRef<float>(freqs)));
+    Value freqBuffer = e.buffer(table);
+    Value width = e.dim(x, rank - 1);
+    Value start = e.sub(width, e.index(ropeDim));
+    Value out = allocLike(e, x, op.getType());
+    Value zero = e.index(0);
+    bool inverse = op.getInverse();
+    forEachVector(e, x, [&](SmallVector<Value> lead) {
+      e.loop(zero, start, [&](Value i) {
+        e.store(e.load(x, withLast(lead, i)), out, withLast(lead, i));
+      });
+      Value position = arith::SIToFPOp::create(
+          rewriter, op.getLoc(), rewriter.getF32Type(),
+          memref::LoadOp::create(rewriter, op.getLoc(), positions,
+                                 ValueRange{lead[0]}));
+      e.loop(zero, e.index(ropeDim / 2), [&](Value i) {
+        Value angle = e.mul(position, e.load(freqBuffer, {i}));
+        Value c = math::CosOp::create(rewriter, op.getLoc(), angle);
+        Value s = math::SinOp::create(rewriter, op.getLoc(), angle);
+        if (inverse)
+          s = arith::NegFOp::create(rewriter, op.getLoc(), s);
+        Value reIdx = e.add(start, e.mul(i, e.index(2)));
+        Value imIdx = e.add(reIdx, e.index(1));
+        Value re = e.load(x, withLast(lead, reIdx));
+        Value im = e.load(x, withLast(lead, imIdx));
+        e.store(e.sub(e.mul(re, c), e.mul(im, s)), out, withLast(lead, reIdx));
+        e.store(e.add(e.mul(re, s), e.mul(im, c)), out, withLast(lead, imIdx));
+      });
+    });
+    rewriter.replaceOp(op, e.tensor(out, op.getType()));
+    return success();
+  }
+};
+
+struct LowerActQuant : public V4APattern<ActQuantOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(ActQuantOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value x = e.buffer(op.getInput());
+    int64_t rank = cast<MemRefType>(x.getType()).getRank();
+    Value width = e.dim(x, rank - 1);
+    Value quantDims =
+        op.getQuantDims() ? e.index(*op.getQuantDims()) : width;
+    Value block = e.index(op.getBlockSize());
+    bool e4m3 = op.getFormat() == QuantFormat::E4M3;
+    double fmax = e4m3 ? kE4M3Max : kE2M1Max;
+    Value out = allocLike(e, x, op.getType());
+    Value zero = e.index(0);
+    forEachVector(e, x, [&](SmallVector<Value> lead) {
+      e.loop(quantDims, width, [&](Value i) {
+        e.store(e.load(x, withLast(lead, i)), out, withLast(lead, i));
+      });
+      e.loop(zero, e.div(quantDims, block), [&](Value blk) {
+        Value begin = e.mul(blk, block), end = e.add(begin, block);
+        Value amax = e.loop(begin, end, {e.f32(1e-4)},
+                            [&](Value i, ValueRange a) -> SmallVector<Value> {
+                              return {e.max(a[0], e.abs(e.load(
+                                                      x, withLast(lead, i))))};
+                            })[0];
+        Value scale = e.div(amax, e.f32(fmax));
+        if (op.getPow2Scale())
+          scale = e.ceilPowerOfTwo(scale);
+        e.loop(begin, end, [&](Value i) {
+          Value v = e.div(e.load(x, withLast(lead, i)), scale);
+          v = e.max(e.min(v, e.f32(fmax)), e.f32(-fmax));
+          v = e4m3 ? e.roundToMinifloat(v, 3, -6, kE4M3Max)
+                   : e.roundToMinifloat(v, 1, 0, kE2M1Max);
+          e.store(e.mul(v, scale), out, withLast(lead, i));
+        });
+      });
+    });
+    rewriter.replaceOp(op, e.tensor(out, op.getType()));
+    return success();
+  }
+};
+
+struct LowerHadamard : public V4APattern<HadamardOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(HadamardOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value x = e.buffer(op.getInput());
+    auto type = cast<ShapedType>(op.getType());
+    int64_t n = type.getDimSize(type.getRank() - 1);
+    Value out = allocLike(e, x, op.getType());
+    Value zero = e.index(0), size = e.index(n);
+    Value work = e.scratch(size);
+    // The same f32 computation as the specification's normalization.
+    float normValue = 1.0f / std::sqrt(static_cast<float>(n));
+    Value norm = e.f32(normValue);
+    forEachVector(e, x, [&](SmallVector<Value> lead) {
+      e.loop(zero, size, [&](Value i) {
+        e.store(e.load(x, withLast(lead, i)), work, {i});
+      });
+      for (int64_t h = 1; h < n; h *= 2) {
+        Value stride = e.index(h);
+        e.loop(zero, e.index(n / (2 * h)), [&](Value blk) {
+          Value base = e.mul(blk, e.index(2 * h));
+          e.loop(zero, stride, [&](Value j) {
+            Value lo = e.add(base, j), hi = e.add(lo, stride);
+            Value a = e.load(work, {lo}), c = e.load(work, {hi});
+            e.store(e.add(a, c), work, {lo});
+            e.store(e.sub(a, c), work, {hi});
+          });
+        });
+      }
+      e.loop(zero, size, [&](Value i) {
+        e.store(e.mul(e.load(work, {i}), norm), out, withLast(lead, i));
+      });
+    });
+    rewriter.replaceOp(op, e.tensor(out, op.getType()));
+    return success();
+  }
+};
+
+/// Softmax-weighted pooling over `slots` (kv, score) pairs produced by
+/// `slot(s)`; slots with score -inf contribute nothing; all -inf gives 0.
+Value pool(LoopEmitter &e, Value slots,
+           const std::function<std::pair<Value, Value>(Value)> &slot) {
+  Value zero = e.index(0);
+  Value m = e.loop(zero, slots, {e.f32(kNegInf)},
+                   [&](Value s, ValueRange a) -> SmallVector<Value> {
+                     return {e.max(a[0], slot(s).second)};
+                   })[0];
+  SmallVector<Value> sums =
+      e.loop(zero, slots, {e.f32(0.0), e.f32(0.0)},
+             [&](Value s, ValueRange a) -> SmallVector<Value> {
+               auto [kv, score] = slot(s);
+               Value w = e.exp(e.sub(score, m));
+               return {e.add(a[0], e.mul(kv, w)), e.add(a[1], w)};
+             });
+  Value empty = e.cmp(FP::OEQ, m, e.f32(kNegInf));
+  return e.select(empty, e.f32(0.0), e.div(sums[0], sums[1]));
+}
+
+struct LowerCompress : public V4APattern<CompressOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(CompressOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value kv = e.buffer(op.getKv()), score = e.buffer(op.getScore());
+    Value ape = e.buffer(op.getApe());
+    bool overlap = op.getOverlap();
+    int64_t ratio = op.getRatio();
+    Value r = e.index(ratio);
+    Value groups = e.div(e.dim(kv, 0), r);
+    Value width = e.dim(kv, 1);
+    Value d = overlap ? e.div(width, e.index(2)) : width;
+    auto type = cast<RankedTensorType>(op.getType());
+    SmallVector<Value> sizes;
+    if (type.isDynamicDim(0))
+      sizes.push_back(groups);
+    if (type.isDynamicDim(1))
+      sizes.push_back(d);
+    Value out = e.alloc(type, sizes);
+    Value zero = e.index(0);
+    Value slots = e.index(overlap ? 2 * ratio : ratio);
+    e.loop(zero, groups, [&](Value g) {
+      e.loop(zero, d, [&](Value f) {
+        Value entry = pool(e, slots, [&](Value s) -> std::pair<Value, Value> {
+          // Slot s < ratio (with overlap) is token (g-1)*r + s on the first
+          // D features; the others are the current group on the last D.
+          Value current = overlap ? e.cmp(IP::sge, s, r) : Value();
+          Value slotInGroup = overlap ? e.select(current, e.sub(s, r), s) : s;
+          Value groupStart =
+              overlap ? e.select(current, e.mul(g, r),
+                                 e.mul(e.sub(g, e.index(1)), r))
+                      : e.mul(g, r);
+          Value feature =
+              overlap ? e.select(current, e.add(d, f), f) : f;
+          Value valid = e.cmp(IP::sge, groupStart, zero);
+          Value token = e.select(valid, e.add(groupStart, slotInGroup), zero);
+          Value k = e.load(kv, {token, feature});
+          Value sc = e.add(e.load(score, {token, feature}),
+                           e.load(ape, {slotInGroup, feature}));
+          return {e.select(valid, k, e.f32(0.0)),
+                  e.select(valid, sc, e.f32(kNegInf))};
+        });
+        e.store(entry, out, {g, f});
+      });
+    });
+    rewriter.replaceOp(op, e.tensor(out, type));
+    return success();
+  }
+};
+
+struct LowerCompressStep : public V4APattern<CompressStepOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(CompressStepOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Location loc = op.getLoc();
+    Value kv = e.buffer(op.getKv()), score = e.buffer(op.getScore());
+    Value ape = e.buffer(op.getApe()), positions = e.buffer(op.getPositions());
+    Value oldKv = e.buffer(op.getStateKv());
+    Value oldScore = e.buffer(op.getStateScore());
+    bool overlap = op.getOverlap();
+    int64_t ratio = op.getRatio();
+    Value r = e.index(ratio);
+    Value batch = e.dim(kv, 0), width = e.dim(kv, 1);
+    Value d = overlap ? e.div(width, e.index(2)) : width;
+    Value stateKv = allocLike(e, oldKv, op.getNewStateKv().getType());
+    Value stateScore = allocLike(e, oldScore, op.getNewStateScore().getType());
+    memref::CopyOp::create(rewriter, loc, oldKv, stateKv);
+    memref::CopyOp::create(rewriter, loc, oldScore, stateScore);
+    auto entryType = cast<RankedTensorType>(op.getEntry().getType());
+    SmallVector<Value> entrySizes;
+    if (entryType.isDynamicDim(0))
+      entrySizes.push_back(batch);
+    if (entryType.isDynamicDim(1))
+      entrySizes.push_back(d);
+    Value entry = e.alloc(entryType, entrySizes);
+    auto emittedType = cast<RankedTensorType>(op.getEmitted().getType());
+    Value emitted = e.alloc(emittedType, emittedType.isDynamicDim(0)
+                                             ? SmallVector<Value>{batch}
+                                             : SmallVector<Value>{});
+    Value zero = e.index(0), one = e.index(1);
+    Value current = overlap ? r : zero;
+    Value slots = e.index(overlap ? 2 * ratio : ratio);
+    Value falseBit = arith::ConstantOp::create(rewriter, loc,
+                                               rewriter.getBoolAttr(false));
+    Value trueBit = arith::ConstantOp::create(rewriter, loc,
+                                              rewriter.getBoolAttr(true));
+    e.loop(zero, batch, [&](Value b) {
+      Value position = e.loadIndex(positions, {b});
+      Value slot = e.rem(position, r);
+      Value row = e.add(current, slot);
+      e.loop(zero, width, [&](Value f) {
+        e.store(e.load(kv, {b, f}), stateKv, {b, row, f});
+        e.store(e.add(e.load(score, {b, f}), e.load(ape, {slot, f})),
+                stateScore, {b, row, f});
+      });
+      e.loop(zero, d, [&](Value f) { e.store(e.f32(0.0), entry, {b, f}); });
+      memref::StoreOp::create(rewriter, loc, falseBit, emitted,
+                              ValueRange{b});
+      Value completes = e.cmp(IP::eq, slot, e.sub(r, one));
+      e.ifThen(completes, [&] {
+        e.loop(zero, d, [&](Value f) {
+          Value pooled =
+              pool(e, slots, [&](Value s) -> std::pair<Value, Value> {
+                Value feature =
+                    overlap ? e.select(e.cmp(IP::sge, s, r), e.add(d, f), f)
+                            : f;
+                return {e.load(stateKv, {b, s, feature}),
+                        e.load(stateScore, {b, s, feature})};
+              });
+          e.store(pooled, entry, {b, f});
+        });
+        memref::StoreOp::create(rewriter, loc, trueBit, emitted,
+                                ValueRange{b});
+        // The completed group becomes the previous one; current slots reset.
+        e.loop(zero, r, [&](Value s) {
+          e.loop(zero, width, [&](Value f) {
+            Value cur = e.add(current, s);
+            if (overlap) {
+              e.store(e.load(stateKv, {b, cur, f}), stateKv, {b, s, f});
+              e.store(e.load(stateScore, {b, cur, f}), stateScore, {b, s, f});
+            }
+            e.store(e.f32(0.0), stateKv, {b, cur, f});
+            e.store(e.f32(kNegInf), stateScore, {b, cur, f});
+          });
+        });
+      });
+    });
+    rewriter.replaceOp(op, {e.tensor(entry, entryType),
+                            e.tensor(emitted, emittedType),
+                            e.tensor(stateKv, op.getNewStateKv().getType()),
+                            e.tensor(stateScore,
+                                     op.getNewStateScore().getType())});
+    return success();
+  }
+};
+
+struct LowerIndexerScore : public V4APattern<IndexerScoreOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(IndexerScoreOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value q = e.buffer(op.getQuery()), keys = e.buffer(op.getKeys());
+    Value weights = e.buffer(op.getWeights());
+    Value positions = e.buffer(op.getPositions());
+    Value tokens = e.dim(q, 0), heads = e.dim(q, 1), width = e.dim(q, 2);
+    Value rows = e.dim(keys, 0);
+    auto type = cast<RankedTensorType>(op.getType());
+    SmallVector<Value> sizes;
+    if (type.isDynamicDim(0))
+      sizes.push_back(tokens);
+    if (type.isDynamicDim(1))
+      sizes.push_back(rows);
+    Value out = e.alloc(type, sizes);
+    Value zero = e.index(0), one = e.index(1);
+    Value ratio = e.index(op.getRatio());
+    e.loop(zero, tokens, [&](Value t) {
+      Value valid = e.min(
+          rows, e.div(e.add(e.loadIndex(positions, {t}), one), ratio));
+      e.loop(zero, rows, [&](Value j) {
+        Value total = e.loop(
+            zero, heads, {e.f32(0.0)},
+            [&](Value h, ValueRange a) -> SmallVector<Value> {
+              Value dotValue =
+                  e.loop(zero, width, {e.f32(0.0)},
+                         [&](Value i, ValueRange p) -> SmallVector<Value> {
+                           return {e.add(p[0], e.mul(e.load(q, {t, h, i}),
+                                                     e.load(keys, {j, i})))};
+                         })[0];
+              Value relu = e.max(dotValue, e.f32(0.0));
+              return {e.add(a[0], e.mul(relu, e.load(weights, {t, h})))};
+            })[0];
+        Value inRange = e.cmp(IP::slt, j, valid);
+        e.store(e.select(inRange, total, e.f32(kNegInf)), out, {t, j});
+      });
+    });
+    rewriter.replaceOp(op, e.tensor(out, type));
+    return success();
+  }
+};
+
+/// Selects, per row, up to `k` of `count` items by (score desc, id asc):
+/// pass n takes the best item ranked strictly after the one pass n-1 took.
+/// `item(i)` gives (score, eligible); -1 fills unused slots.
+void selectBest(LoopEmitter &e, Value out, Value row, Value k, Value count,
+                const std::function<std::pair<Value, Value>(Value)> &item) {
+  Value zero = e.index(0), minusOne = e.index(-1);
+  Value inf = e.f32(std::numeric_limits<double>::infinity());
+  e.loop(zero, k, {inf, minusOne},
+         [&](Value slot, ValueRange last) -> SmallVector<Value> {
+           Value lastScore = last[0], lastId = last[1];
+           SmallVector<Value> best = e.loop(
+               zero, count, {e.f32(kNegInf), minusOne},
+               [&](Value i, ValueRange acc) -> SmallVector<Value> {
+                 auto [score, eligible] = item(i);
+                 Value finite = e.cmp(FP::ONE, score, e.f32(kNegInf));
+                 Value afterLast = arith::OrIOp::create(
+                     e.builder(), e.location(),
+                     e.cmp(FP::OLT, score, lastScore),
+                     arith::AndIOp::create(e.builder(), e.location(),
+                                           e.cmp(FP::OEQ, score, lastScore),
+                                           e.cmp(IP::sgt, i, lastId)));
+                 Value better = arith::OrIOp::create(
+                     e.builder(), e.location(),
+                     e.cmp(IP::eq, acc[1], minusOne),
+                     e.cmp(FP::OGT, score, acc[0]));
+                 Value take = arith::AndIOp::create(
+                     e.builder(), e.location(),
+                     arith::AndIOp::create(e.builder(), e.location(), eligible,
+                                           finite),
+                     arith::AndIOp::create(e.builder(), e.location(),
+                                           afterLast, better));
+                 return {e.select(take, score, acc[0]),
+                         e.select(take, i, acc[1])};
+               });
+           e.storeInt(best[1], out, {row, slot});
+           Value found = e.cmp(IP::ne, best[1], minusOne);
+           return {e.select(found, best[0], lastScore),
+                   e.select(found, best[1], e.index(
+                                                std::numeric_limits<int32_t>::max()))};
+         });
+}
+
+struct LowerTopK : public V4APattern<TopKOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(TopKOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value scores = e.buffer(op.getScores());
+    Value candidates = op.getCandidates() ? e.buffer(op.getCandidates())
+                                          : Value();
+    Value tokens = e.dim(scores, 0), columns = e.dim(scores, 1);
+    auto type = cast<RankedTensorType>(op.getType());
+    Value out = e.alloc(type, type.isDynamicDim(0) ? SmallVector<Value>{tokens}
+                                                   : SmallVector<Value>{});
+    Value zero = e.index(0);
+    Value blockSize = e.index(op.getCandidateBlockSize().value_or(1));
+    Value trueBit = arith::ConstantOp::create(rewriter, op.getLoc(),
+                                              rewriter.getBoolAttr(true));
+    e.loop(zero, tokens, [&](Value t) {
+      selectBest(e, out, t, e.index(op.getK()), columns,
+                 [&](Value j) -> std::pair<Value, Value> {
+                   Value eligible = trueBit;
+                   if (candidates) {
+                     Value block = e.div(j, blockSize);
+                     Value listed = e.loop(
+                         zero, e.dim(candidates, 1), {e.cmp(IP::ne, zero, zero)},
+                         [&](Value c, ValueRange a) -> SmallVector<Value> {
+                           Value id = e.loadIndex(candidates, {t, c});
+                           return {arith::OrIOp::create(
+                               e.builder(), e.location(), a[0],
+                               e.cmp(IP::eq, id, block))};
+                         })[0];
+                     eligible = listed;
+                   }
+                   return {e.load(scores, {t, j}), eligible};
+                 });
+    });
+    rewriter.replaceOp(op, e.tensor(out, type));
+    return success();
+  }
+};
+
+struct LowerBlockTopK : public V4APattern<BlockTopKOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(BlockTopKOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value scores = e.buffer(op.getScores());
+    Value tokens = e.dim(scores, 0), columns = e.dim(scores, 1);
+    Value blockSize = e.index(op.getBlockSize());
+    Value blocks = e.div(e.add(columns, e.sub(blockSize, e.index(1))),
+                         blockSize);
+    auto type = cast<RankedTensorType>(op.getType());
+    Value out = e.alloc(type, type.isDynamicDim(0) ? SmallVector<Value>{tokens}
+                                                   : SmallVector<Value>{});
+    Value trueBit = arith::ConstantOp::create(rewriter, op.getLoc(),
+                                              rewriter.getBoolAttr(true));
+    e.loop(e.index(0), tokens, [&](Value t) {
+      selectBest(e, out, t, e.index(op.getNumBlocks()), blocks,
+                 [&](Value blk) -> std::pair<Value, Value> {
+                   Value begin = e.mul(blk, blockSize);
+                   Value end = e.min(columns, e.add(begin, blockSize));
+                   Value m = e.loop(begin, end, {e.f32(kNegInf)},
+                                    [&](Value j, ValueRange a)
+                                        -> SmallVector<Value> {
+                                      return {e.max(a[0],
+                                                    e.load(scores, {t, j}))};
+                                    })[0];
+                   return {m, trueBit};
+                 });
+    });
+    rewriter.replaceOp(op, e.tensor(out, type));
+    return success();
+  }
+};
+
+/// keys = RMSNorm(latent @ k_proj^T, k_norm): a bf16 projection, then the
+/// weighted norm, as the ops that define it.
+struct DecomposeProjectIndexKeys : public V4APattern<ProjectIndexKeysOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(ProjectIndexKeysOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(op.getType());
+    auto projected = RankedTensorType::get(type.getShape(),
+                                           rewriter.getBF16Type());
+    Value proj = LinearOp::create(rewriter, op.getLoc(), projected,
+                                  op.getLatent(), op.getKProj(), Value());
+    rewriter.replaceOpWithNewOp<RMSNormOp>(op, type, proj, op.getKNorm(),
+                                           op.getEpsAttr());
+    return success();
+  }
+};
+
+struct LowerWindowStore : public V4APattern<WindowStoreOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(WindowStoreOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value ring = e.buffer(op.getRing()), rows = e.buffer(op.getRows());
+    Value positions = e.buffer(op.getPositions());
+    Value out = allocLike(e, ring, op.getType());
+    memref::CopyOp::create(rewriter, op.getLoc(), ring, out);
+    Value zero = e.index(0), window = e.dim(ring, 0), width = e.dim(ring, 1);
+    e.loop(zero, e.dim(rows, 0), [&](Value t) {
+      Value slot = e.rem(e.loadIndex(positions, {t}), window);
+      e.loop(zero, width, [&](Value f) {
+        e.store(e.load(rows, {t, f}), out, {slot, f});
+      });
+    });
+    rewriter.replaceOp(op, e.tensor(out, op.getType()));
+    return success();
+  }
+};
+
+struct LowerWindowIndices : public V4APattern<WindowIndicesOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(WindowIndicesOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value positions = e.buffer(op.getPositions());
+    Value tokens = e.dim(positions, 0);
+    auto type = cast<RankedTensorType>(op.getType());
+    Value out = e.alloc(type, type.isDynamicDim(0) ? SmallVector<Value>{tokens}
+                                                   : SmallVector<Value>{});
+    Value zero = e.index(0), one = e.index(1);
+    Value window = e.index(op.getWindow());
+    e.loop(zero, tokens, [&](Value t) {
+      Value i = e.loadIndex(positions, {t});
+      Value first = e.max(zero, e.add(e.sub(i, window), one));
+      e.loop(zero, window, [&](Value s) {
+        Value p = e.add(first, s);
+        Value used = e.cmp(IP::sle, p, i);
+        e.storeInt(e.select(used, e.rem(p, window), e.index(-1)), out, {t, s});
+      });
+    });
+    rewriter.replaceOp(op, e.tensor(out, type));
+    return success();
+  }
+};
+
+struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(SparseAttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value q = e.buffer(op.getQuery()), kv = e.buffer(op.getKv());
+    Value indices = e.buffer(op.getIndices()), sink = e.buffer(op.getSink());
+    Value tokens = e.dim(q, 0), heads = e.dim(q, 1), width = e.dim(q, 2);
+    Value slots = e.dim(indices, 1);
+    Value out = allocLike(e, q, op.getType());
+    Value acc = e.scratch(width);
+    Value zero = e.index(0), minusOne = e.index(-1);
+    Value scale = e.f32(op.getScale().convertToDouble());
+    Value negInf = e.f32(kNegInf);
+    e.loop(zero, tokens, [&](Value t) {
+      e.loop(zero, heads, [&](Value h) {
+        auto logit = [&](Value row) {
+          Value d = e.loop(zero, width, {e.f32(0.0)},
+                           [&](Value i, ValueRange a) -> SmallVector<Value> {
+                             return {e.add(a[0], e.mul(e.load(q, {t, h, i}),
+                                                       e.load(kv, {row, i})))};
+                           })[0];
+          return e.mul(scale, d);
+        };
+        // Pass 1: the maximum logit over the selected rows.
+        Value m = e.loop(zero, slots, {negInf},
+                         [&](Value s, ValueRange a) -> SmallVector<Value> {
+                           Value row = e.loadIndex(indices, {t, s});
+                           Value used = e.cmp(IP::ne, row, minusOne);
+                           Value safe = e.select(used, row, zero);
+                           return {e.select(used, e.max(a[0], logit(safe)),
+                                            a[0])};
+                         })[0];
+        e.loop(zero, width, [&](Value i) { e.store(e.f32(0.0), acc, {i}); });
+        Value empty = e.cmp(FP::OEQ, m, negInf);
+        // Pass 2: accumulate in selection order, as the reference does.
+        Value den = e.loop(
+            zero, slots, {e.exp(e.sub(e.load(sink, {h}), m))},
+            [&](Value s, ValueRange a) -> SmallVector<Value> {
+              Value row = e.loadIndex(indices, {t, s});
+              Value used = e.cmp(IP::ne, row, minusOne);
+              Value safe = e.select(used, row, zero);
+              Value w = e.exp(e.sub(logit(safe), m));
+              e.ifThen(used, [&] {
+                e.loop(zero, width, [&](Value i) {
+                  e.store(e.add(e.load(acc, {i}),
+                                e.mul(w, e.load(kv, {safe, i}))),
+                          acc, {i});
+                });
+              });
+              return {e.select(used, e.add(a[0], w), a[0])};
+            })[0];
+        e.loop(zero, width, [&](Value i) {
+          Value o = e.select(empty, e.f32(0.0), e.div(e.load(acc, {i}), den));
+          e.store(o, out, {t, h, i});
+        });
+      });
+    });
+    rewriter.replaceOp(op, e.tensor(out, op.getType()));
+    return success();
+  }
+};
+
+struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<DecomposeProjectIndexKeys, LowerLinear, LowerGroupedOutput,
+                 LowerRMSNorm, LowerRoPE, LowerActQuant, LowerHadamard,
+                 LowerCompress, LowerCompressStep, LowerIndexerScore,
+                 LowerTopK, LowerBlockTopK, LowerWindowStore,
+                 LowerWindowIndices, LowerSparseAttention>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+    WalkResult leftover = getOperation()->walk([](Operation *op) {
+      if (!isa<V4ADialect>(op->getDialect()) || isa<ModelOp, LayerOp>(op))
+        return WalkResult::advance();
+      op->emitError() << "v4a-lower-to-cpu: no CPU lowering for '"
+                      << op->getName()
+                      << "'; caches are stored by the runtime, not by "
+                         "compiled code";
+      return WalkResult::interrupt();
+    });
+    if (leftover.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace

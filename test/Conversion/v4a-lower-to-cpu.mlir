@@ -1,0 +1,72 @@
+// RUN: v4a-opt %s -split-input-file -verify-diagnostics -v4a-lower-to-cpu | FileCheck %s
+
+// Compute ops become loops over buffers; the result is a fresh buffer.
+// CHECK-LABEL: func @linear
+// CHECK: bufferization.to_buffer
+// CHECK: memref.alloc
+// CHECK: scf.for
+// CHECK: arith.mulf
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK: bufferization.to_tensor
+// CHECK-NOT: v4a.linear
+func.func @linear(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>) -> tensor<?x32xbf16> {
+  %y = v4a.linear %x, %w : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x32xbf16>
+  return %y : tensor<?x32xbf16>
+}
+
+// -----
+
+// fp8 weights are decoded from their e4m3 bytes; scales round up to powers
+// of two.
+// CHECK-LABEL: func @linear_fp8
+// CHECK: math.roundeven
+// CHECK: arith.bitcast {{.*}} : f8E4M3FN to i8
+// CHECK-NOT: v4a.linear
+func.func @linear_fp8(%x: tensor<?x64xf32>, %w: tensor<32x64xf8E4M3FN>, %s: tensor<1x1xf8E8M0FNU>) -> tensor<?x32xbf16> {
+  %y = v4a.linear %x, %w scale %s : tensor<?x64xf32>, tensor<32x64xf8E4M3FN>, tensor<1x1xf8E8M0FNU> -> tensor<?x32xbf16>
+  return %y : tensor<?x32xbf16>
+}
+
+// -----
+
+// project_index_keys decomposes into its defining ops before lowering.
+// CHECK-LABEL: func @keys
+// CHECK-NOT: v4a.
+func.func @keys(%l: tensor<?x64xf32>, %w: tensor<16x64xf32>, %g: tensor<16xf32>) -> tensor<?x16xbf16> {
+  %k = v4a.project_index_keys %l, %w, %g {eps = 1.0e-6 : f64} : tensor<?x64xf32>, tensor<16x64xf32>, tensor<16xf32> -> tensor<?x16xbf16>
+  return %k : tensor<?x16xbf16>
+}
+
+// -----
+
+// Every compute op lowers; nothing of the dialect is left.
+// CHECK-LABEL: func @all
+// CHECK-NOT: v4a.
+func.func @all(%q: tensor<?x2x64xbf16>, %kv: tensor<?x64xbf16>, %idx: tensor<?x8xi32>,
+               %sink: tensor<2xf32>, %pos: tensor<?xi64>, %k: tensor<?x32xf32>,
+               %w: tensor<?x2xf32>, %qi: tensor<?x2x32xf32>, %c: tensor<?x128xf32>,
+               %ape: tensor<4x128xf32>, %st: tensor<?x8x128xf32>, %ring: tensor<8x64xbf16>,
+               %woa: tensor<32x64xbf16>, %wob: tensor<48x32xbf16>) {
+  %0 = v4a.rms_norm %q {eps = 1.0e-6 : f64} : tensor<?x2x64xbf16>
+  %1 = v4a.rope %0, %pos {rope_dim = 16 : i64, theta = 1.0e4 : f64} : tensor<?x2x64xbf16>, tensor<?xi64>
+  %2 = v4a.act_quant %kv {format = #v4a<quant_format e4m3>, block_size = 16 : i64, quant_dims = 48 : i64, pow2_scale} : tensor<?x64xbf16>
+  %3 = v4a.hadamard %k : tensor<?x32xf32>
+  %4 = v4a.indexer_score %qi, %3, %w, %pos {ratio = 4 : i64} : tensor<?x2x32xf32>, tensor<?x32xf32>, tensor<?x2xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %5 = v4a.block_topk %4 {block_size = 8 : i64, num_blocks = 8 : i64} : tensor<?x?xf32> -> tensor<?x8xi32>
+  %6 = v4a.topk %4 candidates %5 {k = 8 : i64, candidate_block_size = 8 : i64} : tensor<?x?xf32>, tensor<?x8xi32> -> tensor<?x8xi32>
+  %7 = v4a.compress %c, %c, %ape {ratio = 4 : i64, overlap} : tensor<?x128xf32>, tensor<4x128xf32> -> tensor<?x64xf32>
+  %8:4 = v4a.compress_step %c, %c, %ape, %pos, %st, %st {ratio = 4 : i64, overlap} : tensor<?x128xf32>, tensor<4x128xf32>, tensor<?xi64>, tensor<?x8x128xf32> -> tensor<?x64xf32>, tensor<?xi1>
+  %9 = v4a.window_store %ring, %2, %pos : tensor<8x64xbf16>, tensor<?x64xbf16>, tensor<?xi64>
+  %10 = v4a.window_indices %pos {window = 8 : i64} : tensor<?xi64> -> tensor<?x8xi32>
+  %11 = v4a.sparse_attention %1, %kv, %idx, %sink {scale = 0.125 : f64} : tensor<?x2x64xbf16>, tensor<?x64xbf16>, tensor<?x8xi32>, tensor<2xf32> -> tensor<?x2x64xbf16>
+  %12 = v4a.grouped_output %11, %woa, %wob {groups = 2 : i64} : tensor<?x2x64xbf16>, tensor<32x64xbf16>, tensor<48x32xbf16> -> tensor<?x48xbf16>
+  return
+}
+
+// -----
+
+func.func @cache(%c: !v4a.kv_cache<bf16, dim = 64, page_size = 64>, %r: tensor<?x64xf32>, %i: tensor<?xi64>) {
+  // expected-error @+1 {{v4a-lower-to-cpu: no CPU lowering for 'v4a.cache_store'; caches are stored by the runtime, not by compiled code}}
+  v4a.cache_store %c, %r, %i : !v4a.kv_cache<bf16, dim = 64, page_size = 64>, tensor<?x64xf32>, tensor<?xi64>
+  return
+}

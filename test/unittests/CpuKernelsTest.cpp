@@ -1,0 +1,304 @@
+//===- CpuKernelsTest.cpp - compiled CPU kernels against the reference ----===//
+//
+// Each v4a op, lowered by v4a-lower-to-cpu and compiled in-process, must
+// agree with the reference implementation on random inputs. The tolerance
+// is stated per op; it is zero where both sides perform the same f32
+// operations in the same order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/JIT/CpuJit.h"
+#include "lib/JIT/Kernels.h"
+#include "lib/Reference/Numerics.h"
+#include "lib/Reference/Reference.h"
+#include "runtime/Memref.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace v4a;
+using namespace v4a::ref;
+using rt::Memref;
+using rt::view;
+
+namespace {
+
+Tensor random(std::vector<int64_t> shape, uint64_t seed, float range = 1.0f) {
+  Tensor t(std::move(shape));
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (float &v : t.data) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    v = num::roundBF16(range * (static_cast<float>(s % 20001) / 10000.0f - 1.0f));
+  }
+  return t;
+}
+
+template <int N> Memref<float, N> mem(Tensor &t) {
+  std::array<int64_t, N> sizes;
+  for (int i = 0; i < N; ++i)
+    sizes[i] = t.shape[i];
+  return view<float, N>(t.data.data(), sizes);
+}
+
+float maxDiff(const Tensor &a, const Tensor &b) {
+  EXPECT_EQ(a.data.size(), b.data.size());
+  float worst = 0.0f;
+  for (size_t i = 0; i < a.data.size() && i < b.data.size(); ++i) {
+    if (std::isnan(a.data[i]) || std::isnan(b.data[i]))
+      return INFINITY;
+    if (a.data[i] != b.data[i])
+      worst = std::max(worst, std::fabs(a.data[i] - b.data[i]));
+  }
+  return worst;
+}
+
+class Kernels : public testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    jit::KernelModule module;
+    module.linear(false, false);
+    module.linear(false, true);
+    module.linear(true, false);
+    module.rmsNorm(true, 1e-6);
+    module.rmsNorm(false, 1e-6);
+    module.rope(3, 16, 10000.0, std::nullopt, false);
+    module.rope(2, 16, 160000.0, yarn(), true);
+    module.actQuant(2, true, 64, 448);
+    module.actQuant(3, false, 32, 0);
+    module.hadamard(2, 32);
+    module.compressStep(4, true);
+    module.compressStep(128, false);
+    module.indexerScore(4);
+    module.topk(4, std::nullopt);
+    module.topk(4, 8);
+    module.blockTopk(8, 8);
+    module.sparseAttention(0.125);
+    module.groupedOutput(2, false);
+    module.groupedOutput(2, true);
+    std::string error;
+    compiled = jit::CpuJit::compile(module.source(), error).release();
+    ASSERT_TRUE(compiled) << error;
+  }
+  static YarnConfig yarn() { return {4.0, 64, 32.0, 1.0}; }
+  void SetUp() override { ASSERT_TRUE(compiled); }
+  template <typename Fn> static Fn *kernel(const std::string &name) {
+    void *symbol = compiled->lookup(name);
+    EXPECT_TRUE(symbol) << name;
+    return reinterpret_cast<Fn *>(symbol);
+  }
+  static jit::CpuJit *compiled;
+};
+jit::CpuJit *Kernels::compiled = nullptr;
+
+using M1 = Memref<float, 1>;
+using M2 = Memref<float, 2>;
+using M3 = Memref<float, 3>;
+
+TEST_F(Kernels, LinearBF16) {
+  Tensor x = random({5, 96}, 1), w = random({40, 96}, 2, 0.2f);
+  Tensor y({5, 40}), y32({5, 40});
+  auto mx = mem<2>(x), mw = mem<2>(w), my = mem<2>(y), my32 = mem<2>(y32);
+  kernel<void(M2 *, M2 *, M2 *)>("linear_bf16_bf16")(&mx, &mw, &my);
+  kernel<void(M2 *, M2 *, M2 *)>("linear_bf16_f32")(&mx, &mw, &my32);
+  EXPECT_EQ(maxDiff(y, linear(x, {w, {}})), 0.0f);
+  EXPECT_EQ(maxDiff(y32, linearF32(x, {w, {}})), 0.0f);
+  // The comparison sees a difference as small as the bf16 rounding.
+  EXPECT_GT(maxDiff(y, y32), 0.0f);
+}
+
+TEST_F(Kernels, LinearFP8) {
+  // 200 columns: two activation blocks, the second one partial.
+  Tensor x = random({3, 200}, 3, 4.0f), values = random({130, 200}, 4, 3.0f);
+  Weight w;
+  w.values = Tensor({130, 200});
+  w.scale = Tensor({2, 2});
+  std::vector<uint8_t> codes(130 * 200), scaleCodes = {120, 121, 119, 122};
+  for (size_t i = 0; i < codes.size(); ++i) {
+    codes[i] = num::toE4M3Bits(values.data[i] * 50.0f);
+    w.values.data[i] = num::fromE4M3Bits(codes[i]);
+  }
+  for (size_t i = 0; i < 4; ++i)
+    w.scale.data[i] = num::fromUE8M0Bits(scaleCodes[i]);
+  Tensor y({3, 130});
+  auto mx = mem<2>(x), my = mem<2>(y);
+  auto mw = view<uint8_t, 2>(codes.data(), {130, 200});
+  auto ms = view<uint8_t, 2>(scaleCodes.data(), {2, 2});
+  kernel<void(M2 *, Memref<uint8_t, 2> *, Memref<uint8_t, 2> *, M2 *)>(
+      "linear_fp8_bf16")(&mx, &mw, &ms, &my);
+  EXPECT_EQ(maxDiff(y, linear(x, w)), 0.0f);
+}
+
+TEST_F(Kernels, RMSNorm) {
+  Tensor x = random({4, 64}, 5, 3.0f), g = random({64}, 6);
+  Tensor y({4, 64});
+  auto mx = mem<2>(x), my = mem<2>(y);
+  auto mg = mem<1>(g);
+  kernel<void(M2 *, M1 *, M2 *)>("rms_norm_weighted_0.000001")(&mx, &mg, &my);
+  EXPECT_EQ(maxDiff(y, rmsNorm(x, &g, 1e-6)), 0.0f);
+  Tensor q = random({3, 2, 64}, 7), qy({3, 2, 64});
+  auto mq = mem<3>(q), mqy = mem<3>(qy);
+  kernel<void(M3 *, M3 *)>("rms_norm_heads_0.000001")(&mq, &mqy);
+  EXPECT_EQ(maxDiff(qy, rmsNorm(q, nullptr, 1e-6)), 0.0f);
+}
+
+TEST_F(Kernels, RoPE) {
+  std::vector<int64_t> positions = {0, 1, 7, 130, 70000};
+  Tensor q = random({5, 2, 64}, 8), qy({5, 2, 64});
+  auto mq = mem<3>(q), mqy = mem<3>(qy);
+  auto mp = view<int64_t, 1>(positions.data(), {5});
+  kernel<void(M3 *, Memref<int64_t, 1> *, M3 *)>(
+      "rope_r3_d16_t10000_plain")(&mq, &mp, &mqy);
+  RopeParams plain{16, 10000.0, std::nullopt};
+  EXPECT_EQ(maxDiff(qy, rope(q, positions, plain)), 0.0f);
+
+  Tensor k = random({5, 64}, 9), ky({5, 64});
+  auto mk = mem<2>(k), mky = mem<2>(ky);
+  kernel<void(M2 *, Memref<int64_t, 1> *, M2 *)>(
+      "rope_r2_d16_t160000_yarn_inverse")(&mk, &mp, &mky);
+  RopeParams scaled{16, 160000.0, yarn()};
+  EXPECT_EQ(maxDiff(ky, rope(k, positions, scaled, /*inverse=*/true)), 0.0f);
+}
+
+TEST_F(Kernels, ActQuant) {
+  Tensor kv = random({4, 512}, 10, 30.0f), kvy({4, 512});
+  auto mkv = mem<2>(kv), mkvy = mem<2>(kvy);
+  kernel<void(M2 *, M2 *)>("act_quant_r2_e4m3_b64_q448")(&mkv, &mkvy);
+  EXPECT_EQ(maxDiff(kvy, actQuant(kv, QuantFormat::E4M3, 64, 448)), 0.0f);
+  Tensor qi = random({3, 2, 64}, 11, 5.0f), qiy({3, 2, 64});
+  auto mqi = mem<3>(qi), mqiy = mem<3>(qiy);
+  kernel<void(M3 *, M3 *)>("act_quant_r3_e2m1_b32_q0")(&mqi, &mqiy);
+  EXPECT_EQ(maxDiff(qiy, actQuant(qi, QuantFormat::E2M1, 32)), 0.0f);
+}
+
+TEST_F(Kernels, Hadamard) {
+  Tensor x = random({3, 32}, 12), y({3, 32});
+  auto mx = mem<2>(x), my = mem<2>(y);
+  kernel<void(M2 *, M2 *)>("hadamard_r2_n32")(&mx, &my);
+  EXPECT_EQ(maxDiff(y, hadamard(x)), 0.0f);
+}
+
+/// Runs `tokens` decode steps of one sequence through the compiled
+/// compress_step and compares every emitted entry with the reference.
+void checkCompressStep(void *symbol, int64_t ratio, bool overlap,
+                       int64_t tokens) {
+  int64_t d = 16, width = (overlap ? 2 : 1) * d, slots = (overlap ? 2 : 1) * ratio;
+  Tensor kv = random({tokens, width}, 13), score = random({tokens, width}, 14);
+  Tensor ape = random({ratio, width}, 15);
+  Tensor expected = compress(kv, score, ape, ratio, overlap);
+  Tensor stateKv({1, slots, width}, 0.0f), stateScore({1, slots, width}, -INFINITY);
+  Tensor nextKv({1, slots, width}), nextScore({1, slots, width});
+  Tensor entry({1, d});
+  int32_t emitted = 0;
+  int64_t produced = 0;
+  auto fn = reinterpret_cast<void (*)(M2 *, M2 *, M2 *, Memref<int64_t, 1> *,
+                                      M3 *, M3 *, M2 *, Memref<int32_t, 1> *,
+                                      M3 *, M3 *)>(symbol);
+  for (int64_t t = 0; t < tokens; ++t) {
+    Tensor kvRow({1, width}), scoreRow({1, width});
+    std::copy(kv.row(t), kv.row(t) + width, kvRow.data.begin());
+    std::copy(score.row(t), score.row(t) + width, scoreRow.data.begin());
+    int64_t position = t;
+    auto a = mem<2>(kvRow), b = mem<2>(scoreRow), c = mem<2>(ape);
+    auto p = view<int64_t, 1>(&position, {1});
+    auto s0 = mem<3>(stateKv), s1 = mem<3>(stateScore);
+    auto o0 = mem<2>(entry);
+    auto o2 = mem<3>(nextKv), o3 = mem<3>(nextScore);
+    auto o1 = view<int32_t, 1>(&emitted, {1});
+    fn(&a, &b, &c, &p, &s0, &s1, &o0, &o1, &o2, &o3);
+    stateKv = nextKv;
+    stateScore = nextScore;
+    ASSERT_EQ(emitted != 0, (t + 1) % ratio == 0) << t;
+    if (!emitted)
+      continue;
+    for (int64_t f = 0; f < d; ++f)
+      ASSERT_EQ(entry.data[f], expected.row(produced)[f]) << produced;
+    ++produced;
+  }
+  EXPECT_EQ(produced, expected.dim(0));
+}
+
+TEST_F(Kernels, CompressStep) {
+  checkCompressStep(compiled->lookup("compress_step_r4_overlap"), 4, true, 13);
+  checkCompressStep(compiled->lookup("compress_step_r128"), 128, false, 257);
+}
+
+TEST_F(Kernels, IndexerAndTopK) {
+  Tensor q = random({6, 2, 32}, 16), keys = random({8, 32}, 17);
+  Tensor weights = random({6, 2}, 18);
+  std::vector<int64_t> positions = {0, 3, 7, 15, 19, 31};
+  Tensor scores({6, 8});
+  auto mq = mem<3>(q);
+  auto mk = mem<2>(keys), mw = mem<2>(weights);
+  auto mp = view<int64_t, 1>(positions.data(), {6});
+  auto ms = mem<2>(scores);
+  kernel<void(M3 *, M2 *, M2 *, Memref<int64_t, 1> *, M2 *)>(
+      "indexer_score_r4")(&mq, &mk, &mw, &mp, &ms);
+  Tensor expected = indexerScores(q, keys, weights, positions, 4);
+  for (size_t i = 0; i < scores.data.size(); ++i)
+    EXPECT_EQ(scores.data[i], expected.data[i]) << i;
+
+  // Ties: rows 1, 2 and 5 share a score.
+  Tensor tied({2, 8});
+  tied.data = {1, 3, 3, -INFINITY, 2, 3, 0, 0,
+               -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+               -INFINITY, -INFINITY, -INFINITY};
+  std::vector<int32_t> out(2 * 4);
+  auto mt = mem<2>(tied);
+  auto mo = view<int32_t, 2>(out.data(), {2, 4});
+  kernel<void(M2 *, Memref<int32_t, 2> *)>("topk_k4")(&mt, &mo);
+  auto want = topk(tied, 4);
+  EXPECT_EQ(std::vector<int32_t>(out.begin(), out.begin() + 4), want[0]);
+  EXPECT_EQ(std::vector<int32_t>(out.begin() + 4, out.end()), want[1]);
+
+  Tensor wide = random({2, 40}, 19);
+  wide.row(1)[39] = -INFINITY;
+  std::vector<int32_t> blocks(2 * 8), picked(2 * 4);
+  auto mwide = mem<2>(wide);
+  auto mb = view<int32_t, 2>(blocks.data(), {2, 8});
+  kernel<void(M2 *, Memref<int32_t, 2> *)>("block_topk_b8_n8")(&mwide, &mb);
+  auto wantBlocks = blockTopk(wide, 8, 8);
+  EXPECT_EQ(std::vector<int32_t>(blocks.begin(), blocks.begin() + 8),
+            wantBlocks[0]);
+  auto mpk = view<int32_t, 2>(picked.data(), {2, 4});
+  kernel<void(M2 *, Memref<int32_t, 2> *, Memref<int32_t, 2> *)>(
+      "topk_k4_c8")(&mwide, &mb, &mpk);
+  auto wantPicked = topkInBlocks(wide, 4, wantBlocks, 8);
+  EXPECT_EQ(std::vector<int32_t>(picked.begin(), picked.begin() + 4),
+            wantPicked[0]);
+  EXPECT_EQ(std::vector<int32_t>(picked.begin() + 4, picked.end()),
+            wantPicked[1]);
+}
+
+TEST_F(Kernels, SparseAttentionWithSink) {
+  Tensor q = random({3, 2, 64}, 20), kv = random({10, 64}, 21);
+  std::vector<float> sink = {0.5f, -1.0f};
+  // Row 0: three rows; row 1: all masked; row 2: rows with a repeat.
+  std::vector<int32_t> idx = {4, 0, 9, -1, -1, -1, -1, -1, 2, 2, -1, 7};
+  std::vector<std::vector<int32_t>> lists = {{4, 0, 9, -1}, {-1, -1, -1, -1},
+                                             {2, 2, -1, 7}};
+  Tensor o({3, 2, 64});
+  auto mq = mem<3>(q), mo = mem<3>(o);
+  auto mkv = mem<2>(kv);
+  auto mi = view<int32_t, 2>(idx.data(), {3, 4});
+  auto msink = view<float, 1>(sink.data(), {2});
+  kernel<void(M3 *, M2 *, Memref<int32_t, 2> *, M1 *, M3 *)>(
+      "sparse_attention")(&mq, &mkv, &mi, &msink, &mo);
+  EXPECT_EQ(maxDiff(o, sparseAttention(q, kv, lists, sink, 0.125)), 0.0f);
+  for (int64_t i = 0; i < 2 * 64; ++i)
+    EXPECT_EQ(o.data[2 * 64 + i], 0.0f); // the masked row is zero, not NaN
+}
+
+TEST_F(Kernels, GroupedOutput) {
+  Tensor o = random({3, 2, 64}, 22), woA = random({2 * 16, 64}, 23, 0.2f);
+  Tensor woB = random({48, 2 * 16}, 24, 0.2f), y({3, 48});
+  auto mo = mem<3>(o);
+  auto ma = mem<2>(woA), mb = mem<2>(woB), my = mem<2>(y);
+  kernel<void(M3 *, M2 *, M2 *, M2 *)>("grouped_output_g2_bf16")(&mo, &ma, &mb,
+                                                                 &my);
+  EXPECT_EQ(maxDiff(y, groupedOutput(o, {woA, {}}, {woB, {}}, 2)), 0.0f);
+}
+
+} // namespace
