@@ -2,6 +2,12 @@
 
 #include "lib/Layout/CacheLayout.h"
 
+#include "runtime/Numerics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
 namespace v4a::layout {
 
 static std::optional<RowLayout> reject(std::string *why, std::string text) {
@@ -90,6 +96,89 @@ const char *rowKindName(RowKind kind) {
     return "f32";
   }
   return "unknown";
+}
+
+RowPlace placeRow(const RowLayout &row, int64_t pageRows, int64_t index) {
+  int64_t page = index / pageRows, slot = index % pageRows;
+  int64_t pageBytes = pageRows * row.rowBytes();
+  RowPlace place;
+  place.values = page * pageBytes + slot * row.valueBytes;
+  place.scales = page * pageBytes + pageRows * row.valueBytes +
+                 slot * row.scaleBytes;
+  return place;
+}
+
+bool hasCodec(RowKind kind) {
+  return kind == RowKind::BF16 || kind == RowKind::IndexBF16 ||
+         kind == RowKind::F32 || kind == RowKind::FP8Model1;
+}
+
+static void putBF16(uint8_t *out, float value) {
+  uint16_t bits = num::toBF16Bits(value);
+  std::memcpy(out, &bits, 2);
+}
+
+static float getBF16(const uint8_t *in) {
+  uint16_t bits;
+  std::memcpy(&bits, in, 2);
+  return num::fromBF16Bits(bits);
+}
+
+void encodeRow(const RowLayout &row, const float *values, uint8_t *valueBytes,
+               uint8_t *scaleBytes) {
+  switch (row.kind) {
+  case RowKind::F32:
+    std::memcpy(valueBytes, values, 4 * row.dim);
+    return;
+  case RowKind::BF16:
+  case RowKind::IndexBF16:
+    for (int64_t i = 0; i < row.dim; ++i)
+      putBF16(valueBytes + 2 * i, values[i]);
+    return;
+  case RowKind::FP8Model1: {
+    int64_t blocks = row.quantDims / row.scaleBlock;
+    for (int64_t b = 0; b < blocks; ++b) {
+      float amax = 1e-4f;
+      for (int64_t i = b * row.scaleBlock; i < (b + 1) * row.scaleBlock; ++i)
+        amax = std::max(amax, std::fabs(values[i]));
+      uint8_t code = num::ue8m0CeilBits(amax / num::kE4M3Max);
+      float scale = num::fromUE8M0Bits(code);
+      scaleBytes[b] = code;
+      for (int64_t i = b * row.scaleBlock; i < (b + 1) * row.scaleBlock; ++i)
+        valueBytes[i] = num::toE4M3Bits(values[i] / scale);
+    }
+    std::fill(scaleBytes + blocks, scaleBytes + row.scaleBytes, 0);
+    for (int64_t i = 0; i < row.rawDims; ++i)
+      putBF16(valueBytes + row.quantDims + 2 * i, values[row.quantDims + i]);
+    return;
+  }
+  default:
+    return;
+  }
+}
+
+void decodeRow(const RowLayout &row, const uint8_t *valueBytes,
+               const uint8_t *scaleBytes, float *values) {
+  switch (row.kind) {
+  case RowKind::F32:
+    std::memcpy(values, valueBytes, 4 * row.dim);
+    return;
+  case RowKind::BF16:
+  case RowKind::IndexBF16:
+    for (int64_t i = 0; i < row.dim; ++i)
+      values[i] = getBF16(valueBytes + 2 * i);
+    return;
+  case RowKind::FP8Model1:
+    for (int64_t i = 0; i < row.quantDims; ++i)
+      values[i] = num::fromE4M3Bits(valueBytes[i]) *
+                  num::fromUE8M0Bits(scaleBytes[i / row.scaleBlock]);
+    for (int64_t i = 0; i < row.rawDims; ++i)
+      values[row.quantDims + i] = getBF16(valueBytes + row.quantDims + 2 * i);
+    return;
+  default:
+    std::fill(values, values + row.dim, 0.0f);
+    return;
+  }
 }
 
 } // namespace v4a::layout

@@ -54,6 +54,24 @@ std::optional<RowLayout> describeRow(RowKind kind, int64_t dim,
 /// Name of the layout as spelled in IR and reports.
 const char *rowKindName(RowKind kind);
 
+/// Byte offsets of one row's values and scales in a buffer of pages of
+/// `pageRows` rows (each page: all value bytes, then all scale bytes).
+struct RowPlace {
+  int64_t values = 0;
+  int64_t scales = 0;
+};
+RowPlace placeRow(const RowLayout &row, int64_t pageRows, int64_t index);
+
+/// Whether rows of this layout can be encoded and decoded here.
+bool hasCodec(RowKind kind);
+/// Writes `values` (row.dim floats) in the row's layout. Quantized parts
+/// take a power-of-two scale per block, so rows that went through the
+/// specification's quantization simulation encode without loss.
+void encodeRow(const RowLayout &row, const float *values, uint8_t *valueBytes,
+               uint8_t *scaleBytes);
+void decodeRow(const RowLayout &row, const uint8_t *valueBytes,
+               const uint8_t *scaleBytes, float *values);
+
 } // namespace v4a::layout
 
 #endif // V4A_LIB_LAYOUT_CACHELAYOUT_H

@@ -1,7 +1,8 @@
 //===- Layer.cpp - reference implementation of whole layers ---------------===//
 
-#include "lib/Reference/Numerics.h"
+#include "runtime/Numerics.h"
 #include "lib/Reference/Reference.h"
+#include "runtime/TensorSpecs.h"
 
 #include <cassert>
 #include <cmath>
@@ -12,64 +13,6 @@ const Weight &LayerWeights::get(const std::string &name) const {
   auto it = tensors.find(name);
   assert(it != tensors.end() && "missing layer tensor");
   return it->second;
-}
-
-//===----------------------------------------------------------------------===//
-// Which tensors a layer has
-//===----------------------------------------------------------------------===//
-
-/// V4 compressors (ratio >= 3) gate their tokens; ratio 4 overlaps groups.
-static bool isGated(int64_t ratio) { return ratio >= 3; }
-static bool overlaps(int64_t ratio) { return ratio == 4; }
-/// A V4 indexer has its own compressor; V4.1 projects keys from the main KV.
-static bool hasIndexerCompressor(const LayerSpec &layer) {
-  return layer.compressRatio == 4 && layer.indexTopk > 0;
-}
-
-std::vector<TensorSpec> layerTensorSpecs(const ModelConfig &c,
-                                         const LayerSpec &layer) {
-  int64_t d = c.headDim, h = c.numAttentionHeads, g = c.oGroups;
-  int64_t di = c.indexHeadDim, hi = c.indexNHeads, r = layer.compressRatio;
-  std::vector<TensorSpec> specs = {
-      {"attn_sink", {h}, false, true},
-      {"q_norm.weight", {c.qLoraRank}},
-      {"kv_norm.weight", {d}},
-      {"wq_a.weight", {c.qLoraRank, c.hiddenSize}, true},
-      {"wq_b.weight", {h * d, c.qLoraRank}, true},
-      {"wkv.weight", {d, c.hiddenSize}, true},
-      {"wo_a.weight", {g * c.oLoraRank, h * d / g}, true},
-      {"wo_b.weight", {c.hiddenSize, g * c.oLoraRank}, true},
-  };
-  if (r > 0 && layer.kvSource == layer.id) {
-    int64_t coff = overlaps(r) ? 2 : 1;
-    if (r == 1) {
-      specs.push_back({"compressor.wkv.weight", {d, c.hiddenSize}});
-    } else if (!isGated(r)) {
-      specs.push_back({"compressor.wkv.weight", {2 * d, c.hiddenSize}});
-      specs.push_back({"compressor.ape", {r, d}, false, true});
-    } else {
-      specs.push_back({"compressor.ape", {r, coff * d}, false, true});
-      specs.push_back({"compressor.wkv.weight", {coff * d, c.hiddenSize}});
-      specs.push_back({"compressor.wgate.weight", {coff * d, c.hiddenSize}});
-    }
-    specs.push_back({"compressor.norm.weight", {d}});
-    if (layer.indexTopk > 0 && !hasIndexerCompressor(layer)) {
-      specs.push_back({"indexer.k_proj.weight", {di, d}});
-      specs.push_back({"indexer.k_norm.weight", {di}});
-    }
-  }
-  if (layer.indexTopk > 0 && layer.indexSource == layer.id) {
-    specs.push_back({"indexer.wq_b.weight", {hi * di, c.qLoraRank}, true});
-    specs.push_back({"indexer.weights_proj.weight", {hi, c.hiddenSize}});
-  }
-  if (hasIndexerCompressor(layer) && layer.indexKSource == layer.id) {
-    specs.push_back({"indexer.compressor.ape", {4, 2 * di}, false, true});
-    specs.push_back({"indexer.compressor.wkv.weight", {2 * di, c.hiddenSize}});
-    specs.push_back(
-        {"indexer.compressor.wgate.weight", {2 * di, c.hiddenSize}});
-    specs.push_back({"indexer.compressor.norm.weight", {di}});
-  }
-  return specs;
 }
 
 //===----------------------------------------------------------------------===//
@@ -175,7 +118,7 @@ SequenceState Model::newSequence() const {
     int64_t r = layer.compressRatio;
     if (r > 1)
       s.compressor = makeCompressorState(
-          r, overlaps(r), (overlaps(r) ? 2 : 1) * modelConfig.headDim);
+          r, compressorOverlaps(r), (compressorOverlaps(r) ? 2 : 1) * modelConfig.headDim);
     if (hasIndexerCompressor(layer))
       s.indexCompressor =
           makeCompressorState(4, true, 2 * modelConfig.indexHeadDim);
@@ -334,7 +277,7 @@ void Model::appendCompressed(int64_t l, SequenceState &state, const Tensor &x,
     return;
   }
   const Tensor &ape = w.get("compressor.ape").values;
-  if (!isGated(r)) {
+  if (!compressorIsGated(r)) {
     // One projection: the score half, then the latent half.
     Tensor both = linearF32(x, w.get("compressor.wkv.weight"));
     for (size_t t = 0; t < positions.size(); ++t)
@@ -347,7 +290,7 @@ void Model::appendCompressed(int64_t l, SequenceState &state, const Tensor &x,
   Tensor score = linearF32(x, w.get("compressor.wgate.weight"));
   for (size_t t = 0; t < positions.size(); ++t)
     if (auto pooled = compressStep(own.compressor, kv.row(t), score.row(t), ape,
-                                   positions[t], r, overlaps(r)))
+                                   positions[t], r, compressorOverlaps(r)))
       emit(*pooled, positions[t] / r);
 }
 

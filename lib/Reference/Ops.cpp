@@ -1,6 +1,6 @@
 //===- Ops.cpp - reference implementation of the ops ----------------------===//
 
-#include "lib/Reference/Numerics.h"
+#include "runtime/Numerics.h"
 #include "lib/Reference/Reference.h"
 
 #include <algorithm>

@@ -14,6 +14,7 @@
 #ifndef V4A_LIB_REFERENCE_REFERENCE_H
 #define V4A_LIB_REFERENCE_REFERENCE_H
 
+#include "runtime/TensorSpecs.h"
 #include "v4a/ModelConfig.h"
 
 #include <cstdint>
@@ -142,18 +143,6 @@ struct LayerWeights {
   const Weight &get(const std::string &name) const;
   bool has(const std::string &name) const { return tensors.count(name) != 0; }
 };
-
-/// The checkpoint tensors a layer needs: name -> shape (spec section 5 plus
-/// the V4.1 tensors), and whether the weight is a projection that follows the
-/// checkpoint's weight format.
-struct TensorSpec {
-  std::string name;
-  std::vector<int64_t> shape;
-  bool projection = false; // e4m3 + scale in an fp8 checkpoint
-  bool f32 = false;        // stored in f32 (ape, sink)
-};
-std::vector<TensorSpec> layerTensorSpecs(const ModelConfig &config,
-                                         const LayerSpec &layer);
 
 /// Deterministic random weights for every tensor of layerTensorSpecs.
 LayerWeights randomLayerWeights(const ModelConfig &config,

@@ -88,10 +88,20 @@ std::optional<Report> report::buildReport(ModelOp model, int64_t contextTokens,
         std::tuple{"fp8", plan::MainLayout::FP8, plan::IndexLayout::FP8}}) {
     options.mainLayout = main;
     options.indexLayout = index;
+    std::string why;
     std::optional<LayoutReport> layout =
-        planLayout(name, layers, collectModelDims(model), options, error);
-    if (!layout)
-      return std::nullopt;
+        planLayout(name, layers, collectModelDims(model), options, why);
+    if (!layout) {
+      // The bf16 plan always fits a verified model; fp8 MODEL1 needs 64
+      // rope dims, which small models may lack.
+      if (main == plan::MainLayout::BF16) {
+        error = why;
+        return std::nullopt;
+      }
+      layout.emplace();
+      layout->name = name;
+      layout->unavailable = why;
+    }
     report.layouts.push_back(std::move(*layout));
   }
   return report;
@@ -157,7 +167,9 @@ void report::printText(const Report &report, llvm::raw_ostream &os) {
                       "{7,15} {8,15}\n",
                       "kind", "component", "layout", "caches", "rows",
                       "row_bytes", "dims", "shared", "unshared");
-  for (const LayoutReport &layout : report.layouts)
+  for (const LayoutReport &layout : report.layouts) {
+    if (!layout.unavailable.empty())
+      os << layout.name << "  not available: " << layout.unavailable << "\n";
     for (const char *component : kComponentOrder) {
       auto it = layout.usage.find(component);
       if (it == layout.usage.end())
@@ -174,6 +186,7 @@ void report::printText(const Report &report, llvm::raw_ostream &os) {
                           isTotal ? "-" : formatSet(usage.dims),
                           usage.bytesShared, usage.bytesUnshared);
     }
+  }
 }
 
 static llvm::json::Array toJson(const std::set<int64_t> &values) {
@@ -207,6 +220,8 @@ void report::printJson(const Report &report, llvm::raw_ostream &os) {
           {"dims", toJson(usage.dims)},
           {"rows_per_cache", toJson(usage.rowsPerCache)},
           {"layouts", llvm::json::Array(usage.layouts)}};
+    if (!layout.unavailable.empty())
+      components["unavailable"] = layout.unavailable;
     memory[layout.name] = std::move(components);
   }
   llvm::json::Object root{

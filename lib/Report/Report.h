@@ -34,6 +34,8 @@ struct Usage {
 
 struct LayoutReport {
   std::string name; // "bf16" or "fp8"
+  /// Why the model's rows do not fit this layout (then usage is empty).
+  std::string unavailable;
   /// Per component name, plus "main_kv" (window + compressed) and "total".
   std::map<std::string, Usage> usage;
 };

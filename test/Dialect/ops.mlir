@@ -148,14 +148,14 @@ func.func @attention_and_output(
 // CHECK-NEXT: v4a.layer 2 ratio 2 topk 4 swa packed_kv kv_source 1 index_source 1 candidate_source 1
 // CHECK-NEXT: v4a.layer 3 ratio 0 topk 0 swa mtp kv_source 3 index_source 3
 v4a.model @tiny <{candidate_block_size = 8 : i64, candidate_topk_blocks = 8 : i64,
-    compress_rope_theta = 1.600000e+05 : f64, head_dim = 64 : i64,
-    hidden_size = 64 : i64, index_head_dim = 32 : i64, index_n_heads = 2 : i64,
+    compress_rope_theta = 1.600000e+05 : f64, head_dim = 128 : i64,
+    hidden_size = 64 : i64, index_head_dim = 128 : i64, index_n_heads = 2 : i64,
     index_topk = 4 : i64, layer_index_k_map = array<i64: 0, 1, 1, 3>,
     layer_index_module_map = array<i64: 0, 1, 1, 3>,
     layer_kv_map = array<i64: 0, 1, 1, 3>, num_attention_heads = 2 : i64,
     num_hidden_layers = 3 : i64, num_key_value_heads = 1 : i64,
     o_groups = 2 : i64, o_lora_rank = 32 : i64, q_lora_rank = 32 : i64,
-    qk_rope_head_dim = 16 : i64, rms_norm_eps = 1.0e-6 : f64,
+    qk_rope_head_dim = 64 : i64, rms_norm_eps = 1.0e-6 : f64,
     rope_theta = 1.000000e+04 : f64, sliding_window = 8 : i64,
     weight_format = #v4a<weight_format bf16>}> {
   v4a.layer 0 ratio 0 topk 0 swa kv_source 0 index_source 0

@@ -5,6 +5,8 @@
 
 // CONTEXT: error: v4a-plan-kv: context (0), page-size (64) and alignment (256) must be positive
 // LAYOUT: error: v4a-plan-kv: index-layout 'fp4' is not bf16 or fp8
+// RUN: not v4a-opt %s -split-input-file -v4a-plan-kv="context=4611686018427387904" 2>&1 | FileCheck %s --check-prefix=HUGE
+// HUGE: error: v4a-plan-kv: layer 1 compressed: the buffer would exceed 2^48 bytes; the configuration or the context is too large
 
 // A window-only layer, a V4 C4 layer with its own indexer compressor, a C128
 // layer, a consumer of the C4 layer's caches, and the MTP layer.
@@ -54,9 +56,8 @@ v4a.model @mixed <{compress_rope_theta = 1.6e5 : f64, head_dim = 512 : i64,
 
 // -----
 
-// A packed layer whose width the MODEL1 layout cannot hold.
-// expected-error @+1 {{v4a-plan-kv: layer 1 window: fp8_model1 needs a width of 64 bf16 rope dims plus a positive multiple of 64 e4m3 dims (512 in V4)}}
-v4a.model @narrow <{compress_rope_theta = 1.6e5 : f64, head_dim = 96 : i64,
+// A packed layer needs 64 rope dims: the verifier stops it before planning.
+v4a.model @narrow <{compress_rope_theta = 1.6e5 : f64, head_dim = 144 : i64,
     hidden_size = 64 : i64, index_head_dim = 32 : i64, index_n_heads = 2 : i64,
     index_topk = 4 : i64, layer_index_k_map = array<i64: 0, 1>,
     layer_index_module_map = array<i64: 0, 1>,
@@ -67,5 +68,6 @@ v4a.model @narrow <{compress_rope_theta = 1.6e5 : f64, head_dim = 96 : i64,
     rope_theta = 1.0e4 : f64, sliding_window = 8 : i64,
     weight_format = #v4a<weight_format bf16>}> {
   v4a.layer 0 ratio 0 topk 0 swa kv_source 0 index_source 0
+  // expected-error @+1 {{'v4a.layer' op layer 1: packed_kv (fp8 MODEL1) stores exactly 64 bf16 rope dims, but qk_rope_head_dim is 16}}
   v4a.layer 1 ratio 128 topk 0 swa packed_kv kv_source 1 index_source 1
 }

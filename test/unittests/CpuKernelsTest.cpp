@@ -9,7 +9,7 @@
 
 #include "lib/JIT/CpuJit.h"
 #include "lib/JIT/Kernels.h"
-#include "lib/Reference/Numerics.h"
+#include "runtime/Numerics.h"
 #include "lib/Reference/Reference.h"
 #include "runtime/Memref.h"
 

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lib/Reference/Numerics.h"
+#include "runtime/Numerics.h"
 #include "lib/Reference/Reference.h"
 
 #include <gtest/gtest.h>

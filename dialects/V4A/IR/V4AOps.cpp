@@ -103,6 +103,14 @@ LogicalResult ModelOp::verify() {
   if (!llvm::isPowerOf2_64(getIndexHeadDim()))
     return emitOpError() << "index_head_dim (" << getIndexHeadDim()
                          << ") must be a power of two (Hadamard rotation)";
+  // act_quant works on whole blocks: 64 of the first D-R dims (fp8 KV), 32
+  // of the index head (fp4).
+  if ((headDim - ropeDim) % 64 != 0)
+    return emitOpError() << "head_dim - qk_rope_head_dim (" << headDim - ropeDim
+                         << ") must be a multiple of 64 (fp8 KV blocks)";
+  if (getIndexHeadDim() % 32 != 0)
+    return emitOpError() << "index_head_dim (" << getIndexHeadDim()
+                         << ") must be a multiple of 32 (fp4 index blocks)";
   if (getCandidateBlockSize().has_value() !=
       getCandidateTopkBlocks().has_value())
     return emitOpError() << "candidate_block_size and candidate_topk_blocks "
@@ -193,6 +201,12 @@ LogicalResult ModelOp::verifyRegions() {
                          << " attention layers, expected num_hidden_layers ("
                          << getNumHiddenLayers() << ")";
   for (LayerOp layer : getLayers()) {
+    if (layer.getHasPackedKv() && getQkRopeHeadDim() != 64)
+      return layer.emitOpError()
+             << "layer " << layer.getLayerId()
+             << ": packed_kv (fp8 MODEL1) stores exactly 64 bf16 rope dims, "
+                "but qk_rope_head_dim is "
+             << getQkRopeHeadDim();
     if (failed(verifyLayerAgreesWithMap(layer, "kv_source",
                                         layer.getKvSource(), "layer_kv_map",
                                         getLayerKvMap())) ||

@@ -1,12 +1,12 @@
 //===- Numerics.h - rounding to the low-precision formats -------*- C++ -*-===//
 //
-// Exact, round-to-nearest-even conversions used by the reference and the
-// weight tools. Plain C++.
+// Exact, round-to-nearest-even conversions between f32 and the storage
+// formats of weights and caches (bf16, e4m3, e2m1, ue8m0).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef V4A_LIB_REFERENCE_NUMERICS_H
-#define V4A_LIB_REFERENCE_NUMERICS_H
+#ifndef V4A_RUNTIME_NUMERICS_H
+#define V4A_RUNTIME_NUMERICS_H
 
 #include <cstdint>
 
@@ -35,4 +35,4 @@ inline constexpr float kE2M1Max = 6.0f;
 
 } // namespace v4a::num
 
-#endif // V4A_LIB_REFERENCE_NUMERICS_H
+#endif // V4A_RUNTIME_NUMERICS_H

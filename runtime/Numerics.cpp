@@ -1,6 +1,6 @@
 //===- Numerics.cpp - rounding to the low-precision formats ---------------===//
 
-#include "lib/Reference/Numerics.h"
+#include "runtime/Numerics.h"
 
 #include <cmath>
 #include <cstring>

@@ -1,0 +1,88 @@
+//===- Engine.h - compile and run a model in-process ------------*- C++ -*-===//
+//
+// The JIT API: compile a model's attention configuration for the host CPU,
+// load its weights, and run prefill and decode steps.
+//
+//   std::string error;
+//   auto engine = v4a::Engine::create(configJson, {}, error);
+//   engine->loadRandomWeights(/*seed=*/1, error);
+//   int64_t seq = engine->addSequence(error);
+//   engine->step({{seq}, {promptLength}, promptLength}, inputs, outputs, error);
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_ENGINE_H
+#define V4A_ENGINE_H
+
+#include "v4a/ModelConfig.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace v4a {
+
+struct EngineOptions {
+  /// Sequence slots the caches are allocated for.
+  int64_t maxSequences = 4;
+  /// Maximum tokens per sequence the caches are planned for.
+  int64_t contextTokens = 4096;
+  /// Rows per page of the compressed caches.
+  int64_t pageSize = 64;
+  /// Store compressed KV in the packed fp8 MODEL1 layout.
+  bool packedKv = false;
+};
+
+struct Batch {
+  std::vector<int64_t> sequences;
+  std::vector<int64_t> lengths;
+  int64_t paddedTokens = 0;
+};
+
+class Engine {
+public:
+  /// Parses and verifies the configuration (sharing topology included),
+  /// plans the caches and compiles the CPU kernels.
+  static std::unique_ptr<Engine> create(std::string_view configJson,
+                                        const EngineOptions &options,
+                                        std::string &error);
+  ~Engine();
+
+  const ModelConfig &config() const;
+  const std::vector<LayerSpec> &layers() const;
+
+  /// Deterministic random weights for every attention tensor.
+  bool loadRandomWeights(uint64_t seed, std::string &error);
+  /// Attention tensors from a .safetensors checkpoint, or from the
+  /// model.safetensors.index.json of a sharded one (only the shards that
+  /// hold attention tensors are read). Tensors of other parts of the model
+  /// are ignored.
+  bool loadWeights(const std::string &path, std::string &error);
+
+  int64_t addSequence(std::string &error);
+  bool releaseSequence(int64_t sequence, std::string &error);
+  int64_t position(int64_t sequence) const;
+
+  /// inputs[l], outputs[l]: [rows, paddedTokens, hidden_size] f32 per layer.
+  bool step(const Batch &batch, const std::vector<const float *> &inputs,
+            const std::vector<float *> &outputs, std::string &error);
+
+  /// Raw cache bytes of a sequence's buffer (component: "window",
+  /// "compressed", "index_keys", "compressor_state", "indexer_state");
+  /// consumer layers resolve to their source's buffer.
+  uint8_t *cacheBytes(int64_t sequence, int64_t layer,
+                      const std::string &component);
+
+  /// The implementation, private to the library.
+  struct Impl;
+
+private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace v4a
+
+#endif // V4A_ENGINE_H

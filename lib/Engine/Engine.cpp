@@ -1,0 +1,347 @@
+//===- Engine.cpp - compile and run a model in-process --------------------===//
+
+#include "v4a/Engine.h"
+
+#include "lib/Import/ConfigImport.h"
+#include "lib/JIT/CpuJit.h"
+#include "lib/JIT/Kernels.h"
+#include "lib/Plan/KVPlan.h"
+#include "lib/Reference/Reference.h"
+#include "passes/Passes.h"
+#include "runtime/CpuModel.h"
+#include "runtime/Numerics.h"
+#include "runtime/SafeTensors.h"
+#include "runtime/TensorSpecs.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cmath>
+#include <set>
+
+namespace v4a {
+
+struct Engine::Impl {
+  ModelConfig config;
+  std::vector<LayerSpec> layers;
+  EngineOptions options;
+  plan::Plan plan;
+  std::unique_ptr<jit::CpuJit> jit;
+  rt::KernelTable kernels;
+  std::unique_ptr<rt::CpuModel> model;
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
+Engine::~Engine() = default;
+const ModelConfig &Engine::config() const { return impl->config; }
+const std::vector<LayerSpec> &Engine::layers() const { return impl->layers; }
+
+/// Imports the configuration and runs v4a-verify-topology on it.
+static bool verifyTopology(std::string_view json, const LayerOptions &options,
+                           std::string &error) {
+  mlir::MLIRContext context;
+  std::string messages;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    if (messages.empty())
+      messages = diag.str();
+    return mlir::success();
+  });
+  auto module = importConfig(&context, llvm::StringRef(json.data(), json.size()),
+                             mlir::UnknownLoc::get(&context), "model", options);
+  if (module) {
+    mlir::PassManager pm(&context);
+    pm.addPass(createVerifyTopology());
+    if (mlir::succeeded(pm.run(*module)))
+      return true;
+  }
+  error = messages.empty() ? "invalid configuration" : messages;
+  return false;
+}
+
+/// Compiles the kernels the layers need and fills the kernel table.
+static bool compileKernels(Engine::Impl &m, std::string &error);
+
+std::unique_ptr<Engine> Engine::create(std::string_view configJson,
+                                       const EngineOptions &options,
+                                       std::string &error) {
+  ConfigError configError;
+  std::optional<ModelConfig> config = parseModelConfig(configJson, configError);
+  LayerOptions layerOptions;
+  layerOptions.packedKv = options.packedKv;
+  std::optional<std::vector<LayerSpec>> layers;
+  if (config)
+    layers = deriveLayers(*config, layerOptions, configError);
+  if (!layers) {
+    error = configError.str();
+    return nullptr;
+  }
+  if (!verifyTopology(configJson, layerOptions, error))
+    return nullptr;
+  auto impl = std::make_unique<Impl>();
+  impl->config = *config;
+  impl->layers = *layers;
+  impl->options = options;
+  std::vector<plan::LayerInfo> infos;
+  for (const LayerSpec &layer : *layers)
+    infos.push_back({layer.id, layer.compressRatio, layer.indexTopk,
+                     layer.useSwa, layer.hasPackedKv, layer.isMtp,
+                     layer.kvSource, layer.indexKSource});
+  plan::PlanOptions planOptions;
+  planOptions.contextTokens = options.contextTokens;
+  planOptions.pageSize = options.pageSize;
+  std::optional<plan::Plan> plan = plan::planCaches(
+      infos, {config->headDim, config->indexHeadDim, config->slidingWindow},
+      planOptions, error);
+  if (!plan)
+    return nullptr;
+  impl->plan = *plan;
+  if (!compileKernels(*impl, error))
+    return nullptr;
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+static bool compileKernels(Engine::Impl &m, std::string &error) {
+  const ModelConfig &c = m.config;
+  jit::KernelModule module;
+  std::map<std::string, void **> wanted;
+  auto want = [&](const std::string &name, auto &slot) {
+    wanted[name + "#" + std::to_string(wanted.size())] =
+        reinterpret_cast<void **>(&slot);
+  };
+  rt::KernelTable &k = m.kernels;
+  want(module.linear(false, false), k.linear);
+  want(module.linear(false, true), k.linearF32);
+  want(module.linear(true, false), k.linearFP8);
+  want(module.rmsNorm(true, c.rmsNormEps), k.rmsNorm);
+  want(module.rmsNorm(false, c.rmsNormEps), k.rmsNormHeads);
+  int64_t rope = c.qkRopeHeadDim;
+  for (auto [table, theta, yarn] :
+       {std::tuple{&k.ropePlain, c.ropeTheta, std::optional<YarnConfig>()},
+        std::tuple{&k.ropeCompressed, c.compressRopeTheta, c.ropeScaling}}) {
+    want(module.rope(3, rope, theta, yarn, false), table->heads);
+    want(module.rope(3, rope, theta, yarn, true), table->headsInverse);
+    want(module.rope(2, rope, theta, yarn, false), table->rows);
+  }
+  want(module.actQuant(2, true, 64, c.headDim - rope), k.quantKv);
+  want(module.actQuant(3, false, 32, 0), k.quantFp4Heads);
+  want(module.actQuant(2, false, 32, 0), k.quantFp4Rows);
+  want(module.hadamard(3, c.indexHeadDim), k.hadamardHeads);
+  want(module.hadamard(2, c.indexHeadDim), k.hadamardRows);
+  want(module.compressStep(4, true), k.indexerCompress);
+  std::set<int64_t> ratios, sparseRatios;
+  for (const LayerSpec &layer : m.layers) {
+    if (layer.compressRatio > 1)
+      ratios.insert(layer.compressRatio);
+    if (layer.indexTopk > 0)
+      sparseRatios.insert(layer.compressRatio);
+  }
+  for (int64_t r : ratios)
+    want(module.compressStep(r, compressorOverlaps(r)), k.compressStep[r]);
+  for (int64_t r : sparseRatios)
+    want(module.indexerScore(r), k.indexerScore[r]);
+  if (c.indexTopk > 0) {
+    want(module.topk(c.indexTopk, std::nullopt), k.topk);
+    int64_t block = c.candidateBlockSize.value_or(8);
+    want(module.topk(c.indexTopk, block), k.topkInBlocks);
+    want(module.blockTopk(block, c.candidateTopkBlocks.value_or(8)),
+         k.blockTopk);
+  }
+  want(module.sparseAttention(1.0 / std::sqrt(static_cast<double>(c.headDim))),
+       k.attention);
+  want(module.groupedOutput(c.oGroups, false), k.groupedOutput);
+  want(module.groupedOutput(c.oGroups, true), k.groupedOutputFP8);
+  m.jit = jit::CpuJit::compile(module.source(), error);
+  if (!m.jit)
+    return false;
+  for (auto &[key, slot] : wanted) {
+    std::string name = key.substr(0, key.rfind('#'));
+    *slot = m.jit->lookup(name);
+    if (!*slot) {
+      error = "compiled kernels lack '" + name + "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Weights
+//===----------------------------------------------------------------------===//
+
+static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
+                        std::string &error) {
+  m.model = rt::CpuModel::create(m.config, m.layers, m.kernels,
+                                 std::move(tensors), m.plan,
+                                 m.options.maxSequences, error);
+  return m.model != nullptr;
+}
+
+bool Engine::loadRandomWeights(uint64_t seed, std::string &error) {
+  std::vector<rt::LayerTensors> tensors;
+  for (const LayerSpec &layer : impl->layers) {
+    ref::LayerWeights weights = ref::randomLayerWeights(impl->config, layer, seed);
+    rt::LayerTensors host;
+    for (auto &[name, weight] : weights.tensors) {
+      rt::HostTensor values;
+      values.shape = weight.values.shape;
+      if (!weight.isFP8()) {
+        values.f32 = weight.values.data;
+        host[name] = std::move(values);
+        continue;
+      }
+      values.type = rt::HostTensor::Type::E4M3;
+      for (float v : weight.values.data)
+        values.bytes.push_back(num::toE4M3Bits(v));
+      rt::HostTensor scale;
+      scale.type = rt::HostTensor::Type::UE8M0;
+      scale.shape = weight.scale.shape;
+      for (float s : weight.scale.data)
+        scale.bytes.push_back(num::ue8m0CeilBits(s));
+      host[name] = std::move(values);
+      host[name.substr(0, name.size() - 6) + "scale"] = std::move(scale);
+    }
+    tensors.push_back(std::move(host));
+  }
+  return attachModel(*impl, std::move(tensors), error);
+}
+
+static bool isAttentionTensor(const std::string &name) {
+  return (name.rfind("layers.", 0) == 0 || name.rfind("mtp.", 0) == 0) &&
+         name.find(".attn.") != std::string::npos;
+}
+
+/// The layer a checkpoint name belongs to, or -1.
+static int64_t layerOfName(const ModelConfig &config, const std::string &name,
+                           std::string &rest) {
+  bool mtp = name.rfind("mtp.", 0) == 0;
+  size_t begin = mtp ? 4 : 7, dot = name.find('.', begin);
+  if (dot == std::string::npos || dot == begin)
+    return -1;
+  std::string digits = name.substr(begin, dot - begin);
+  if (digits.find_first_not_of("0123456789") != std::string::npos ||
+      digits.size() > 6)
+    return -1;
+  int64_t index = std::stoll(digits);
+  rest = name.substr(name.find(".attn.") + 6);
+  if (mtp)
+    return index < config.numMtpLayers ? config.numHiddenLayers + index : -1;
+  return index < config.numHiddenLayers ? index : -1;
+}
+
+/// The checkpoint files holding attention tensors: `path` itself, or the
+/// shards a sharded index names for them.
+static bool checkpointFiles(const std::string &path,
+                            std::vector<std::string> &files,
+                            std::string &error) {
+  if (llvm::StringRef(path).ends_with(".json")) {
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    if (!buffer) {
+      error = path + ": cannot read";
+      return false;
+    }
+    auto index = llvm::json::parse((*buffer)->getBuffer());
+    const llvm::json::Object *root = index ? index->getAsObject() : nullptr;
+    const llvm::json::Object *map =
+        root ? root->getObject("weight_map") : nullptr;
+    if (!map) {
+      if (!index)
+        llvm::consumeError(index.takeError());
+      error = path + ": expected an index with a \"weight_map\" object";
+      return false;
+    }
+    std::set<std::string> shards;
+    for (const auto &[name, shard] : *map)
+      if (isAttentionTensor(name.str()) && shard.getAsString())
+        shards.insert(shard.getAsString()->str());
+    llvm::StringRef dir = llvm::sys::path::parent_path(path);
+    for (const std::string &shard : shards)
+      files.push_back(dir.empty() ? shard : (dir + "/" + shard).str());
+    return true;
+  }
+  files.push_back(path);
+  return true;
+}
+
+bool Engine::loadWeights(const std::string &path, std::string &error) {
+  std::vector<std::string> files;
+  if (!checkpointFiles(path, files, error))
+    return false;
+  std::vector<rt::LayerTensors> tensors(impl->layers.size());
+  for (const std::string &file : files) {
+    std::optional<st::File> contents = st::read(file, error, isAttentionTensor);
+    if (!contents)
+      return false;
+    for (auto &[name, tensor] : *contents) {
+      std::string rest;
+      int64_t layer = layerOfName(impl->config, name, rest);
+      if (layer < 0) {
+        error = name + ": the configuration has no such attention layer";
+        return false;
+      }
+      rt::HostTensor host;
+      host.shape = tensor.shape;
+      if (tensor.dtype == st::DType::F8_E4M3 ||
+          tensor.dtype == st::DType::F8_E8M0) {
+        host.type = tensor.dtype == st::DType::F8_E4M3
+                        ? rt::HostTensor::Type::E4M3
+                        : rt::HostTensor::Type::UE8M0;
+        host.bytes = std::move(tensor.data);
+      } else if (auto values = tensor.toF32()) {
+        host.f32 = std::move(*values);
+      } else {
+        error = name + ": unsupported dtype " + st::dtypeName(tensor.dtype);
+        return false;
+      }
+      tensors[layer][rest] = std::move(host);
+    }
+  }
+  return attachModel(*impl, std::move(tensors), error);
+}
+
+//===----------------------------------------------------------------------===//
+// Steps
+//===----------------------------------------------------------------------===//
+
+static bool needModel(const Engine::Impl &m, std::string &error) {
+  if (m.model)
+    return true;
+  error = "no weights are loaded";
+  return false;
+}
+
+int64_t Engine::addSequence(std::string &error) {
+  return needModel(*impl, error) ? impl->model->addSequence(error) : -1;
+}
+
+bool Engine::releaseSequence(int64_t sequence, std::string &error) {
+  return needModel(*impl, error) &&
+         impl->model->releaseSequence(sequence, error);
+}
+
+int64_t Engine::position(int64_t sequence) const {
+  return impl->model ? impl->model->position(sequence) : -1;
+}
+
+bool Engine::step(const Batch &batch, const std::vector<const float *> &inputs,
+                  const std::vector<float *> &outputs, std::string &error) {
+  if (!needModel(*impl, error))
+    return false;
+  rt::StepBatch step{batch.sequences, batch.lengths, batch.paddedTokens};
+  return impl->model->step(step, inputs, outputs, error);
+}
+
+uint8_t *Engine::cacheBytes(int64_t sequence, int64_t layer,
+                            const std::string &component) {
+  if (!impl->model)
+    return nullptr;
+  for (plan::Component c : plan::kAllComponents)
+    if (component == plan::componentName(c))
+      return impl->model->cacheBytes(sequence, layer, c);
+  return nullptr;
+}
+
+} // namespace v4a

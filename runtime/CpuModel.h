@@ -1,0 +1,95 @@
+//===- CpuModel.h - the CPU backend of the host runtime ---------*- C++ -*-===//
+//
+// Runs prefill and decode steps of a model's attention layers on the host
+// CPU with compiled kernels. Caches are allocated once from the cache plan
+// (consumer layers alias their source's buffers) for a fixed number of
+// sequence slots; each sequence keeps its own position. Plain C++.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_RUNTIME_CPUMODEL_H
+#define V4A_RUNTIME_CPUMODEL_H
+
+#include "lib/Plan/KVPlan.h"
+#include "runtime/KernelTable.h"
+#include "v4a/ModelConfig.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace v4a::rt {
+
+/// A weight or parameter in host memory: f32 values (bf16 checkpoint tensors
+/// are widened), or e4m3 / ue8m0 bytes of an fp8 checkpoint.
+struct HostTensor {
+  enum class Type { F32, E4M3, UE8M0 };
+  Type type = Type::F32;
+  std::vector<int64_t> shape;
+  std::vector<float> f32;
+  std::vector<uint8_t> bytes;
+  int64_t numel() const;
+};
+const char *typeName(HostTensor::Type type);
+
+/// One layer's tensors by checkpoint name without the layer prefix; an fp8
+/// projection "x.weight" comes with "x.scale".
+using LayerTensors = std::map<std::string, HostTensor>;
+
+/// Checks that `tensors` hold every tensor the layers need with the right
+/// shape and type; the message names the tensor and what was expected.
+bool validateWeights(const ModelConfig &config,
+                     const std::vector<LayerSpec> &layers,
+                     const std::vector<LayerTensors> &tensors,
+                     std::string &error);
+
+struct StepBatch {
+  /// Sequence ids (from addSequence), one per batch row.
+  std::vector<int64_t> sequences;
+  /// Tokens of each row; rows are padded to `paddedTokens`.
+  std::vector<int64_t> lengths;
+  int64_t paddedTokens = 0;
+};
+
+class CpuModel {
+public:
+  /// Fails, naming the problem, on invalid weights, an unsupported cache
+  /// layout or missing kernels.
+  static std::unique_ptr<CpuModel>
+  create(ModelConfig config, std::vector<LayerSpec> layers,
+         const KernelTable &kernels, std::vector<LayerTensors> weights,
+         const plan::Plan &plan, int64_t maxSequences, std::string &error);
+  ~CpuModel();
+
+  /// A new sequence at position 0, or -1 when every slot is taken.
+  int64_t addSequence(std::string &error);
+  bool releaseSequence(int64_t sequence, std::string &error);
+  /// Tokens the sequence has processed, or -1 for an unknown sequence.
+  int64_t position(int64_t sequence) const;
+
+  /// Runs `batch` through every layer: inputs[l] and outputs[l] are
+  /// [rows, paddedTokens, hidden_size] f32 (rows beyond a sequence's length
+  /// are ignored on input and zero on output). Validates everything first;
+  /// on an error nothing has changed.
+  bool step(const StepBatch &batch, const std::vector<const float *> &inputs,
+            const std::vector<float *> &outputs, std::string &error);
+
+  /// The bytes of a sequence's cache buffer (aliases resolve to their
+  /// source), for inspection.
+  uint8_t *cacheBytes(int64_t sequence, int64_t layer,
+                      plan::Component component);
+
+  int64_t maxSequences() const;
+  int64_t contextTokens() const;
+
+private:
+  struct Impl;
+  explicit CpuModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace v4a::rt
+
+#endif // V4A_RUNTIME_CPUMODEL_H

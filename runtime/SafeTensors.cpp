@@ -1,0 +1,448 @@
+//===- SafeTensors.cpp - read and write .safetensors files ----------------===//
+
+#include "runtime/SafeTensors.h"
+
+#include "runtime/Numerics.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace v4a::st {
+
+static const std::pair<const char *, DType> kDTypes[] = {
+    {"F32", DType::F32},         {"BF16", DType::BF16},
+    {"F16", DType::F16},         {"F8_E4M3", DType::F8_E4M3},
+    {"F8_E8M0", DType::F8_E8M0}, {"I32", DType::I32},
+    {"I64", DType::I64},         {"U8", DType::U8},
+    {"BOOL", DType::BOOL}};
+
+const char *dtypeName(DType dtype) {
+  for (auto [name, value] : kDTypes)
+    if (value == dtype)
+      return name;
+  return "?";
+}
+
+int64_t dtypeSize(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
+  case DType::I64:
+    return 8;
+  default:
+    return 1;
+  }
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+static float halfToFloat(uint16_t h) {
+  int sign = (h >> 15) & 1, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  float value;
+  if (exponent == 0)
+    value = std::ldexp(static_cast<float>(mantissa), -24);
+  else if (exponent == 31)
+    value = mantissa ? NAN : INFINITY;
+  else
+    value = std::ldexp(1.0f + mantissa / 1024.0f, exponent - 15);
+  return sign ? -value : value;
+}
+
+std::optional<std::vector<float>> Tensor::toF32() const {
+  std::vector<float> out(numel());
+  for (int64_t i = 0; i < numel(); ++i) {
+    const uint8_t *p = data.data() + i * dtypeSize(dtype);
+    switch (dtype) {
+    case DType::F32:
+      std::memcpy(&out[i], p, 4);
+      break;
+    case DType::BF16: {
+      uint16_t bits;
+      std::memcpy(&bits, p, 2);
+      out[i] = num::fromBF16Bits(bits);
+      break;
+    }
+    case DType::F16: {
+      uint16_t bits;
+      std::memcpy(&bits, p, 2);
+      out[i] = halfToFloat(bits);
+      break;
+    }
+    case DType::I32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      out[i] = static_cast<float>(v);
+      break;
+    }
+    case DType::I64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      out[i] = static_cast<float>(v);
+      break;
+    }
+    default:
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+Tensor fromF32(const std::vector<int64_t> &shape,
+               const std::vector<float> &values, DType dtype) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.data.resize(values.size() * dtypeSize(dtype));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::BF16) {
+      uint16_t bits = num::toBF16Bits(values[i]);
+      std::memcpy(t.data.data() + 2 * i, &bits, 2);
+    } else {
+      std::memcpy(t.data.data() + 4 * i, &values[i], 4);
+    }
+  }
+  return t;
+}
+
+//===----------------------------------------------------------------------===//
+// A JSON reader for the header: objects, arrays, strings, integers.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct Json {
+  enum Kind { Null, Number, String, Array, Object, Other } kind = Null;
+  bool integral = false;
+  int64_t integer = 0;
+  std::string text;
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+  const Json *get(const std::string &key) const {
+    for (const auto &[name, value] : members)
+      if (name == key)
+        return &value;
+    return nullptr;
+  }
+};
+
+class Parser {
+public:
+  Parser(const char *begin, const char *end) : p(begin), end(end) {}
+
+  bool parse(Json &out, std::string &error) {
+    if (!value(out, 0) || (skip(), p != end)) {
+      error = "malformed JSON header near byte " + std::to_string(offset());
+      return false;
+    }
+    return true;
+  }
+
+private:
+  size_t offset() const { return static_cast<size_t>(p - start); }
+  void skip() {
+    while (p != end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+      ++p;
+  }
+  bool literal(const char *word) {
+    size_t n = std::strlen(word);
+    if (static_cast<size_t>(end - p) < n || std::strncmp(p, word, n) != 0)
+      return false;
+    p += n;
+    return true;
+  }
+  bool string(std::string &out) {
+    if (p == end || *p != '"')
+      return false;
+    ++p;
+    while (p != end && *p != '"') {
+      if (*p == '\\') {
+        if (++p == end)
+          return false;
+        char c = *p;
+        if (c == 'u') {
+          if (end - p < 5)
+            return false;
+          p += 4; // keep the escape out of names; not needed here
+          out += '?';
+        } else {
+          out += c == 'n' ? '\n' : c == 't' ? '\t' : c;
+        }
+        ++p;
+        continue;
+      }
+      out += *p++;
+    }
+    if (p == end)
+      return false;
+    ++p;
+    return true;
+  }
+  bool number(Json &out) {
+    const char *begin = p;
+    bool integral = true;
+    if (p != end && *p == '-')
+      ++p;
+    while (p != end && (std::isdigit(static_cast<unsigned char>(*p)) ||
+                        *p == '.' || *p == 'e' || *p == 'E' || *p == '+' ||
+                        *p == '-')) {
+      if (!std::isdigit(static_cast<unsigned char>(*p)) && *p != '-')
+        integral = false;
+      ++p;
+    }
+    if (p == begin)
+      return false;
+    out.kind = Json::Number;
+    std::string digits(begin, p);
+    out.integral = integral && digits.size() < 19;
+    if (out.integral)
+      out.integer = std::stoll(digits);
+    return true;
+  }
+  bool value(Json &out, int depth) {
+    skip();
+    if (p == end || depth > 16)
+      return false;
+    if (*p == '{') {
+      out.kind = Json::Object;
+      ++p;
+      skip();
+      if (p != end && *p == '}')
+        return ++p, true;
+      while (true) {
+        std::string key;
+        Json member;
+        skip();
+        if (!string(key) || (skip(), p == end || *p++ != ':') ||
+            !value(member, depth + 1))
+          return false;
+        out.members.emplace_back(std::move(key), std::move(member));
+        skip();
+        if (p != end && *p == ',') {
+          ++p;
+          continue;
+        }
+        return p != end && *p++ == '}';
+      }
+    }
+    if (*p == '[') {
+      out.kind = Json::Array;
+      ++p;
+      skip();
+      if (p != end && *p == ']')
+        return ++p, true;
+      while (true) {
+        Json item;
+        if (!value(item, depth + 1))
+          return false;
+        out.items.push_back(std::move(item));
+        skip();
+        if (p != end && *p == ',') {
+          ++p;
+          continue;
+        }
+        return p != end && *p++ == ']';
+      }
+    }
+    if (*p == '"') {
+      out.kind = Json::String;
+      return string(out.text);
+    }
+    if (literal("null") || literal("true") || literal("false")) {
+      out.kind = Json::Other;
+      return true;
+    }
+    return number(out);
+  }
+
+  const char *p, *end;
+  const char *start = p;
+};
+
+} // namespace
+
+static bool fail(std::string &error, const std::string &message) {
+  error = message;
+  return false;
+}
+
+static bool readEntry(const std::string &name, const Json &entry,
+                      uint64_t dataSize, Tensor &tensor,
+                      std::pair<uint64_t, uint64_t> &range,
+                      std::string &error) {
+  const Json *dtype = entry.get("dtype");
+  const Json *shape = entry.get("shape");
+  const Json *offsets = entry.get("data_offsets");
+  if (entry.kind != Json::Object || !dtype || dtype->kind != Json::String ||
+      !shape || shape->kind != Json::Array || !offsets ||
+      offsets->kind != Json::Array || offsets->items.size() != 2)
+    return fail(error, name + ": header entry needs dtype, shape and "
+                              "data_offsets [begin, end]");
+  bool known = false;
+  for (auto [label, value] : kDTypes)
+    if (dtype->text == label) {
+      tensor.dtype = value;
+      known = true;
+    }
+  if (!known)
+    return fail(error, name + ": unsupported dtype '" + dtype->text + "'");
+  uint64_t count = 1;
+  for (const Json &dim : shape->items) {
+    if (dim.kind != Json::Number || !dim.integral || dim.integer < 0 ||
+        dim.integer > (int64_t(1) << 40))
+      return fail(error, name + ": shape entries must be integers in [0, 2^40]");
+    tensor.shape.push_back(dim.integer);
+    if (dim.integer != 0 && count > (uint64_t(1) << 50) / dim.integer)
+      return fail(error, name + ": shape is too large");
+    count *= dim.integer;
+  }
+  for (const Json &o : offsets->items)
+    if (o.kind != Json::Number || !o.integral || o.integer < 0)
+      return fail(error, name + ": data_offsets must be non-negative integers");
+  range = {static_cast<uint64_t>(offsets->items[0].integer),
+           static_cast<uint64_t>(offsets->items[1].integer)};
+  uint64_t bytes = count * dtypeSize(tensor.dtype);
+  if (range.second < range.first || range.second - range.first != bytes)
+    return fail(error, name + ": data_offsets span " +
+                           std::to_string(range.second - range.first) +
+                           " bytes, the shape needs " + std::to_string(bytes));
+  if (range.second > dataSize)
+    return fail(error, name + ": data ends at byte " +
+                           std::to_string(range.second) + " but the file has " +
+                           std::to_string(dataSize) +
+                           " data bytes (truncated file?)");
+  return true;
+}
+
+std::optional<File> parse(const uint8_t *bytes, size_t size,
+                          std::string &error,
+                          bool (*only)(const std::string &)) {
+  if (size < 8) {
+    error = "file too short for a safetensors header (" +
+            std::to_string(size) + " bytes)";
+    return std::nullopt;
+  }
+  uint64_t headerSize = 0;
+  for (int i = 7; i >= 0; --i)
+    headerSize = (headerSize << 8) | bytes[i];
+  if (headerSize > size - 8 || headerSize > (uint64_t(100) << 20)) {
+    error = "header length " + std::to_string(headerSize) +
+            " exceeds the file (" + std::to_string(size) +
+            " bytes): truncated or not a safetensors file";
+    return std::nullopt;
+  }
+  const char *text = reinterpret_cast<const char *>(bytes + 8);
+  Json header;
+  if (!Parser(text, text + headerSize).parse(header, error))
+    return std::nullopt;
+  if (header.kind != Json::Object) {
+    error = "the header is not a JSON object";
+    return std::nullopt;
+  }
+  uint64_t dataSize = size - 8 - headerSize;
+  const uint8_t *data = bytes + 8 + headerSize;
+  File file;
+  for (const auto &[name, entry] : header.members) {
+    if (name == "__metadata__")
+      continue;
+    if (only && !only(name))
+      continue;
+    Tensor tensor;
+    std::pair<uint64_t, uint64_t> range;
+    if (!readEntry(name, entry, dataSize, tensor, range, error))
+      return std::nullopt;
+    tensor.data.assign(data + range.first, data + range.second);
+    if (!file.emplace(name, std::move(tensor)).second) {
+      error = name + ": appears twice in the header";
+      return std::nullopt;
+    }
+  }
+  return file;
+}
+
+std::optional<File> read(const std::string &path, std::string &error,
+                         bool (*only)(const std::string &)) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = path + ": cannot open";
+    return std::nullopt;
+  }
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  std::optional<File> file = parse(bytes.data(), bytes.size(), error, only);
+  if (!file)
+    error = path + ": " + error;
+  return file;
+}
+
+static void appendEscaped(std::string &out, const std::string &text) {
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+}
+
+std::vector<uint8_t> serialize(const File &file) {
+  std::string header = "{";
+  uint64_t offset = 0;
+  bool first = true;
+  for (const auto &[name, tensor] : file) {
+    header += first ? "\"" : ",\"";
+    first = false;
+    appendEscaped(header, name);
+    header += "\":{\"dtype\":\"" + std::string(dtypeName(tensor.dtype)) +
+              "\",\"shape\":[";
+    for (size_t i = 0; i < tensor.shape.size(); ++i)
+      header += (i ? "," : "") + std::to_string(tensor.shape[i]);
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," +
+              std::to_string(offset + tensor.data.size()) + "]}";
+    offset += tensor.data.size();
+  }
+  header += "}";
+  while (header.size() % 8 != 0)
+    header += ' ';
+  std::vector<uint8_t> bytes(8);
+  uint64_t size = header.size();
+  for (int i = 0; i < 8; ++i)
+    bytes[i] = static_cast<uint8_t>(size >> (8 * i));
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  for (const auto &[name, tensor] : file)
+    bytes.insert(bytes.end(), tensor.data.begin(), tensor.data.end());
+  return bytes;
+}
+
+bool write(const std::string &path, const File &file, std::string &error) {
+  std::vector<uint8_t> bytes = serialize(file);
+  std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    if (!out.good()) {
+      error = path + ": cannot write";
+      std::remove(temporary.c_str());
+      return false;
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    error = path + ": cannot replace";
+    std::remove(temporary.c_str());
+    return false;
+  }
+  return true;
+}
+
+} // namespace v4a::st

@@ -1,0 +1,47 @@
+//===- TensorSpecs.h - the checkpoint tensors of a layer --------*- C++ -*-===//
+
+#ifndef V4A_RUNTIME_TENSORSPECS_H
+#define V4A_RUNTIME_TENSORSPECS_H
+
+#include "v4a/ModelConfig.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace v4a {
+
+/// One attention tensor of a layer, named as in the checkpoint without the
+/// "layers.{i}.attn." prefix.
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  /// A projection: e4m3 with a ".scale" companion in an fp8 checkpoint.
+  bool projection = false;
+  /// Stored in f32 (ape, attn_sink); otherwise bf16.
+  bool f32 = false;
+};
+
+/// The tensors layer `layer` reads (spec section 5, plus the V4.1 ones:
+/// ratio-1 and ratio-2 compressors, and indexer.k_proj / k_norm where index
+/// keys come from the main compressed KV). Consumer layers carry no
+/// compressor or indexer of what they share.
+std::vector<TensorSpec> layerTensorSpecs(const ModelConfig &config,
+                                         const LayerSpec &layer);
+
+/// "layers.{i}.attn." or "mtp.{j}.attn." for the checkpoint names.
+std::string layerTensorPrefix(const ModelConfig &config, int64_t layer);
+
+/// Compressor shapes by ratio: V4 ratios >= 3 gate their tokens, ratio 4
+/// overlaps groups; ratio 2 pools a split projection; ratio 1 keeps tokens.
+inline bool compressorIsGated(int64_t ratio) { return ratio >= 3; }
+inline bool compressorOverlaps(int64_t ratio) { return ratio == 4; }
+/// V4 indexers have their own ratio-4 compressor; V4.1 sparse layers project
+/// index keys from the main compressed KV.
+inline bool hasIndexerCompressor(const LayerSpec &layer) {
+  return layer.compressRatio == 4 && layer.indexTopk > 0;
+}
+
+} // namespace v4a
+
+#endif // V4A_RUNTIME_TENSORSPECS_H
