@@ -1,0 +1,109 @@
+//===- Checkpoint.cpp - attention tensors of a checkpoint -----------------===//
+
+#include "lib/Engine/Checkpoint.h"
+
+#include "runtime/SafeTensors.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <set>
+
+namespace v4a {
+
+static bool isAttentionTensor(const std::string &name) {
+  return (name.rfind("layers.", 0) == 0 || name.rfind("mtp.", 0) == 0) &&
+         name.find(".attn.") != std::string::npos;
+}
+
+/// The layer a checkpoint name belongs to, or -1.
+static int64_t layerOfName(const ModelConfig &config, const std::string &name,
+                           std::string &rest) {
+  bool mtp = name.rfind("mtp.", 0) == 0;
+  size_t begin = mtp ? 4 : 7, dot = name.find('.', begin);
+  if (dot == std::string::npos || dot == begin)
+    return -1;
+  std::string digits = name.substr(begin, dot - begin);
+  if (digits.find_first_not_of("0123456789") != std::string::npos ||
+      digits.size() > 6)
+    return -1;
+  int64_t index = std::stoll(digits);
+  rest = name.substr(name.find(".attn.") + 6);
+  if (mtp)
+    return index < config.numMtpLayers ? config.numHiddenLayers + index : -1;
+  return index < config.numHiddenLayers ? index : -1;
+}
+
+/// The checkpoint files holding attention tensors: `path` itself, or the
+/// shards a sharded index names for them.
+static bool checkpointFiles(const std::string &path,
+                            std::vector<std::string> &files,
+                            std::string &error) {
+  if (llvm::StringRef(path).ends_with(".json")) {
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    if (!buffer) {
+      error = path + ": cannot read";
+      return false;
+    }
+    auto index = llvm::json::parse((*buffer)->getBuffer());
+    const llvm::json::Object *root = index ? index->getAsObject() : nullptr;
+    const llvm::json::Object *map =
+        root ? root->getObject("weight_map") : nullptr;
+    if (!map) {
+      if (!index)
+        llvm::consumeError(index.takeError());
+      error = path + ": expected an index with a \"weight_map\" object";
+      return false;
+    }
+    std::set<std::string> shards;
+    for (const auto &[name, shard] : *map)
+      if (isAttentionTensor(name.str()) && shard.getAsString())
+        shards.insert(shard.getAsString()->str());
+    llvm::StringRef dir = llvm::sys::path::parent_path(path);
+    for (const std::string &shard : shards)
+      files.push_back(dir.empty() ? shard : (dir + "/" + shard).str());
+    return true;
+  }
+  files.push_back(path);
+  return true;
+}
+
+bool readCheckpoint(const ModelConfig &config, const std::string &path,
+                    std::vector<rt::LayerTensors> &tensors, std::string &error) {
+  std::vector<std::string> files;
+  if (!checkpointFiles(path, files, error))
+    return false;
+  tensors.assign(config.numLayers(), {});
+  for (const std::string &file : files) {
+    std::optional<st::File> contents = st::read(file, error, isAttentionTensor);
+    if (!contents)
+      return false;
+    for (auto &[name, tensor] : *contents) {
+      std::string rest;
+      int64_t layer = layerOfName(config, name, rest);
+      if (layer < 0) {
+        error = name + ": the configuration has no such attention layer";
+        return false;
+      }
+      rt::HostTensor host;
+      host.shape = tensor.shape;
+      if (tensor.dtype == st::DType::F8_E4M3 ||
+          tensor.dtype == st::DType::F8_E8M0) {
+        host.type = tensor.dtype == st::DType::F8_E4M3
+                        ? rt::HostTensor::Type::E4M3
+                        : rt::HostTensor::Type::UE8M0;
+        host.bytes = std::move(tensor.data);
+      } else if (auto values = tensor.toF32()) {
+        host.f32 = std::move(*values);
+      } else {
+        error = name + ": unsupported dtype " + st::dtypeName(tensor.dtype);
+        return false;
+      }
+      tensors[layer][rest] = std::move(host);
+    }
+  }
+  return true;
+}
+
+} // namespace v4a

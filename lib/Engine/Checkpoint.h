@@ -1,0 +1,23 @@
+//===- Checkpoint.h - attention tensors of a checkpoint ---------*- C++ -*-===//
+
+#ifndef V4A_LIB_ENGINE_CHECKPOINT_H
+#define V4A_LIB_ENGINE_CHECKPOINT_H
+
+#include "runtime/CpuModel.h"
+#include "v4a/ModelConfig.h"
+
+#include <string>
+#include <vector>
+
+namespace v4a {
+
+/// Reads the attention tensors ("layers.{i}.attn.*", "mtp.{j}.attn.*") of a
+/// .safetensors file, or of the shards a model.safetensors.index.json names
+/// for them, into one map per layer. Other tensors are ignored; a tensor of
+/// a layer the configuration lacks is an error naming it.
+bool readCheckpoint(const ModelConfig &config, const std::string &path,
+                    std::vector<rt::LayerTensors> &tensors, std::string &error);
+
+} // namespace v4a
+
+#endif // V4A_LIB_ENGINE_CHECKPOINT_H
