@@ -94,10 +94,14 @@ bool readCheckpoint(const ModelConfig &config, const std::string &path,
                         ? rt::HostTensor::Type::E4M3
                         : rt::HostTensor::Type::UE8M0;
         host.bytes = std::move(tensor.data);
-      } else if (auto values = tensor.toF32()) {
-        host.f32 = std::move(*values);
+      } else if (tensor.dtype == st::DType::F32 ||
+                 tensor.dtype == st::DType::BF16 ||
+                 tensor.dtype == st::DType::F16) {
+        host.f32 = *tensor.toF32();
       } else {
-        error = name + ": unsupported dtype " + st::dtypeName(tensor.dtype);
+        error = name + ": dtype " + st::dtypeName(tensor.dtype) +
+                " is not a weight dtype (BF16, F32, or F8_E4M3 with "
+                "F8_E8M0 scales)";
         return false;
       }
       tensors[layer][rest] = std::move(host);

@@ -143,6 +143,12 @@ std::vector<Tensor> Model::step(SequenceState &state,
                                 const std::vector<Tensor> &x) const {
   StepShared shared;
   std::vector<Tensor> y;
+  if (x.empty() || x[0].dim(0) == 0) {
+    // An empty step (a padded batch row) leaves the sequence as it was.
+    for (size_t l = 0; l < layerSpecs.size(); ++l)
+      y.push_back(Tensor({0, modelConfig.hiddenSize}));
+    return y;
+  }
   for (size_t l = 0; l < layerSpecs.size(); ++l)
     y.push_back(runLayer(l, state, x[l], state.position, shared));
   state.position += x.empty() ? 0 : x[0].dim(0);

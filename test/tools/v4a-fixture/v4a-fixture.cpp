@@ -1,0 +1,277 @@
+//===- v4a-fixture.cpp - safetensors fixtures written by the reference ----===//
+//
+// Test helper. Writes a checkpoint of random attention weights, inputs and
+// the outputs the reference implementation computes for them; compares
+// safetensors files; and breaks files in controlled ways for error tests.
+//
+//   v4a-fixture write CONFIG --seed S --steps 9,1 [--lengths 9,4] [--batch B]
+//       [--fp8] [--shards N] --weights W --inputs I --expected E
+//   v4a-fixture compare ACTUAL EXPECTED [--tolerance T]
+//   v4a-fixture mutate IN OUT (--drop NAME | --dtype NAME DT |
+//       --shape NAME D0,D1,.. | --truncate BYTES)
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Reference/Reference.h"
+#include "runtime/Numerics.h"
+#include "runtime/SafeTensors.h"
+#include "runtime/TensorSpecs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+using namespace v4a;
+
+static int usage(const std::string &why) {
+  std::cerr << "v4a-fixture: " << why << "\n";
+  return 2;
+}
+
+static std::vector<int64_t> numbers(const std::string &list) {
+  std::vector<int64_t> out;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ','))
+    out.push_back(std::stoll(item));
+  return out;
+}
+
+static std::string option(int argc, char **argv, const std::string &name,
+                          const std::string &fallback = "") {
+  for (int i = 0; i + 1 < argc; ++i)
+    if (argv[i] == name)
+      return argv[i + 1];
+  return fallback;
+}
+
+static bool flag(int argc, char **argv, const std::string &name) {
+  for (int i = 0; i < argc; ++i)
+    if (argv[i] == name)
+      return true;
+  return false;
+}
+
+static std::vector<float> randomRows(int64_t count, uint64_t seed) {
+  std::vector<float> x(count);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 3;
+  for (float &v : x) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    v = num::roundBF16(static_cast<float>(s % 20001) / 10000.0f - 1.0f);
+  }
+  return x;
+}
+
+/// A checkpoint tensor in the checkpoint's dtypes: bf16 values, f32 where
+/// the spec says f32, e4m3 bytes with an e8m0 scale for fp8 projections.
+static void addWeight(st::File &file, const std::string &prefix,
+                      const TensorSpec &spec, const ref::Weight &w) {
+  if (!w.isFP8()) {
+    file[prefix + spec.name] = st::fromF32(
+        w.values.shape, w.values.data, spec.f32 ? st::DType::F32 : st::DType::BF16);
+    return;
+  }
+  st::Tensor values;
+  values.dtype = st::DType::F8_E4M3;
+  values.shape = w.values.shape;
+  for (float v : w.values.data)
+    values.data.push_back(num::toE4M3Bits(v));
+  st::Tensor scale;
+  scale.dtype = st::DType::F8_E8M0;
+  scale.shape = w.scale.shape;
+  for (float s : w.scale.data)
+    scale.data.push_back(num::ue8m0CeilBits(s));
+  file[prefix + spec.name] = std::move(values);
+  std::string base = spec.name.substr(0, spec.name.size() - 6);
+  file[prefix + base + "scale"] = std::move(scale);
+}
+
+static int writeFixture(int argc, char **argv) {
+  std::ifstream configFile(argv[2]);
+  std::stringstream text;
+  text << configFile.rdbuf();
+  std::string json = text.str();
+  if (flag(argc, argv, "--fp8"))
+    json = json.substr(0, json.rfind('}')) +
+           ", \"quantization_config\": {\"fmt\": \"e4m3\"}}";
+  ConfigError configError;
+  auto config = parseModelConfig(json, configError);
+  auto layers = config ? deriveLayers(*config, {}, configError) : std::nullopt;
+  if (!layers)
+    return usage(configError.str());
+  uint64_t seed = std::stoull(option(argc, argv, "--seed", "1"));
+  int64_t batch = std::stoll(option(argc, argv, "--batch", "1"));
+  std::vector<int64_t> steps = numbers(option(argc, argv, "--steps", "8"));
+  std::vector<int64_t> firstLengths =
+      numbers(option(argc, argv, "--lengths", ""));
+  int64_t shards = std::stoll(option(argc, argv, "--shards", "1"));
+
+  std::vector<ref::LayerWeights> weights;
+  std::vector<st::File> shardFiles(shards);
+  for (const LayerSpec &layer : *layers) {
+    weights.push_back(ref::randomLayerWeights(*config, layer, seed));
+    std::string prefix = layerTensorPrefix(*config, layer.id);
+    for (const TensorSpec &spec : layerTensorSpecs(*config, layer))
+      addWeight(shardFiles[layer.id % shards], prefix, spec,
+                weights.back().get(spec.name));
+    // Tensors outside attention must be ignored.
+    shardFiles[0][prefix.substr(0, prefix.size() - 5) + "ffn.w1.weight"] =
+        st::fromF32({2, 2}, {1, 2, 3, 4}, st::DType::BF16);
+  }
+  shardFiles[0]["embed.weight"] = st::fromF32({2}, {1, 2}, st::DType::F32);
+  std::string error, weightsPath = option(argc, argv, "--weights");
+  if (shards == 1) {
+    if (!st::write(weightsPath, shardFiles[0], error))
+      return usage(error);
+  } else {
+    // weightsPath names the index; shards live beside it.
+    std::string dir = weightsPath.substr(0, weightsPath.rfind('/') + 1);
+    std::string index = "{\"metadata\": {}, \"weight_map\": {";
+    bool first = true;
+    for (int64_t s = 0; s < shards; ++s) {
+      std::string name = "model-0000" + std::to_string(s + 1) + "-of-0000" +
+                         std::to_string(shards) + ".safetensors";
+      if (!st::write(dir + name, shardFiles[s], error))
+        return usage(error);
+      for (const auto &[tensor, value] : shardFiles[s]) {
+        index += (first ? "\"" : ", \"") + tensor + "\": \"" + name + "\"";
+        first = false;
+      }
+    }
+    std::ofstream(weightsPath) << index << "}}\n";
+  }
+
+  ref::Model model(*config, *layers, weights);
+  std::vector<ref::SequenceState> states;
+  for (int64_t b = 0; b < batch; ++b)
+    states.push_back(model.newSequence());
+  st::File inputs, expected;
+  int64_t dim = config->hiddenSize, numLayers = layers->size();
+  for (size_t k = 0; k < steps.size(); ++k) {
+    int64_t tokens = steps[k];
+    std::vector<int64_t> lengths(batch, tokens);
+    if (k == 0 && !firstLengths.empty())
+      lengths = firstLengths;
+    std::vector<float> x = randomRows(batch * tokens * dim, 7 * k + 1);
+    std::string base = "x.step" + std::to_string(k);
+    inputs[base] = st::fromF32({batch, tokens, dim}, x, st::DType::BF16);
+    std::vector<float> own;
+    if (k == 0 && numLayers > 1) {
+      // Layer 1 of step 0 gets an input of its own.
+      own = randomRows(batch * tokens * dim, 99);
+      inputs[base + ".layer1"] = st::fromF32({batch, tokens, dim}, own, st::DType::BF16);
+    }
+    if (k == 0 && !firstLengths.empty()) {
+      st::Tensor t;
+      t.dtype = st::DType::I32;
+      t.shape = {batch};
+      for (int64_t n : lengths) {
+        int32_t v = static_cast<int32_t>(n);
+        t.data.insert(t.data.end(), reinterpret_cast<uint8_t *>(&v),
+                      reinterpret_cast<uint8_t *>(&v) + 4);
+      }
+      inputs["lengths.step0"] = t;
+    }
+    std::vector<std::vector<float>> y(numLayers,
+                                      std::vector<float>(batch * tokens * dim));
+    for (int64_t b = 0; b < batch; ++b) {
+      std::vector<ref::Tensor> in;
+      for (int64_t l = 0; l < numLayers; ++l) {
+        const std::vector<float> &src = (l == 1 && !own.empty()) ? own : x;
+        ref::Tensor t({lengths[b], dim});
+        std::copy_n(src.begin() + b * tokens * dim, lengths[b] * dim,
+                    t.data.begin());
+        in.push_back(t);
+      }
+      std::vector<ref::Tensor> out = model.step(states[b], in);
+      for (int64_t l = 0; l < numLayers; ++l)
+        std::copy(out[l].data.begin(), out[l].data.end(),
+                  y[l].begin() + b * tokens * dim);
+    }
+    for (int64_t l = 0; l < numLayers; ++l)
+      expected["y.step" + std::to_string(k) + ".layer" + std::to_string(l)] =
+          st::fromF32({batch, tokens, dim}, y[l]);
+  }
+  if (!st::write(option(argc, argv, "--inputs"), inputs, error) ||
+      !st::write(option(argc, argv, "--expected"), expected, error))
+    return usage(error);
+  return 0;
+}
+
+static int compare(int argc, char **argv) {
+  std::string error;
+  auto actual = st::read(argv[2], error);
+  auto expected = actual ? st::read(argv[3], error) : std::nullopt;
+  if (!expected)
+    return usage(error);
+  double tolerance = std::stod(option(argc, argv, "--tolerance", "0"));
+  double worst = 0;
+  for (const auto &[name, want] : *expected) {
+    auto it = actual->find(name);
+    if (it == actual->end() || it->second.shape != want.shape) {
+      std::cout << "MISMATCH " << name << ": missing or misshapen\n";
+      return 1;
+    }
+    auto a = *it->second.toF32(), b = *want.toF32();
+    for (size_t i = 0; i < a.size(); ++i)
+      worst = std::max(worst, std::isnan(a[i]) ? INFINITY
+                                               : std::fabs(double(a[i]) - b[i]));
+  }
+  std::cout << (worst <= tolerance ? "MATCH" : "MISMATCH") << " "
+            << expected->size() << " tensors, max abs err " << worst << "\n";
+  return worst <= tolerance ? 0 : 1;
+}
+
+static int mutate(int argc, char **argv) {
+  std::string error;
+  if (flag(argc, argv, "--truncate")) {
+    std::ifstream in(argv[2], std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)),
+                      std::istreambuf_iterator<char>());
+    bytes.resize(std::stoull(option(argc, argv, "--truncate")));
+    std::ofstream(argv[3], std::ios::binary) << bytes;
+    return 0;
+  }
+  auto file = st::read(argv[2], error);
+  if (!file)
+    return usage(error);
+  if (flag(argc, argv, "--drop"))
+    file->erase(option(argc, argv, "--drop"));
+  for (int i = 0; i + 2 < argc; ++i) {
+    if (std::string(argv[i]) == "--dtype") {
+      // F32/BF16 convert the values; I32 reinterprets 4-byte elements.
+      st::Tensor &t = file->at(argv[i + 1]);
+      std::string to = argv[i + 2];
+      if (to == "I32")
+        t.dtype = st::DType::I32;
+      else
+        t = st::fromF32(t.shape, *t.toF32(),
+                        to == "F32" ? st::DType::F32 : st::DType::BF16);
+    }
+    if (std::string(argv[i]) == "--shape") {
+      st::Tensor &t = file->at(argv[i + 1]);
+      t.shape = numbers(argv[i + 2]);
+      t.data.resize(t.numel() * st::dtypeSize(t.dtype));
+    }
+  }
+  return st::write(argv[3], *file, error) ? 0 : usage(error);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4)
+    return usage("usage: v4a-fixture write|compare|mutate ...");
+  std::string mode = argv[1];
+  if (mode == "write")
+    return writeFixture(argc, argv);
+  if (mode == "compare")
+    return compare(argc, argv);
+  if (mode == "mutate")
+    return mutate(argc, argv);
+  return usage("unknown mode " + mode);
+}
