@@ -12,7 +12,7 @@ trap 'rm -rf "$work"' EXIT
 export ASAN_OPTIONS=detect_leaks=1:allow_user_poisoning=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
-for target in config; do
+for target in config safetensors; do
   mkdir -p "$work/$target"
   echo "fuzz_$target: ${seconds}s from test/fuzz/corpus/$target"
   if ! "$build/test/fuzz/fuzz_$target" -max_total_time="$seconds" \

@@ -92,8 +92,11 @@ std::unique_ptr<CpuJit> CpuJit::compile(llvm::StringRef source,
     error = "cannot lower the kernel module: " + error + diagnostics;
     return nullptr;
   }
+  // The options hold a function_ref: the transformer must outlive create().
+  std::function<llvm::Error(llvm::Module *)> transformer =
+      makeOptimizingTransformer(2, 0, nullptr);
   ExecutionEngineOptions options;
-  options.transformer = makeOptimizingTransformer(2, 0, nullptr);
+  options.transformer = transformer;
   options.enableObjectDump = true;
   auto engine = ExecutionEngine::create(*module, options);
   if (!engine) {
