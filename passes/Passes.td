@@ -64,10 +64,12 @@ def LowerToCPU : Pass<"v4a-lower-to-cpu", "::mlir::ModuleOp"> {
     bufferization.to_buffer, writing a fresh buffer per result, with the
     rounding points of the specification (f32 accumulation, results rounded
     to their element type, fp8/fp4 round-to-nearest-even on the format grid).
-    One-shot bufferization then removes the tensor bridges. The cache ops
-    are not lowered: the runtime stores and gathers cache rows.
+    One-shot bufferization then removes the tensor bridges. A !v4a.kv_cache
+    becomes its bytes (memref<?xi8>) in function signatures; cache_store and
+    cache_gather are lowered for layouts whose rows are plain bf16 or f32
+    arrays (the runtime encodes the packed fp8 ones).
   }];
-  let dependentDialects = [
+  let dependentDialects = ["::mlir::func::FuncDialect",
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
     "::mlir::bufferization::BufferizationDialect"

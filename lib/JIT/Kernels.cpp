@@ -286,4 +286,30 @@ std::string KernelModule::groupedOutput(int64_t groups, bool fp8) {
   return add(name, kernel(name, inputs, {f32r2}, {f32r2.tensor("bf16")}, body));
 }
 
+std::string KernelModule::cacheStoreGather(const std::string &layout,
+                                           int64_t dim) {
+  std::string name = formatv("cache_store_gather_{0}_d{1}", layout, dim);
+  std::string cache =
+      formatv("!v4a.kv_cache<{0}, dim = {1}, page_size = 64>", layout, dim);
+  std::string rows = formatv("tensor<?x{0}xf32>", dim);
+  std::string out = formatv("tensor<?x?x{0}xf32>", dim);
+  std::string text = formatv(
+      "func.func @{0}(%c: {1}, %a0: memref<?x{2}xf32>, %a1: memref<?xi64>, "
+      "%a2: memref<?x?xi32>, %o0: memref<?x?x{2}xf32>) attributes "
+      "{{llvm.emit_c_interface} {{\n"
+      "  %t0 = bufferization.to_tensor %a0 restrict : memref<?x{2}xf32> to "
+      "{3}\n"
+      "  %t1 = bufferization.to_tensor %a1 restrict : memref<?xi64> to "
+      "tensor<?xi64>\n"
+      "  %t2 = bufferization.to_tensor %a2 restrict : memref<?x?xi32> to "
+      "tensor<?x?xi32>\n"
+      "  v4a.cache_store %c, %t0, %t1 : {1}, {3}, tensor<?xi64>\n"
+      "  %r0 = v4a.cache_gather %c, %t2 : {1}, tensor<?x?xi32> -> {4}\n"
+      "  bufferization.materialize_in_destination %r0 in restrict writable "
+      "%o0 : ({4}, memref<?x?x{2}xf32>) -> ()\n"
+      "  return\n}\n",
+      name, cache, dim, rows, out);
+  return add(name, text);
+}
+
 } // namespace v4a::jit

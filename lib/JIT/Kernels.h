@@ -39,6 +39,9 @@ public:
   std::string blockTopk(int64_t blockSize, int64_t numBlocks);
   std::string sparseAttention(double scale);
   std::string groupedOutput(int64_t groups, bool fp8);
+  /// Stores rows [N, dim] at row ids [N] into the cache bytes, then gathers
+  /// rows [T, S] (-1: zero) from them: (bytes, rows, ids, indices, out).
+  std::string cacheStoreGather(const std::string &layout, int64_t dim);
 
   /// The module holding every kernel requested so far, in request order.
   std::string source() const;

@@ -65,8 +65,23 @@ func.func @all(%q: tensor<?x2x64xbf16>, %kv: tensor<?x64xbf16>, %idx: tensor<?x8
 
 // -----
 
-func.func @cache(%c: !v4a.kv_cache<bf16, dim = 64, page_size = 64>, %r: tensor<?x64xf32>, %i: tensor<?xi64>) {
-  // expected-error @+1 {{v4a-lower-to-cpu: no CPU lowering for 'v4a.cache_store'; caches are stored by the runtime, not by compiled code}}
+// A cache is its bytes; bf16 rows are viewed as [rows, dim] bf16.
+// CHECK-LABEL: func @cache_bf16
+// CHECK-SAME: %{{.*}}: memref<?xi8>
+// CHECK: memref.view {{.*}} : memref<?xi8> to memref<?x64xbf16>
+// CHECK: memref.store {{.*}} : memref<?x64xbf16>
+// CHECK: memref.load {{.*}} : memref<?x64xbf16>
+// CHECK-NOT: v4a.cache
+func.func @cache_bf16(%c: !v4a.kv_cache<bf16, dim = 64, page_size = 64>, %r: tensor<?x64xf32>, %i: tensor<?xi64>, %idx: tensor<?x4xi32>) -> tensor<?x4x64xf32> {
   v4a.cache_store %c, %r, %i : !v4a.kv_cache<bf16, dim = 64, page_size = 64>, tensor<?x64xf32>, tensor<?xi64>
+  %g = v4a.cache_gather %c, %idx : !v4a.kv_cache<bf16, dim = 64, page_size = 64>, tensor<?x4xi32> -> tensor<?x4x64xf32>
+  return %g : tensor<?x4x64xf32>
+}
+
+// -----
+
+func.func @cache_fp8(%c: !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>, %r: tensor<?x512xf32>, %i: tensor<?xi64>) {
+  // expected-error @+1 {{v4a-lower-to-cpu: no CPU lowering for v4a.cache_store on fp8_model1 caches (bf16, index_bf16 and f32 rows are lowered; the runtime encodes the others)}}
+  v4a.cache_store %c, %r, %i : !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>, tensor<?x512xf32>, tensor<?xi64>
   return
 }

@@ -9,6 +9,7 @@
 
 #include "lib/JIT/CpuJit.h"
 #include "lib/JIT/Kernels.h"
+#include "lib/Layout/CacheLayout.h"
 #include "runtime/Numerics.h"
 #include "lib/Reference/Reference.h"
 #include "runtime/Memref.h"
@@ -78,6 +79,7 @@ protected:
     module.sparseAttention(0.125);
     module.groupedOutput(2, false);
     module.groupedOutput(2, true);
+    module.cacheStoreGather("bf16", 64);
     std::string error;
     compiled = jit::CpuJit::compile(module.source(), error).release();
     ASSERT_TRUE(compiled) << error;
@@ -299,6 +301,40 @@ TEST_F(Kernels, GroupedOutput) {
   kernel<void(M3 *, M2 *, M2 *, M2 *)>("grouped_output_g2_bf16")(&mo, &ma, &mb,
                                                                  &my);
   EXPECT_EQ(maxDiff(y, groupedOutput(o, {woA, {}}, {woB, {}}, 2)), 0.0f);
+}
+
+TEST_F(Kernels, CacheStoreAndGatherUseTheRowLayout) {
+  // Eight bf16 rows of 64; store rows at 5 and 0 (a -1 id is skipped),
+  // then gather [5, 0, -1, 2]. The bytes must be exactly what the layout's
+  // codec writes, and the gathered rows what it reads back.
+  layout::RowLayout row = *layout::describeRow(layout::RowKind::BF16, 64);
+  std::vector<uint8_t> bytes(8 * row.rowBytes(), 0), expected = bytes;
+  Tensor rows = random({3, 64}, 25, 3.0f);
+  std::vector<int64_t> ids = {5, 0, -1};
+  for (int r = 0; r < 2; ++r) {
+    layout::RowPlace place = layout::placeRow(row, 64, ids[r]);
+    layout::encodeRow(row, rows.row(r), expected.data() + place.values,
+                      expected.data() + place.scales);
+  }
+  std::vector<int32_t> idx = {5, 0, -1, 2};
+  Tensor out({1, 4, 64});
+  auto mb = view<uint8_t, 1>(bytes.data(), {8 * row.rowBytes()});
+  auto mr = mem<2>(rows);
+  auto mi = view<int64_t, 1>(ids.data(), {3});
+  auto mx = view<int32_t, 2>(idx.data(), {1, 4});
+  auto mo = mem<3>(out);
+  kernel<void(Memref<uint8_t, 1> *, M2 *, Memref<int64_t, 1> *,
+              Memref<int32_t, 2> *, M3 *)>("cache_store_gather_bf16_d64")(
+      &mb, &mr, &mi, &mx, &mo);
+  EXPECT_EQ(bytes, expected);
+  std::vector<float> decoded(64);
+  for (int s = 0; s < 4; ++s) {
+    if (idx[s] >= 0)
+      layout::decodeRow(row, expected.data() + idx[s] * row.rowBytes(), nullptr,
+                        decoded.data());
+    for (int f = 0; f < 64; ++f)
+      EXPECT_EQ(out.data[s * 64 + f], idx[s] >= 0 ? decoded[f] : 0.0f) << s;
+  }
 }
 
 } // namespace

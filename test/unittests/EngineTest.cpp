@@ -160,6 +160,57 @@ TEST(Engine, PackedFP8CacheMatchesReference) {
   EXPECT_LE(compareWithReference(f, {13, 1, 1}), kTolerance);
 }
 
+/// Runs `total` tokens of one sequence as steps of the given sizes and
+/// returns every layer's outputs, concatenated over the steps.
+std::vector<std::vector<float>> runInSteps(Engine &engine,
+                                           const std::vector<int64_t> &sizes) {
+  std::string error;
+  int64_t sequence = engine.addSequence(error);
+  EXPECT_GE(sequence, 0) << error;
+  int64_t dim = engine.config().hiddenSize, offset = 0;
+  size_t layers = engine.layers().size();
+  int64_t total = 0;
+  for (int64_t n : sizes)
+    total += n;
+  std::vector<std::vector<float>> all(layers);
+  std::vector<std::vector<float>> x;
+  for (size_t l = 0; l < layers; ++l)
+    x.push_back(activations(total, dim, 77 + l));
+  for (int64_t n : sizes) {
+    std::vector<const float *> inputs;
+    std::vector<float *> outputs;
+    std::vector<std::vector<float>> out(layers, std::vector<float>(n * dim));
+    for (size_t l = 0; l < layers; ++l) {
+      inputs.push_back(x[l].data() + offset * dim);
+      outputs.push_back(out[l].data());
+    }
+    EXPECT_TRUE(engine.step({{sequence}, {n}, n}, inputs, outputs, error))
+        << error;
+    for (size_t l = 0; l < layers; ++l)
+      all[l].insert(all[l].end(), out[l].begin(), out[l].end());
+    offset += n;
+  }
+  EXPECT_TRUE(engine.releaseSequence(sequence, error)) << error;
+  return all;
+}
+
+TEST(Engine, PrefillEqualsPrefillPlusDecodeAtBoundaries) {
+  for (const char *config : {"tiny.json", "tiny-v41.json"}) {
+    Fixture f = make(readExample(config), 23);
+    ASSERT_TRUE(f.engine);
+    // w = 8; r = 4, 128 (tiny) and 2, 1 (V4.1); K = 4 first exceeded at 20.
+    for (int64_t total : {1, 3, 4, 5, 7, 8, 9, 19, 20, 21, 127, 128, 129})
+      for (int64_t decode : {1, 3}) {
+        if (decode > total)
+          continue;
+        std::vector<int64_t> split = {total - decode};
+        split.insert(split.end(), decode, 1);
+        EXPECT_EQ(runInSteps(*f.engine, {total}), runInSteps(*f.engine, split))
+            << config << " S = " << total << ", decode " << decode;
+      }
+  }
+}
+
 /// Runs sequences of the given lengths as one padded batch and each alone.
 TEST(Engine, VarlenBatchEqualsSequencesAlone) {
   Fixture f = make(readExample("tiny.json"), 11);

@@ -19,6 +19,9 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+#include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cmath>
@@ -860,6 +863,133 @@ struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Caches: a !v4a.kv_cache is its bytes, memref<?xi8>, in the row layout of
+// lib/Layout/CacheLayout.h. Layouts whose rows are plain elements (bf16,
+// index_bf16, f32) are viewed as [rows, dim] arrays of that element.
+//===----------------------------------------------------------------------===//
+
+/// The element a cache row is made of, when rows are plain arrays of it.
+Type plainRowElement(KVCacheType type) {
+  Builder b(type.getContext());
+  switch (type.getLayout()) {
+  case CacheLayout::BF16:
+  case CacheLayout::IndexBF16:
+    return b.getBF16Type();
+  case CacheLayout::F32:
+    return b.getF32Type();
+  default:
+    return Type();
+  }
+}
+
+/// The cache bytes viewed as [rows, dim] elements.
+Value viewRows(LoopEmitter &e, Value bytes, KVCacheType type,
+               Type element) {
+  int64_t rowBytes = type.getDim() * element.getIntOrFloatBitWidth() / 8;
+  Value rows = e.div(e.dim(bytes, 0), e.index(rowBytes));
+  auto view = MemRefType::get({ShapedType::kDynamic, type.getDim()}, element);
+  return memref::ViewOp::create(e.builder(), e.location(), view, bytes,
+                                e.index(0), ValueRange{rows});
+}
+
+struct LowerCacheStore : public OpConversionPattern<CacheStoreOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(CacheStoreOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KVCacheType type = op.getCache().getType();
+    Type element = plainRowElement(type);
+    if (!element)
+      return rewriter.notifyMatchFailure(op, "layout has no CPU lowering");
+    LoopEmitter e(rewriter, op.getLoc());
+    Value cache = viewRows(e, adaptor.getCache(), type, element);
+    Value rows = e.buffer(adaptor.getRows());
+    Value ids = e.buffer(adaptor.getRowIds());
+    Value zero = e.index(0);
+    e.loop(zero, e.dim(rows, 0), [&](Value r) {
+      Value id = e.loadIndex(ids, {r});
+      e.ifThen(e.cmp(IP::sge, id, zero), [&] {
+        e.loop(zero, e.index(type.getDim()), [&](Value f) {
+          e.store(e.load(rows, {r, f}), cache, {id, f});
+        });
+      });
+    });
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct LowerCacheGather : public OpConversionPattern<CacheGatherOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(CacheGatherOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KVCacheType type = op.getCache().getType();
+    Type element = plainRowElement(type);
+    if (!element)
+      return rewriter.notifyMatchFailure(op, "layout has no CPU lowering");
+    LoopEmitter e(rewriter, op.getLoc());
+    Value cache = viewRows(e, adaptor.getCache(), type, element);
+    Value indices = e.buffer(adaptor.getIndices());
+    Value tokens = e.dim(indices, 0), slots = e.dim(indices, 1);
+    auto resultType = cast<RankedTensorType>(op.getType());
+    SmallVector<Value> sizes;
+    if (resultType.isDynamicDim(0))
+      sizes.push_back(tokens);
+    if (resultType.isDynamicDim(1))
+      sizes.push_back(slots);
+    Value out = e.alloc(resultType, sizes);
+    Value zero = e.index(0);
+    e.loop(zero, tokens, [&](Value t) {
+      e.loop(zero, slots, [&](Value s) {
+        Value id = e.loadIndex(indices, {t, s});
+        Value used = e.cmp(IP::sge, id, zero);
+        Value safe = e.select(used, id, zero);
+        e.loop(zero, e.index(type.getDim()), [&](Value f) {
+          Value v = e.load(cache, {safe, f});
+          e.store(e.select(used, v, e.f32(0.0)), out, {t, s, f});
+        });
+      });
+    });
+    rewriter.replaceOp(op, e.tensor(out, resultType));
+    return success();
+  }
+};
+
+/// Rewrites cache values to their bytes, in signatures and in the cache ops.
+LogicalResult lowerCaches(ModuleOp module) {
+  MLIRContext *context = module.getContext();
+  TypeConverter converter;
+  converter.addConversion([](Type type) { return type; });
+  converter.addConversion([](KVCacheType type) -> Type {
+    return MemRefType::get({ShapedType::kDynamic},
+                           IntegerType::get(type.getContext(), 8));
+  });
+  auto cast = [](OpBuilder &builder, Type type, ValueRange inputs,
+                 Location loc) -> Value {
+    return UnrealizedConversionCastOp::create(builder, loc, type, inputs)
+        .getResult(0);
+  };
+  converter.addSourceMaterialization(cast);
+  converter.addTargetMaterialization(cast);
+  ConversionTarget target(*context);
+  target.addIllegalOp<CacheStoreOp, CacheGatherOp>();
+  target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp op) {
+    return converter.isSignatureLegal(op.getFunctionType());
+  });
+  target.addDynamicallyLegalOp<func::ReturnOp, func::CallOp>(
+      [&](Operation *op) { return converter.isLegal(op); });
+  target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+  RewritePatternSet patterns(context);
+  patterns.add<LowerCacheStore, LowerCacheGather>(converter, context);
+  populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
+                                                                 converter);
+  populateReturnOpTypeConversionPattern(patterns, converter);
+  populateCallOpTypeConversionPattern(patterns, converter);
+  return applyPartialConversion(module, target, std::move(patterns));
+}
+
 struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -871,16 +1001,23 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     WalkResult leftover = getOperation()->walk([](Operation *op) {
-      if (!isa<V4ADialect>(op->getDialect()) || isa<ModelOp, LayerOp>(op))
+      auto store = dyn_cast<CacheStoreOp>(op);
+      auto gather = dyn_cast<CacheGatherOp>(op);
+      if (!store && !gather)
         return WalkResult::advance();
-      op->emitError() << "v4a-lower-to-cpu: no CPU lowering for '"
-                      << op->getName()
-                      << "'; caches are stored by the runtime, not by "
-                         "compiled code";
+      KVCacheType type = store ? store.getCache().getType()
+                               : gather.getCache().getType();
+      if (plainRowElement(type))
+        return WalkResult::advance();
+      op->emitError() << "v4a-lower-to-cpu: no CPU lowering for "
+                      << op->getName() << " on "
+                      << stringifyCacheLayout(type.getLayout())
+                      << " caches (bf16, index_bf16 and f32 rows are "
+                         "lowered; the runtime encodes the others)";
       return WalkResult::interrupt();
     });
-    if (leftover.wasInterrupted())
-      signalPassFailure();
+    if (leftover.wasInterrupted() || failed(lowerCaches(getOperation())))
+      return signalPassFailure();
   }
 };
 
