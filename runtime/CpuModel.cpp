@@ -182,14 +182,16 @@ struct CpuModel::Impl {
   }
   void writeRow(int64_t sequence, const BufferSlot &buffer, int64_t index,
                 const float *values) {
-    layout::RowPlace place = layout::placeRow(buffer.row, buffer.pageRows, index);
+    layout::RowPlace place =
+        layout::placeRow(buffer.row, buffer.pageRows, index);
     uint8_t *base = slotBase(sequence) + buffer.offset;
     layout::encodeRow(buffer.row, values, base + place.values,
                       base + place.scales);
   }
   void readRow(int64_t sequence, const BufferSlot &buffer, int64_t index,
                float *values) {
-    layout::RowPlace place = layout::placeRow(buffer.row, buffer.pageRows, index);
+    layout::RowPlace place =
+        layout::placeRow(buffer.row, buffer.pageRows, index);
     uint8_t *base = slotBase(sequence) + buffer.offset;
     layout::decodeRow(buffer.row, base + place.values, base + place.scales,
                       values);
@@ -504,23 +506,24 @@ void CpuModel::Impl::indexerKeys(int64_t sequence, const LayerSpec &layer,
   Array kv = linear(x, w, "indexer.compressor.wkv", true);
   Array score = linear(x, w, "indexer.compressor.wgate", true);
   const BufferSlot &state = slot(layer.id, plan::Component::IndexerState);
-  runCompressor(
-      k.indexerCompress, stateFloats(sequence, state), 8, 2 * di, 4, kv, score,
-      0, 0, ape, start, di,
-      [&](const std::vector<float> &pooled, int64_t group) {
-        Array entry({1, di});
-        entry.data = pooled;
-        Array key = rmsNorm(entry, w, "indexer.compressor.norm.weight");
-        int64_t at = group * 4;
-        I1 position = view<int64_t, 1>(&at, {1});
-        Array roped(key.shape), rotated(key.shape), quant(key.shape);
-        F2 a = key.m2(), b = roped.m2(), c = rotated.m2(), e = quant.m2();
-        ropeFor(layer).rows(&a, &position, &b);
-        k.hadamardRows(&b, &c);
-        k.quantFp4Rows(&c, &e);
-        writeRow(sequence, slot(layer.id, plan::Component::IndexKeys), group,
-                 quant.data.data());
-      });
+  runCompressor(k.indexerCompress, stateFloats(sequence, state), 8, 2 * di, 4,
+                kv, score, 0, 0, ape, start, di,
+                [&](const std::vector<float> &pooled, int64_t group) {
+                  Array entry({1, di});
+                  entry.data = pooled;
+                  Array key =
+                      rmsNorm(entry, w, "indexer.compressor.norm.weight");
+                  int64_t at = group * 4;
+                  I1 position = view<int64_t, 1>(&at, {1});
+                  Array roped(key.shape), rotated(key.shape), quant(key.shape);
+                  F2 a = key.m2(), b = roped.m2(), c = rotated.m2(),
+                     e = quant.m2();
+                  ropeFor(layer).rows(&a, &position, &b);
+                  k.hadamardRows(&b, &c);
+                  k.quantFp4Rows(&c, &e);
+                  writeRow(sequence, slot(layer.id, plan::Component::IndexKeys),
+                           group, quant.data.data());
+                });
 }
 
 std::vector<int32_t> CpuModel::Impl::select(int64_t sequence,
@@ -553,7 +556,8 @@ std::vector<int32_t> CpuModel::Impl::select(int64_t sequence,
   float scale = static_cast<float>(1.0 / std::sqrt(double(di * hi)));
   for (float &v : weightsOut.data)
     v *= scale;
-  const BufferSlot &keySlot = slot(layer.indexKSource, plan::Component::IndexKeys);
+  const BufferSlot &keySlot =
+      slot(layer.indexKSource, plan::Component::IndexKeys);
   Array keys({rows, di});
   for (int64_t j = 0; j < rows; ++j)
     readRow(sequence, keySlot, j, keys.data.data() + j * di);
@@ -619,8 +623,8 @@ void CpuModel::Impl::runLayer(int64_t sequence, const LayerSpec &layer,
   int64_t selectedWidth = 0;
   std::vector<int32_t> selected;
   if (layer.compressRatio > 0)
-    selected = select(sequence, layer, x, qr, positions, tokens, start,
-                      selectedWidth);
+    selected =
+        select(sequence, layer, x, qr, positions, tokens, start, selectedWidth);
 
   // The rows attention reads: this step's kv, the ring, compressed rows.
   int64_t compressed =
@@ -697,8 +701,8 @@ bool CpuModel::step(const StepBatch &batch,
   }
   if (rows > m.sequences.size()) {
     error = "the batch has " + std::to_string(rows) +
-            " rows, more than the plan's " + std::to_string(m.sequences.size()) +
-            " sequence slots";
+            " rows, more than the plan's " +
+            std::to_string(m.sequences.size()) + " sequence slots";
     return false;
   }
   if (inputs.size() != m.layers.size() || outputs.size() != m.layers.size()) {
@@ -721,8 +725,8 @@ bool CpuModel::step(const StepBatch &batch,
   for (size_t b = 0; b < rows; ++b) {
     int64_t sequence = batch.sequences[b], length = batch.lengths[b];
     if (position(sequence) < 0) {
-      error = "batch row " + std::to_string(b) + ": unknown or finished sequence " +
-              std::to_string(sequence);
+      error = "batch row " + std::to_string(b) +
+              ": unknown or finished sequence " + std::to_string(sequence);
       return false;
     }
     if (!seen.insert(sequence).second) {

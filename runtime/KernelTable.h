@@ -1,4 +1,5 @@
-//===- KernelTable.h - the compiled kernels the CPU backend calls -*- C++ -*-===//
+//===- KernelTable.h - the compiled kernels the CPU backend calls -*- C++
+//-*-===//
 //
 // Entry points of the kernels compiled for one model (see lib/JIT/Kernels.h
 // for their semantics). Buffers are row-major; f32 activations hold values
@@ -25,8 +26,8 @@ using I2 = Memref<int32_t, 2>;
 using E1 = Memref<int32_t, 1>;
 
 struct KernelTable {
-  void (*linear)(F2 *x, F2 *w, F2 *out) = nullptr;       // bf16 result
-  void (*linearF32)(F2 *x, F2 *w, F2 *out) = nullptr;    // f32 result
+  void (*linear)(F2 *x, F2 *w, F2 *out) = nullptr;    // bf16 result
+  void (*linearF32)(F2 *x, F2 *w, F2 *out) = nullptr; // f32 result
   void (*linearFP8)(F2 *x, B2 *w, B2 *scale, F2 *out) = nullptr;
   void (*rmsNorm)(F2 *x, F1 *weight, F2 *out) = nullptr;
   void (*rmsNormHeads)(F3 *x, F3 *out) = nullptr;
@@ -37,10 +38,10 @@ struct KernelTable {
     void (*headsInverse)(F3 *x, I1 *positions, F3 *out) = nullptr;
     void (*rows)(F2 *x, I1 *positions, F2 *out) = nullptr;
   } ropePlain, ropeCompressed;
-  void (*quantKv)(F2 *x, F2 *out) = nullptr;        // e4m3, 64, first D-R
-  void (*quantFp4Heads)(F3 *x, F3 *out) = nullptr;  // e2m1, 32
+  void (*quantKv)(F2 *x, F2 *out) = nullptr;       // e4m3, 64, first D-R
+  void (*quantFp4Heads)(F3 *x, F3 *out) = nullptr; // e2m1, 32
   void (*quantFp4Rows)(F2 *x, F2 *out) = nullptr;
-  void (*hadamardHeads)(F3 *x, F3 *out) = nullptr;  // width Di
+  void (*hadamardHeads)(F3 *x, F3 *out) = nullptr; // width Di
   void (*hadamardRows)(F2 *x, F2 *out) = nullptr;
   using CompressStep = void (*)(F2 *kv, F2 *score, F2 *ape, I1 *positions,
                                 F3 *stateKv, F3 *stateScore, F2 *entry,

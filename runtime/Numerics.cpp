@@ -49,8 +49,8 @@ float roundE4M3(float value) {
   if (std::isnan(value))
     return value;
   float magnitude = std::fabs(value);
-  float rounded = magnitude >= kE4M3Max ? kE4M3Max
-                                        : roundToFormat(magnitude, 3, -6);
+  float rounded =
+      magnitude >= kE4M3Max ? kE4M3Max : roundToFormat(magnitude, 3, -6);
   if (rounded > kE4M3Max)
     rounded = kE4M3Max;
   return std::copysign(rounded, value);
@@ -68,8 +68,10 @@ uint8_t toE4M3Bits(float value) {
   std::frexp(magnitude, &exp);
   int e = exp - 1;
   if (e < -6) // subnormal: m * 2^-9
-    return sign | static_cast<uint8_t>(std::lround(magnitude / std::ldexp(1.0f, -9)));
-  int mantissa = static_cast<int>(std::lround((magnitude / std::ldexp(1.0f, e) - 1.0f) * 8));
+    return sign |
+           static_cast<uint8_t>(std::lround(magnitude / std::ldexp(1.0f, -9)));
+  int mantissa = static_cast<int>(
+      std::lround((magnitude / std::ldexp(1.0f, e) - 1.0f) * 8));
   return sign | static_cast<uint8_t>(((e + 7) << 3) | mantissa);
 }
 
@@ -87,8 +89,8 @@ float roundE2M1(float value) {
   if (std::isnan(value))
     return value;
   float magnitude = std::fabs(value);
-  float rounded = magnitude >= kE2M1Max ? kE2M1Max
-                                        : roundToFormat(magnitude, 1, 0);
+  float rounded =
+      magnitude >= kE2M1Max ? kE2M1Max : roundToFormat(magnitude, 1, 0);
   if (rounded > kE2M1Max)
     rounded = kE2M1Max;
   return std::copysign(rounded, value);

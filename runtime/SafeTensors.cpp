@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -193,23 +194,22 @@ private:
   }
   bool number(Json &out) {
     const char *begin = p;
-    bool integral = true;
-    if (p != end && *p == '-')
+    while (p != end &&
+           (std::isdigit(static_cast<unsigned char>(*p)) || *p == '.' ||
+            *p == 'e' || *p == 'E' || *p == '+' || *p == '-'))
       ++p;
-    while (p != end && (std::isdigit(static_cast<unsigned char>(*p)) ||
-                        *p == '.' || *p == 'e' || *p == 'E' || *p == '+' ||
-                        *p == '-')) {
-      if (!std::isdigit(static_cast<unsigned char>(*p)) && *p != '-')
-        integral = false;
-      ++p;
-    }
     if (p == begin)
       return false;
     out.kind = Json::Number;
-    std::string digits(begin, p);
-    out.integral = integral && digits.size() < 19;
+    // Integers: an optional '-' and up to 18 digits; anything else is a
+    // number that no header field accepts.
+    std::string token(begin, p);
+    size_t digits = token[0] == '-' ? 1 : 0;
+    out.integral =
+        token.size() > digits && token.size() - digits <= 18 &&
+        token.find_first_not_of("0123456789", digits) == std::string::npos;
     if (out.integral)
-      out.integer = std::stoll(digits);
+      out.integer = std::strtoll(token.c_str(), nullptr, 10);
     return true;
   }
   bool value(Json &out, int depth) {
@@ -303,7 +303,8 @@ static bool readEntry(const std::string &name, const Json &entry,
   for (const Json &dim : shape->items) {
     if (dim.kind != Json::Number || !dim.integral || dim.integer < 0 ||
         dim.integer > (int64_t(1) << 40))
-      return fail(error, name + ": shape entries must be integers in [0, 2^40]");
+      return fail(error,
+                  name + ": shape entries must be integers in [0, 2^40]");
     tensor.shape.push_back(dim.integer);
     if (dim.integer != 0 && count > (uint64_t(1) << 50) / dim.integer)
       return fail(error, name + ": shape is too large");
@@ -327,12 +328,11 @@ static bool readEntry(const std::string &name, const Json &entry,
   return true;
 }
 
-std::optional<File> parse(const uint8_t *bytes, size_t size,
-                          std::string &error,
+std::optional<File> parse(const uint8_t *bytes, size_t size, std::string &error,
                           bool (*only)(const std::string &)) {
   if (size < 8) {
-    error = "file too short for a safetensors header (" +
-            std::to_string(size) + " bytes)";
+    error = "file too short for a safetensors header (" + std::to_string(size) +
+            " bytes)";
     return std::nullopt;
   }
   uint64_t headerSize = 0;

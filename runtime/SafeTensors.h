@@ -35,8 +35,7 @@ using File = std::map<std::string, Tensor>;
 /// Parses safetensors bytes; on failure returns nothing and sets `error`
 /// (naming the tensor when one is at fault). `only`, when given, keeps just
 /// the tensors it accepts.
-std::optional<File> parse(const uint8_t *bytes, size_t size,
-                          std::string &error,
+std::optional<File> parse(const uint8_t *bytes, size_t size, std::string &error,
                           bool (*only)(const std::string &) = nullptr);
 std::optional<File> read(const std::string &path, std::string &error,
                          bool (*only)(const std::string &) = nullptr);

@@ -7,7 +7,8 @@
 //   auto engine = v4a::Engine::create(configJson, {}, error);
 //   engine->loadRandomWeights(/*seed=*/1, error);
 //   int64_t seq = engine->addSequence(error);
-//   engine->step({{seq}, {promptLength}, promptLength}, inputs, outputs, error);
+//   engine->step({{seq}, {promptLength}, promptLength}, inputs, outputs,
+//   error);
 //
 //===----------------------------------------------------------------------===//
 

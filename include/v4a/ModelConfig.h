@@ -97,9 +97,9 @@ bool ratioUsesIndexer(int64_t ratio);
 /// Derives the layers and their sharing maps: every layer with a compressed
 /// cache uses the nearest KV source at or before it, every sparse layer the
 /// nearest index source at or before it; MTP layers never share.
-std::optional<std::vector<LayerSpec>>
-deriveLayers(const ModelConfig &config, const LayerOptions &options,
-             ConfigError &error);
+std::optional<std::vector<LayerSpec>> deriveLayers(const ModelConfig &config,
+                                                   const LayerOptions &options,
+                                                   ConfigError &error);
 
 } // namespace v4a
 

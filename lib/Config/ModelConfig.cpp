@@ -248,8 +248,9 @@ std::optional<ModelConfig> v4a::parseModelConfig(std::string_view json,
   readRopeScaling(reader, config, error);
   readQuantization(reader, config, error);
   if (!reader.failed() && config.numHiddenLayers <= 0)
-    reader.fail("num_hidden_layers", "must be positive, got " +
-                                         std::to_string(config.numHiddenLayers));
+    reader.fail("num_hidden_layers",
+                "must be positive, got " +
+                    std::to_string(config.numHiddenLayers));
   if (!reader.failed())
     readLayerCounts(reader, config);
   if (reader.find("kv_source_layer_ids", /*required=*/false)) {
@@ -321,8 +322,9 @@ static bool mapToSources(llvm::StringRef field,
                llvm::formatv("layer {0} (compress ratio {1}) comes before the "
                              "first source ({2}) and has nothing to share",
                              layer.id, layer.compressRatio,
-                             sources->empty() ? std::string("none")
-                                              : std::to_string(sources->front()))
+                             sources->empty()
+                                 ? std::string("none")
+                                 : std::to_string(sources->front()))
                    .str()};
       return false;
     }

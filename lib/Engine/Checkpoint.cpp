@@ -70,7 +70,8 @@ static bool checkpointFiles(const std::string &path,
 }
 
 bool readCheckpoint(const ModelConfig &config, const std::string &path,
-                    std::vector<rt::LayerTensors> &tensors, std::string &error) {
+                    std::vector<rt::LayerTensors> &tensors,
+                    std::string &error) {
   std::vector<std::string> files;
   if (!checkpointFiles(path, files, error))
     return false;

@@ -47,8 +47,9 @@ static bool verifyTopology(std::string_view json, const LayerOptions &options,
       messages = diag.str();
     return mlir::success();
   });
-  auto module = importConfig(&context, llvm::StringRef(json.data(), json.size()),
-                             mlir::UnknownLoc::get(&context), "model", options);
+  auto module =
+      importConfig(&context, llvm::StringRef(json.data(), json.size()),
+                   mlir::UnknownLoc::get(&context), "model", options);
   if (module) {
     mlir::PassManager pm(&context);
     pm.addPass(createVerifyTopology());
@@ -171,16 +172,17 @@ static bool compileKernels(Engine::Impl &m, std::string &error) {
 
 static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
                         std::string &error) {
-  m.model = rt::CpuModel::create(m.config, m.layers, m.kernels,
-                                 std::move(tensors), m.plan,
-                                 m.options.maxSequences, error);
+  m.model =
+      rt::CpuModel::create(m.config, m.layers, m.kernels, std::move(tensors),
+                           m.plan, m.options.maxSequences, error);
   return m.model != nullptr;
 }
 
 bool Engine::loadRandomWeights(uint64_t seed, std::string &error) {
   std::vector<rt::LayerTensors> tensors;
   for (const LayerSpec &layer : impl->layers) {
-    ref::LayerWeights weights = ref::randomLayerWeights(impl->config, layer, seed);
+    ref::LayerWeights weights =
+        ref::randomLayerWeights(impl->config, layer, seed);
     rt::LayerTensors host;
     for (auto &[name, weight] : weights.tensors) {
       rt::HostTensor values;

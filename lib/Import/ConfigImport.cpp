@@ -21,10 +21,10 @@ static SmallVector<int64_t> collectMap(ArrayRef<LayerSpec> layers,
 
 static void buildLayer(OpBuilder &builder, Location loc,
                        const LayerSpec &spec) {
-  auto layer = LayerOp::create(
-      builder, loc, spec.id, spec.compressRatio, spec.indexTopk, spec.useSwa,
-      spec.hasPackedKv, spec.isMtp, spec.kvSource, spec.indexSource,
-      spec.candidateSource);
+  auto layer =
+      LayerOp::create(builder, loc, spec.id, spec.compressRatio, spec.indexTopk,
+                      spec.useSwa, spec.hasPackedKv, spec.isMtp, spec.kvSource,
+                      spec.indexSource, spec.candidateSource);
   (void)layer;
 }
 
@@ -59,8 +59,7 @@ OwningOpRef<ModuleOp> v4a::buildModelModule(MLIRContext *context, Location loc,
       f64(config.compressRopeTheta), yarn, f64(config.rmsNormEps),
       WeightFormatAttr::get(context, config.fp8Weights ? WeightFormat::FP8
                                                        : WeightFormat::BF16),
-      optionalI64(config.nPrefillLayer),
-      optionalI64(config.candidateBlockSize),
+      optionalI64(config.nPrefillLayer), optionalI64(config.candidateBlockSize),
       optionalI64(config.candidateTopkBlocks),
       builder.getDenseI64ArrayAttr(collectMap(layers, &LayerSpec::kvSource)),
       builder.getDenseI64ArrayAttr(

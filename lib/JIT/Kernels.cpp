@@ -35,9 +35,7 @@ struct Arg {
   std::string tensor() const { return tensor(element); }
 };
 
-std::string formatDouble(double value) {
-  return formatv("{0:e}", value).str();
-}
+std::string formatDouble(double value) { return formatv("{0:e}", value).str(); }
 
 /// A kernel: arguments %a0.. become tensors %t0..; `body` computes the
 /// results %r0.. (with `resultTypes`), which are widened to the output
@@ -119,10 +117,10 @@ std::string KernelModule::rmsNorm(bool weighted, double eps) {
   if (weighted)
     inputs.push_back(f32r1);
   std::string result = x.tensor("bf16");
-  std::string body = formatv(
-      "  %r0 = v4a.rms_norm %t0{0} {{eps = {1} : f64} : {2}{3}\n",
-      weighted ? " weight %t1" : "", formatDouble(eps), x.tensor(),
-      weighted ? ", " + f32r1.tensor() : "");
+  std::string body =
+      formatv("  %r0 = v4a.rms_norm %t0{0} {{eps = {1} : f64} : {2}{3}\n",
+              weighted ? " weight %t1" : "", formatDouble(eps), x.tensor(),
+              weighted ? ", " + f32r1.tensor() : "");
   // rms_norm keeps the input type: round through a bf16 copy.
   body = formatv("  %x0 = arith.truncf %t0 : {0} to {1}\n", x.tensor(), result)
              .str() +
@@ -130,34 +128,33 @@ std::string KernelModule::rmsNorm(bool weighted, double eps) {
                  weighted ? " weight %t1" : "", formatDouble(eps), result,
                  weighted ? ", " + f32r1.tensor() : "")
              .str();
-  return add(name + "_" + std::to_string(eps),
-             kernel(name + "_" + std::to_string(eps), inputs, {x}, {result},
-                    body));
+  return add(
+      name + "_" + std::to_string(eps),
+      kernel(name + "_" + std::to_string(eps), inputs, {x}, {result}, body));
 }
 
 std::string KernelModule::rope(int rank, int64_t ropeDim, double theta,
                                const std::optional<YarnConfig> &yarn,
                                bool inverse) {
-  std::string name = formatv("rope_r{0}_d{1}_t{2}_{3}{4}", rank, ropeDim,
-                             static_cast<int64_t>(theta), yarn ? "yarn" : "plain",
-                             inverse ? "_inverse" : "");
+  std::string name = formatv(
+      "rope_r{0}_d{1}_t{2}_{3}{4}", rank, ropeDim, static_cast<int64_t>(theta),
+      yarn ? "yarn" : "plain", inverse ? "_inverse" : "");
   Arg x = rank == 2 ? f32r2 : f32r3;
   std::string result = x.tensor("bf16");
-  std::string attrs = formatv("rope_dim = {0} : i64, theta = {1} : f64", ropeDim,
-                              formatDouble(theta));
+  std::string attrs = formatv("rope_dim = {0} : i64, theta = {1} : f64",
+                              ropeDim, formatDouble(theta));
   if (inverse)
     attrs += ", inverse";
   if (yarn)
-    attrs += formatv(", yarn = #v4a.yarn<factor = {0}, original_max_position = "
-                     "{1}, beta_fast = {2}, beta_slow = {3}>",
-                     formatDouble(yarn->factor),
-                     yarn->originalMaxPositionEmbeddings,
-                     formatDouble(yarn->betaFast), formatDouble(yarn->betaSlow))
-                 .str();
-  std::string body =
-      formatv("  %x0 = arith.truncf %t0 : {0} to {1}\n"
-              "  %r0 = v4a.rope %x0, %t1 {{{2}} : {1}, {3}\n",
-              x.tensor(), result, attrs, i64r1.tensor());
+    attrs +=
+        formatv(", yarn = #v4a.yarn<factor = {0}, original_max_position = "
+                "{1}, beta_fast = {2}, beta_slow = {3}>",
+                formatDouble(yarn->factor), yarn->originalMaxPositionEmbeddings,
+                formatDouble(yarn->betaFast), formatDouble(yarn->betaSlow))
+            .str();
+  std::string body = formatv("  %x0 = arith.truncf %t0 : {0} to {1}\n"
+                             "  %r0 = v4a.rope %x0, %t1 {{{2}} : {1}, {3}\n",
+                             x.tensor(), result, attrs, i64r1.tensor());
   return add(name, kernel(name, {x, i64r1}, {x}, {result}, body));
 }
 
@@ -169,18 +166,19 @@ std::string KernelModule::actQuant(int rank, bool e4m3, int64_t block,
   std::string result = x.tensor("bf16");
   std::string quant =
       quantDims > 0 ? formatv(", quant_dims = {0} : i64", quantDims).str() : "";
-  std::string body = formatv(
-      "  %x0 = arith.truncf %t0 : {0} to {1}\n"
-      "  %r0 = v4a.act_quant %x0 {{format = #v4a<quant_format {2}>, "
-      "block_size = {3} : i64{4}, pow2_scale} : {1}\n",
-      x.tensor(), result, e4m3 ? "e4m3" : "e2m1", block, quant);
+  std::string body =
+      formatv("  %x0 = arith.truncf %t0 : {0} to {1}\n"
+              "  %r0 = v4a.act_quant %x0 {{format = #v4a<quant_format {2}>, "
+              "block_size = {3} : i64{4}, pow2_scale} : {1}\n",
+              x.tensor(), result, e4m3 ? "e4m3" : "e2m1", block, quant);
   return add(name, kernel(name, {x}, {x}, {result}, body));
 }
 
 std::string KernelModule::hadamard(int rank, int64_t width) {
   std::string name = formatv("hadamard_r{0}_n{1}", rank, width);
-  Arg x{"f32", rank, rank == 2 ? formatv("?x{0}x", width).str()
-                                : formatv("?x?x{0}x", width).str()};
+  Arg x{"f32", rank,
+        rank == 2 ? formatv("?x{0}x", width).str()
+                  : formatv("?x?x{0}x", width).str()};
   std::string result = x.tensor("bf16");
   std::string body = formatv("  %x0 = arith.truncf %t0 : {0} to {1}\n"
                              "  %r0 = v4a.hadamard %x0 : {1}\n",
@@ -256,13 +254,13 @@ std::string KernelModule::sparseAttention(double scale) {
       ": {1}, {3}, {5}, {6} -> {1}\n",
       f32r3.tensor(), result, f32r2.tensor(), f32r2.tensor("bf16"),
       formatDouble(scale), i32r2.tensor(), f32r1.tensor());
-  return add(name, kernel(name, {f32r3, f32r2, i32r2, f32r1}, {f32r3},
-                          {result}, body));
+  return add(name, kernel(name, {f32r3, f32r2, i32r2, f32r1}, {f32r3}, {result},
+                          body));
 }
 
 std::string KernelModule::groupedOutput(int64_t groups, bool fp8) {
-  std::string name = formatv("grouped_output_g{0}_{1}", groups,
-                             fp8 ? "fp8" : "bf16");
+  std::string name =
+      formatv("grouped_output_g{0}_{1}", groups, fp8 ? "fp8" : "bf16");
   Arg weight = fp8 ? Arg{"f8E4M3FN", 2, ""} : f32r2;
   Arg scale{"f8E8M0FNU", 2, ""};
   std::vector<Arg> inputs = {f32r3, weight};

@@ -103,8 +103,8 @@ RowPlace placeRow(const RowLayout &row, int64_t pageRows, int64_t index) {
   int64_t pageBytes = pageRows * row.rowBytes();
   RowPlace place;
   place.values = page * pageBytes + slot * row.valueBytes;
-  place.scales = page * pageBytes + pageRows * row.valueBytes +
-                 slot * row.scaleBytes;
+  place.scales =
+      page * pageBytes + pageRows * row.valueBytes + slot * row.scaleBytes;
   return place;
 }
 

@@ -39,7 +39,7 @@ void v4a::registerPipelines() {
       "v4a-planning-pipeline",
       "Verify the sharing topology, plan the caches and schedule the layers",
       [](OpPassManager &pm, const PlanningPipelineOptions &options) {
-        buildPlanningPipeline(pm, {options.context, options.pageSize,
-                                   options.indexLayout});
+        buildPlanningPipeline(
+            pm, {options.context, options.pageSize, options.indexLayout});
       });
 }

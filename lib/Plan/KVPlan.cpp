@@ -103,9 +103,8 @@ private:
   }
 
   layout::RowKind indexKind() const {
-    return options.indexLayout == IndexLayout::FP8
-               ? layout::RowKind::IndexFP8
-               : layout::RowKind::IndexBF16;
+    return options.indexLayout == IndexLayout::FP8 ? layout::RowKind::IndexFP8
+                                                   : layout::RowKind::IndexBF16;
   }
 
   int64_t aliasFor(const LayerInfo &layer, int64_t source) const {
@@ -132,8 +131,8 @@ private:
     if (!row)
       return reject(why);
     buffer.rowBytes = row->rowBytes();
-    buffer.bytes = roundUp(multiply(buffer.rows, buffer.rowBytes),
-                           options.alignment);
+    buffer.bytes =
+        roundUp(multiply(buffer.rows, buffer.rowBytes), options.alignment);
     if (buffer.rows < 0 || buffer.bytes < 0 || buffer.bytes > kMaxBufferBytes)
       return reject("the buffer would exceed 2^48 bytes; the configuration "
                     "or the context is too large");

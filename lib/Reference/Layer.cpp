@@ -1,7 +1,7 @@
 //===- Layer.cpp - reference implementation of whole layers ---------------===//
 
-#include "runtime/Numerics.h"
 #include "lib/Reference/Reference.h"
+#include "runtime/Numerics.h"
 #include "runtime/TensorSpecs.h"
 
 #include <cassert>
@@ -117,8 +117,9 @@ SequenceState Model::newSequence() const {
     s.window = Tensor({modelConfig.slidingWindow, modelConfig.headDim});
     int64_t r = layer.compressRatio;
     if (r > 1)
-      s.compressor = makeCompressorState(
-          r, compressorOverlaps(r), (compressorOverlaps(r) ? 2 : 1) * modelConfig.headDim);
+      s.compressor = makeCompressorState(r, compressorOverlaps(r),
+                                         (compressorOverlaps(r) ? 2 : 1) *
+                                             modelConfig.headDim);
     if (hasIndexerCompressor(layer))
       s.indexCompressor =
           makeCompressorState(4, true, 2 * modelConfig.indexHeadDim);
@@ -228,8 +229,8 @@ Tensor Model::runLayer(int64_t l, SequenceState &state, const Tensor &x,
   for (int64_t t = 0; t < tokens; ++t) {
     int64_t i = positions[t];
     for (int64_t p = std::max<int64_t>(0, i - window + 1); p <= i; ++p)
-      rows[t].push_back(static_cast<int32_t>(p >= start ? p - start
-                                                        : tokens + p % window));
+      rows[t].push_back(
+          static_cast<int32_t>(p >= start ? p - start : tokens + p % window));
     for (int32_t j : selected[t])
       if (j >= 0)
         rows[t].push_back(static_cast<int32_t>(tokens + window + j));
@@ -268,11 +269,11 @@ void Model::appendCompressed(int64_t l, SequenceState &state, const Tensor &x,
                              64, d - c.qkRopeHeadDim);
     own.compressed.push_back(stored.data);
     if (spec.indexTopk > 0 && !hasIndexerCompressor(spec)) {
-      Tensor key = rmsNorm(linear(latent, w.get("indexer.k_proj.weight")),
-                           &w.get("indexer.k_norm.weight").values,
-                           c.rmsNormEps);
-      key = actQuant(hadamard(rope(key, at, ropeParams)), QuantFormat::E2M1,
-                     32);
+      Tensor key =
+          rmsNorm(linear(latent, w.get("indexer.k_proj.weight")),
+                  &w.get("indexer.k_norm.weight").values, c.rmsNormEps);
+      key =
+          actQuant(hadamard(rope(key, at, ropeParams)), QuantFormat::E2M1, 32);
       own.indexKeys.push_back(key.data);
     }
   };
@@ -335,10 +336,10 @@ Model::indexerSelection(int64_t l, SequenceState &state, const Tensor &x,
     return shared.topk.at(spec.indexSource);
   const LayerWeights &w = weights[l];
   int64_t tokens = x.dim(0), hi = c.indexNHeads, di = c.indexHeadDim;
-  Tensor qi = reshape(linear(qr, w.get("indexer.wq_b.weight")),
-                      {tokens, hi, di});
-  qi = actQuant(hadamard(rope(qi, positions, ropeFor(spec))),
-                QuantFormat::E2M1, 32);
+  Tensor qi =
+      reshape(linear(qr, w.get("indexer.wq_b.weight")), {tokens, hi, di});
+  qi = actQuant(hadamard(rope(qi, positions, ropeFor(spec))), QuantFormat::E2M1,
+                32);
   Tensor weightsOut = linear(x, w.get("indexer.weights_proj.weight"));
   float scale = static_cast<float>(1.0 / std::sqrt(double(di * hi)));
   for (float &v : weightsOut.data)

@@ -1,7 +1,7 @@
 //===- Ops.cpp - reference implementation of the ops ----------------------===//
 
-#include "runtime/Numerics.h"
 #include "lib/Reference/Reference.h"
+#include "runtime/Numerics.h"
 
 #include <algorithm>
 #include <cmath>

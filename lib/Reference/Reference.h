@@ -92,8 +92,7 @@ Tensor compress(const Tensor &kv, const Tensor &score, const Tensor &ape,
 struct CompressorState {
   Tensor kv, score; // [coff * ratio, coff * D]
 };
-CompressorState makeCompressorState(int64_t ratio, bool overlap,
-                                    int64_t width);
+CompressorState makeCompressorState(int64_t ratio, bool overlap, int64_t width);
 /// Feeds one token; returns the pooled entry [D] when `position` completes
 /// its group.
 std::optional<std::vector<float>>
@@ -102,16 +101,14 @@ compressStep(CompressorState &state, const float *kv, const float *score,
 
 /// score(i, j) = sum_h relu(q[i,h] . keys[j]) * weights[i,h], -inf for
 /// j >= (positions[i] + 1) div ratio.
-Tensor indexerScores(const Tensor &q, const Tensor &keys,
-                     const Tensor &weights,
+Tensor indexerScores(const Tensor &q, const Tensor &keys, const Tensor &weights,
                      const std::vector<int64_t> &positions, int64_t ratio);
 /// Up to k finite scores per row: score descending, then column ascending;
 /// -1 pads.
 std::vector<std::vector<int32_t>> topk(const Tensor &scores, int64_t k);
 /// The best `numBlocks` blocks of `blockSize` columns (block score = max).
-std::vector<std::vector<int32_t>> blockTopk(const Tensor &scores,
-                                            int64_t blockSize,
-                                            int64_t numBlocks);
+std::vector<std::vector<int32_t>>
+blockTopk(const Tensor &scores, int64_t blockSize, int64_t numBlocks);
 /// topk restricted to the columns of the given blocks.
 std::vector<std::vector<int32_t>>
 topkInBlocks(const Tensor &scores, int64_t k,
@@ -150,7 +147,7 @@ LayerWeights randomLayerWeights(const ModelConfig &config,
 
 /// What one sequence keeps between steps, per layer.
 struct LayerState {
-  Tensor window;                 // [w, D], row = position mod w
+  Tensor window;                              // [w, D], row = position mod w
   std::vector<std::vector<float>> compressed; // rows [D]
   std::vector<std::vector<float>> indexKeys;  // rows [Di]
   CompressorState compressor, indexCompressor;

@@ -139,7 +139,7 @@ static std::string formatNames(const std::set<std::string> &names) {
 }
 
 static const char *const kComponentOrder[] = {
-    "window",    "compressed",       "main_kv",      "index_keys",
+    "window",           "compressed",    "main_kv", "index_keys",
     "compressor_state", "indexer_state", "total"};
 
 void report::printText(const Report &report, llvm::raw_ostream &os) {
@@ -151,8 +151,8 @@ void report::printText(const Report &report, llvm::raw_ostream &os) {
   os << llvm::formatv("{0,-20} {1,6}  {2}\n", "sched_meta_key", "layers",
                       "ids");
   for (const Group &group : report.groups)
-    os << llvm::formatv("{0,-20} {1,6}  {2}\n", group.key,
-                        group.layers.size(), formatIds(group.layers));
+    os << llvm::formatv("{0,-20} {1,6}  {2}\n", group.key, group.layers.size(),
+                        formatIds(group.layers));
   for (const Group &group : report.mtpGroups)
     os << llvm::formatv("{0,-20} {1,6}  {2}\n", "mtp " + group.key,
                         group.layers.size(), formatIds(group.layers));
@@ -176,15 +176,14 @@ void report::printText(const Report &report, llvm::raw_ostream &os) {
         continue;
       const Usage &usage = it->second;
       bool isTotal = StringRef(component) == "total";
-      os << llvm::formatv("{0,-5} {1,-17} {2,-21} {3,7} {4,11} {5,10} {6,6} "
-                          "{7,15} {8,15}\n",
-                          layout.name, component,
-                          isTotal ? "-" : formatNames(usage.layouts),
-                          usage.cachesShared,
-                          isTotal ? "-" : std::to_string(usage.rowsShared),
-                          isTotal ? "-" : formatSet(usage.rowBytes),
-                          isTotal ? "-" : formatSet(usage.dims),
-                          usage.bytesShared, usage.bytesUnshared);
+      os << llvm::formatv(
+          "{0,-5} {1,-17} {2,-21} {3,7} {4,11} {5,10} {6,6} "
+          "{7,15} {8,15}\n",
+          layout.name, component, isTotal ? "-" : formatNames(usage.layouts),
+          usage.cachesShared, isTotal ? "-" : std::to_string(usage.rowsShared),
+          isTotal ? "-" : formatSet(usage.rowBytes),
+          isTotal ? "-" : formatSet(usage.dims), usage.bytesShared,
+          usage.bytesUnshared);
     }
   }
 }
@@ -196,11 +195,11 @@ static llvm::json::Array toJson(const std::set<int64_t> &values) {
 static llvm::json::Array toJson(const std::vector<Group> &groups) {
   llvm::json::Array result;
   for (const Group &group : groups)
-    result.push_back(llvm::json::Object{
-        {"key", group.key},
-        {"kernel", group.kernel},
-        {"layers", llvm::json::Array(group.layers)},
-        {"metadata_layer", group.metadataLayer}});
+    result.push_back(
+        llvm::json::Object{{"key", group.key},
+                           {"kernel", group.kernel},
+                           {"layers", llvm::json::Array(group.layers)},
+                           {"metadata_layer", group.metadataLayer}});
   return result;
 }
 
@@ -209,17 +208,17 @@ void report::printJson(const Report &report, llvm::raw_ostream &os) {
   for (const LayoutReport &layout : report.layouts) {
     llvm::json::Object components;
     for (const auto &[name, usage] : layout.usage)
-      components[name] = llvm::json::Object{
-          {"caches_shared", usage.cachesShared},
-          {"caches_unshared", usage.cachesUnshared},
-          {"rows_shared", usage.rowsShared},
-          {"rows_unshared", usage.rowsUnshared},
-          {"bytes_shared", usage.bytesShared},
-          {"bytes_unshared", usage.bytesUnshared},
-          {"row_bytes", toJson(usage.rowBytes)},
-          {"dims", toJson(usage.dims)},
-          {"rows_per_cache", toJson(usage.rowsPerCache)},
-          {"layouts", llvm::json::Array(usage.layouts)}};
+      components[name] =
+          llvm::json::Object{{"caches_shared", usage.cachesShared},
+                             {"caches_unshared", usage.cachesUnshared},
+                             {"rows_shared", usage.rowsShared},
+                             {"rows_unshared", usage.rowsUnshared},
+                             {"bytes_shared", usage.bytesShared},
+                             {"bytes_unshared", usage.bytesUnshared},
+                             {"row_bytes", toJson(usage.rowBytes)},
+                             {"dims", toJson(usage.dims)},
+                             {"rows_per_cache", toJson(usage.rowsPerCache)},
+                             {"layouts", llvm::json::Array(usage.layouts)}};
     if (!layout.unavailable.empty())
       components["unavailable"] = layout.unavailable;
     memory[layout.name] = std::move(components);
@@ -232,8 +231,7 @@ void report::printJson(const Report &report, llvm::raw_ostream &os) {
       {"page_size", report.pageSize},
       {"keys", toJson(report.groups)},
       {"mtp_keys", toJson(report.mtpGroups)},
-      {"kernel_variants",
-       llvm::json::Array(report.kernels)},
+      {"kernel_variants", llvm::json::Array(report.kernels)},
       {"memory", std::move(memory)}};
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
 }

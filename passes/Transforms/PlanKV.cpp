@@ -31,8 +31,8 @@ struct PlanKVPass : public v4a::impl::PlanKVBase<PlanKVPass> {
     options.contextTokens = context;
     options.pageSize = page;
     options.alignment = align;
-    options.indexLayout = indexLayout == "fp8" ? plan::IndexLayout::FP8
-                                               : plan::IndexLayout::BF16;
+    options.indexLayout =
+        indexLayout == "fp8" ? plan::IndexLayout::FP8 : plan::IndexLayout::BF16;
     return success();
   }
 

@@ -5,7 +5,6 @@
 #include "dialects/V4A/IR/V4AOps.h"
 #include "lib/Plan/ModelPlan.h"
 
-
 namespace v4a {
 #define GEN_PASS_DEF_SCHEDULE
 #include "passes/Passes.h.inc"
@@ -31,9 +30,8 @@ ArrayAttr groupByKey(MLIRContext *context, ArrayRef<LayerOp> layers) {
     SmallVector<int64_t> ids;
     for (LayerOp layer : members)
       ids.push_back(layer.getLayerId());
-    result.push_back(SchedGroupAttr::get(context, key,
-                                         kernelNameFor(members.front()), ids,
-                                         ids.front()));
+    result.push_back(SchedGroupAttr::get(
+        context, key, kernelNameFor(members.front()), ids, ids.front()));
   }
   return ArrayAttr::get(context, result);
 }

@@ -39,18 +39,20 @@ class TopologyChecker {
 public:
   explicit TopologyChecker(ModelOp model)
       : model(model), layers(llvm::to_vector(model.getLayers())),
-        maps{{"kv", model.getLayerKvMap(), "compressed KV cache",
-              hasCompressedKv},
-             {"index-K", model.getLayerIndexKMap(), "index key cache",
-              isSparse},
-             {"index-topk", model.getLayerIndexModuleMap(), "indexer (top-k)",
-              isSparse}} {}
+        maps{
+            {"kv", model.getLayerKvMap(), "compressed KV cache",
+             hasCompressedKv},
+            {"index-K", model.getLayerIndexKMap(), "index key cache", isSparse},
+            {"index-topk", model.getLayerIndexModuleMap(), "indexer (top-k)",
+             isSparse}} {}
 
   LogicalResult check() {
     for (const SharingMap &map : maps)
       for (LayerOp layer : layers)
-        if (failed(checkMtp(layer, map)) || failed(checkNonParticipant(layer, map)) ||
-            failed(checkSegment(layer, map)) || failed(checkAgreement(layer, map)) ||
+        if (failed(checkMtp(layer, map)) ||
+            failed(checkNonParticipant(layer, map)) ||
+            failed(checkSegment(layer, map)) ||
+            failed(checkAgreement(layer, map)) ||
             failed(checkBoundary(layer, map)))
           return failure();
     if (failed(checkBoundaryIsSource()))
@@ -210,8 +212,8 @@ private:
       return fail(layer, topk, "b (refinement)")
              << "the index source " << topkSource
              << " lies in another index-K segment (index-K source "
-             << sourceOf(layerAt(topkSource), indexK)
-             << ", this layer's is " << keySource
+             << sourceOf(layerAt(topkSource), indexK) << ", this layer's is "
+             << keySource
              << "); an index source's segment must not cross a KV source";
     return success();
   }
@@ -239,14 +241,13 @@ private:
                << previous << "; the candidate map must be non-decreasing";
       previous = source;
       LayerOp sourceLayer = layerAt(source);
-      if (!isSparse(sourceLayer) ||
-          sourceOf(sourceLayer, maps[2]) != source)
+      if (!isSparse(sourceLayer) || sourceOf(sourceLayer, maps[2]) != source)
         return fail(layer, candidate, "e (candidate map)")
                << "candidate source " << source
                << " must be an index source with index_topk > 0 (it has "
                << "index_topk " << sourceLayer.getIndexTopk()
-               << " and maps to index source "
-               << sourceOf(sourceLayer, maps[2]) << ")";
+               << " and maps to index source " << sourceOf(sourceLayer, maps[2])
+               << ")";
       if (!model.getCandidateTopkBlocks())
         return fail(layer, candidate, "e (candidate map)")
                << "a candidate source needs candidate_topk_blocks and "
@@ -271,12 +272,14 @@ private:
           continue;
         int64_t source = sourceOf(layer, *map);
         int64_t expected = source == idOf(layer) ? -1 : source;
-        auto buffer = llvm::find_if(
-            plan.getBuffers().getAsRange<CacheBufferAttr>(),
-            [&](CacheBufferAttr b) {
-              return b.getLayer() == idOf(layer) && b.getComponent() == component;
-            });
-        bool found = buffer != plan.getBuffers().getAsRange<CacheBufferAttr>().end();
+        auto buffer =
+            llvm::find_if(plan.getBuffers().getAsRange<CacheBufferAttr>(),
+                          [&](CacheBufferAttr b) {
+                            return b.getLayer() == idOf(layer) &&
+                                   b.getComponent() == component;
+                          });
+        bool found =
+            buffer != plan.getBuffers().getAsRange<CacheBufferAttr>().end();
         if (found && (*buffer).getAliasOf() == expected)
           continue;
         auto diag = fail(layer, *map, "f (consumers alias their source)");

@@ -10,9 +10,9 @@
 #include "lib/JIT/CpuJit.h"
 #include "lib/JIT/Kernels.h"
 #include "lib/Layout/CacheLayout.h"
-#include "runtime/Numerics.h"
 #include "lib/Reference/Reference.h"
 #include "runtime/Memref.h"
+#include "runtime/Numerics.h"
 
 #include <gtest/gtest.h>
 
@@ -32,7 +32,8 @@ Tensor random(std::vector<int64_t> shape, uint64_t seed, float range = 1.0f) {
     s ^= s << 13;
     s ^= s >> 7;
     s ^= s << 17;
-    v = num::roundBF16(range * (static_cast<float>(s % 20001) / 10000.0f - 1.0f));
+    v = num::roundBF16(range *
+                       (static_cast<float>(s % 20001) / 10000.0f - 1.0f));
   }
   return t;
 }
@@ -151,8 +152,8 @@ TEST_F(Kernels, RoPE) {
   Tensor q = random({5, 2, 64}, 8), qy({5, 2, 64});
   auto mq = mem<3>(q), mqy = mem<3>(qy);
   auto mp = view<int64_t, 1>(positions.data(), {5});
-  kernel<void(M3 *, Memref<int64_t, 1> *, M3 *)>(
-      "rope_r3_d16_t10000_plain")(&mq, &mp, &mqy);
+  kernel<void(M3 *, Memref<int64_t, 1> *, M3 *)>("rope_r3_d16_t10000_plain")(
+      &mq, &mp, &mqy);
   RopeParams plain{16, 10000.0, std::nullopt};
   EXPECT_EQ(maxDiff(qy, rope(q, positions, plain)), 0.0f);
 
@@ -186,18 +187,21 @@ TEST_F(Kernels, Hadamard) {
 /// compress_step and compares every emitted entry with the reference.
 void checkCompressStep(void *symbol, int64_t ratio, bool overlap,
                        int64_t tokens) {
-  int64_t d = 16, width = (overlap ? 2 : 1) * d, slots = (overlap ? 2 : 1) * ratio;
+  int64_t d = 16, width = (overlap ? 2 : 1) * d,
+          slots = (overlap ? 2 : 1) * ratio;
   Tensor kv = random({tokens, width}, 13), score = random({tokens, width}, 14);
   Tensor ape = random({ratio, width}, 15);
   Tensor expected = compress(kv, score, ape, ratio, overlap);
-  Tensor stateKv({1, slots, width}, 0.0f), stateScore({1, slots, width}, -INFINITY);
+  Tensor stateKv({1, slots, width}, 0.0f),
+      stateScore({1, slots, width}, -INFINITY);
   Tensor nextKv({1, slots, width}), nextScore({1, slots, width});
   Tensor entry({1, d});
   int32_t emitted = 0;
   int64_t produced = 0;
-  auto fn = reinterpret_cast<void (*)(M2 *, M2 *, M2 *, Memref<int64_t, 1> *,
-                                      M3 *, M3 *, M2 *, Memref<int32_t, 1> *,
-                                      M3 *, M3 *)>(symbol);
+  auto fn =
+      reinterpret_cast<void (*)(M2 *, M2 *, M2 *, Memref<int64_t, 1> *, M3 *,
+                                M3 *, M2 *, Memref<int32_t, 1> *, M3 *, M3 *)>(
+          symbol);
   for (int64_t t = 0; t < tokens; ++t) {
     Tensor kvRow({1, width}), scoreRow({1, width});
     std::copy(kv.row(t), kv.row(t) + width, kvRow.data.begin());
@@ -244,9 +248,9 @@ TEST_F(Kernels, IndexerAndTopK) {
 
   // Ties: rows 1, 2 and 5 share a score.
   Tensor tied({2, 8});
-  tied.data = {1, 3, 3, -INFINITY, 2, 3, 0, 0,
-               -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
-               -INFINITY, -INFINITY, -INFINITY};
+  tied.data = {1,         3,         3,         -INFINITY, 2,         3,
+               0,         0,         -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+               -INFINITY, -INFINITY, -INFINITY, -INFINITY};
   std::vector<int32_t> out(2 * 4);
   auto mt = mem<2>(tied);
   auto mo = view<int32_t, 2>(out.data(), {2, 4});
@@ -265,8 +269,8 @@ TEST_F(Kernels, IndexerAndTopK) {
   EXPECT_EQ(std::vector<int32_t>(blocks.begin(), blocks.begin() + 8),
             wantBlocks[0]);
   auto mpk = view<int32_t, 2>(picked.data(), {2, 4});
-  kernel<void(M2 *, Memref<int32_t, 2> *, Memref<int32_t, 2> *)>(
-      "topk_k4_c8")(&mwide, &mb, &mpk);
+  kernel<void(M2 *, Memref<int32_t, 2> *, Memref<int32_t, 2> *)>("topk_k4_c8")(
+      &mwide, &mb, &mpk);
   auto wantPicked = topkInBlocks(wide, 4, wantBlocks, 8);
   EXPECT_EQ(std::vector<int32_t>(picked.begin(), picked.begin() + 4),
             wantPicked[0]);
@@ -279,8 +283,8 @@ TEST_F(Kernels, SparseAttentionWithSink) {
   std::vector<float> sink = {0.5f, -1.0f};
   // Row 0: three rows; row 1: all masked; row 2: rows with a repeat.
   std::vector<int32_t> idx = {4, 0, 9, -1, -1, -1, -1, -1, 2, 2, -1, 7};
-  std::vector<std::vector<int32_t>> lists = {{4, 0, 9, -1}, {-1, -1, -1, -1},
-                                             {2, 2, -1, 7}};
+  std::vector<std::vector<int32_t>> lists = {
+      {4, 0, 9, -1}, {-1, -1, -1, -1}, {2, 2, -1, 7}};
   Tensor o({3, 2, 64});
   auto mq = mem<3>(q), mo = mem<3>(o);
   auto mkv = mem<2>(kv);

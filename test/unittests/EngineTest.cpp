@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "v4a/Engine.h"
 #include "lib/Reference/Reference.h"
 #include "runtime/Numerics.h"
-#include "v4a/Engine.h"
 
 #include <gtest/gtest.h>
 
@@ -107,8 +107,8 @@ float compareWithReference(Fixture &f, const std::vector<int64_t> &steps) {
       t.data = in[l];
       refIn.push_back(t);
     }
-    EXPECT_TRUE(f.engine->step({{sequence}, {tokens}, tokens}, inputs, outputs,
-                               error))
+    EXPECT_TRUE(
+        f.engine->step({{sequence}, {tokens}, tokens}, inputs, outputs, error))
         << error;
     std::vector<ref::Tensor> expected = f.reference.step(state, refIn);
     for (size_t l = 0; l < layers; ++l)
@@ -323,8 +323,8 @@ TEST(Engine, ConsumerReadsItsSourceCache) {
       inputs.push_back(in[l].data());
       outputs.push_back(out[l].data());
     }
-    EXPECT_TRUE(f.engine->step({{sequence}, {tokens}, tokens}, inputs, outputs,
-                               error))
+    EXPECT_TRUE(
+        f.engine->step({{sequence}, {tokens}, tokens}, inputs, outputs, error))
         << error;
     return out;
   };
@@ -382,9 +382,11 @@ TEST(Engine, MisuseIsAnErrorNotACrash) {
   EXPECT_NE(error.find("length 3 outside [0, 2]"), std::string::npos);
   EXPECT_FALSE(f.engine->step({{a}, {65}, 65}, inputs, outputs, error));
   EXPECT_NE(error.find("exceed the planned context of 64"), std::string::npos);
-  EXPECT_FALSE(f.engine->step({{a, b, a}, {1, 1, 1}, 1}, inputs, outputs, error));
+  EXPECT_FALSE(
+      f.engine->step({{a, b, a}, {1, 1, 1}, 1}, inputs, outputs, error));
   EXPECT_NE(error.find("more than the plan's 2 sequence slots"),
-            std::string::npos) << error;
+            std::string::npos)
+      << error;
   EXPECT_FALSE(f.engine->step({{a, a}, {1, 1}, 1}, inputs, outputs, error));
   EXPECT_NE(error.find("appears twice"), std::string::npos);
   std::vector<const float *> tooFew(layers - 1, buffer.data());

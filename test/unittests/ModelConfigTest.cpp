@@ -50,14 +50,14 @@ TEST(ModelConfig, ErrorsNameTheField) {
   EXPECT_FALSE(parseModelConfig("{", error));
   EXPECT_NE(error.message.find("malformed JSON"), std::string::npos);
   EXPECT_FALSE(parseModelConfig(
-      tinyConfig("[0, 4, 4, 4]", R"(, "rope_scaling": {"factor": 4})"),
-      error));
+      tinyConfig("[0, 4, 4, 4]", R"(, "rope_scaling": {"factor": 4})"), error));
   EXPECT_EQ(error.field, "rope_scaling.original_max_position_embeddings");
 }
 
 TEST(ModelConfig, IndependentLayersMapToThemselves) {
   ConfigError error;
-  std::vector<LayerSpec> layers = derive(tinyConfig("[0, 4, 128, 4, 0]"), error);
+  std::vector<LayerSpec> layers =
+      derive(tinyConfig("[0, 4, 128, 4, 0]"), error);
   ASSERT_EQ(layers.size(), 5u) << error.str();
   for (const LayerSpec &layer : layers) {
     EXPECT_EQ(layer.kvSource, layer.id);
@@ -84,9 +84,8 @@ TEST(ModelConfig, ConsumersMapToNearestSourceAtOrBefore) {
 
 TEST(ModelConfig, ConsumerBeforeFirstSourceIsRejected) {
   ConfigError error;
-  std::vector<LayerSpec> layers =
-      derive(tinyConfig("[2, 2, 2, 2]", R"(, "kv_source_layer_ids": [1])"),
-             error);
+  std::vector<LayerSpec> layers = derive(
+      tinyConfig("[2, 2, 2, 2]", R"(, "kv_source_layer_ids": [1])"), error);
   EXPECT_TRUE(layers.empty());
   EXPECT_EQ(error.field, "kv_source_layer_ids");
   EXPECT_NE(error.message.find("layer 0"), std::string::npos);

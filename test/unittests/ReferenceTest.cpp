@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Numerics.h"
 #include "lib/Reference/Reference.h"
+#include "runtime/Numerics.h"
 
 #include <gtest/gtest.h>
 
@@ -40,7 +40,7 @@ TEST(Numerics, E4M3CodesRoundTrip) {
   EXPECT_EQ(num::roundE4M3(1000.0f), 448.0f);
   EXPECT_EQ(num::roundE4M3(-1000.0f), -448.0f);
   EXPECT_EQ(num::roundE4M3(std::ldexp(1.0f, -10)), 0.0f); // below half of 2^-9
-  EXPECT_EQ(num::roundE4M3(1.0625f), 1.0f);                // tie to even
+  EXPECT_EQ(num::roundE4M3(1.0625f), 1.0f);               // tie to even
 }
 
 TEST(Numerics, E2M1Grid) {
@@ -169,8 +169,8 @@ std::vector<Tensor> inputs(const Model &model, int64_t tokens, int64_t offset) {
   for (size_t l = 0; l < model.layers().size(); ++l) {
     Tensor t({tokens, model.config().hiddenSize});
     for (int64_t i = 0; i < tokens; ++i) {
-      Tensor row = randomTensor({1, model.config().hiddenSize},
-                                1000 * l + offset + i);
+      Tensor row =
+          randomTensor({1, model.config().hiddenSize}, 1000 * l + offset + i);
       std::copy(row.data.begin(), row.data.end(), t.row(i));
     }
     x.push_back(t);

@@ -7,9 +7,9 @@
 
 #include "lib/Import/ConfigImport.h"
 #include "lib/Pipeline/Pipelines.h"
-#include "passes/Passes.h"
 #include "lib/Plan/ModelPlan.h"
 #include "lib/Report/Report.h"
+#include "passes/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -100,10 +100,10 @@ int main(int argc, char **argv) {
 
   v4a::LayerOptions options;
   options.packedKv = kvLayout == KVLayoutKind::FP8;
-  mlir::OwningOpRef<mlir::ModuleOp> module = v4a::importConfig(
-      &context, (*file)->getBuffer(),
-      mlir::FileLineColLoc::get(&context, inputPath, 1, 1),
-      modelNameFor(inputPath), options);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      v4a::importConfig(&context, (*file)->getBuffer(),
+                        mlir::FileLineColLoc::get(&context, inputPath, 1, 1),
+                        modelNameFor(inputPath), options);
   if (!module)
     return 1;
 

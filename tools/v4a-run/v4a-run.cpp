@@ -32,9 +32,9 @@ static cl::opt<std::string> inputPath(cl::Positional, cl::Required,
                                       cl::desc("<config.json>"));
 static cl::opt<std::string> backend("backend", cl::desc("cpu"),
                                     cl::init("cpu"));
-static cl::opt<std::string> weightsPath("weights",
-                                        cl::desc("Checkpoint (.safetensors or "
-                                                 "model.safetensors.index.json)"));
+static cl::opt<std::string>
+    weightsPath("weights", cl::desc("Checkpoint (.safetensors or "
+                                    "model.safetensors.index.json)"));
 static cl::opt<int64_t> randomSeed("random-weights",
                                    cl::desc("Seeded random weights"),
                                    cl::init(-1));
@@ -43,15 +43,17 @@ static cl::opt<int64_t> promptLen("prompt-len", cl::desc("Prefill tokens"),
 static cl::opt<int64_t> decodeSteps("decode-steps",
                                     cl::desc("Single-token steps after it"),
                                     cl::init(4));
-static cl::opt<std::string> inputsPath("inputs",
-                                       cl::desc("x.step{k} [B, S, dim] inputs"));
-static cl::opt<std::string> outputsPath(
-    "outputs", cl::desc("Write y.step{k}.layer{l} [B, S, dim] f32 here"));
+static cl::opt<std::string>
+    inputsPath("inputs", cl::desc("x.step{k} [B, S, dim] inputs"));
+static cl::opt<std::string>
+    outputsPath("outputs",
+                cl::desc("Write y.step{k}.layer{l} [B, S, dim] f32 here"));
 static cl::opt<bool> check("check",
                            cl::desc("Compare every layer with the reference"));
-static cl::opt<double> tolerance(
-    "tolerance", cl::desc("Largest accepted absolute error with --check"),
-    cl::init(0.0));
+static cl::opt<double>
+    tolerance("tolerance",
+              cl::desc("Largest accepted absolute error with --check"),
+              cl::init(0.0));
 
 static int fail(const Twine &message) {
   errs() << "v4a-run: error: " << message << "\n";
@@ -86,18 +88,18 @@ bool readActivations(const st::File &file, const std::string &name,
                      std::vector<float> &out, std::string &error) {
   const st::Tensor &t = file.at(name);
   bool floatType = t.dtype == st::DType::BF16 || t.dtype == st::DType::F32;
-  std::string expected =
-      formatv("[{0}, S, {1}] bf16 or f32", batch < 0 ? "B" : std::to_string(batch),
-              dim);
+  std::string expected = formatv("[{0}, S, {1}] bf16 or f32",
+                                 batch < 0 ? "B" : std::to_string(batch), dim);
   if (!floatType || t.shape.size() != 3 || t.shape[2] != dim ||
       (batch >= 0 && t.shape[0] != batch) ||
       (step.tokens > 0 && t.shape[1] != step.tokens)) {
     std::string got = std::string(st::dtypeName(t.dtype)) + " [";
     for (size_t i = 0; i < t.shape.size(); ++i)
       got += (i ? ", " : "") + std::to_string(t.shape[i]);
-    error = name + ": expected " + expected +
-            (step.tokens > 0 ? " with S = " + std::to_string(step.tokens) : "") +
-            ", got " + got + "]";
+    error =
+        name + ": expected " + expected +
+        (step.tokens > 0 ? " with S = " + std::to_string(step.tokens) : "") +
+        ", got " + got + "]";
     return false;
   }
   step.tokens = t.shape[1];
@@ -151,12 +153,14 @@ bool readInputs(const std::string &path, int64_t dim, int64_t layers,
     steps.push_back(std::move(step));
   }
   for (const auto &[name, tensor] : *file) {
-    bool known = name.rfind("x.step", 0) == 0 || name.rfind("lengths.step", 0) == 0;
+    bool known =
+        name.rfind("x.step", 0) == 0 || name.rfind("lengths.step", 0) == 0;
     if (!known)
       continue;
     // Every x.step / lengths.step tensor must belong to a step read above.
     size_t digits = name.find_first_of("0123456789");
-    int64_t k = digits == std::string::npos ? -1 : std::atoll(name.c_str() + digits);
+    int64_t k =
+        digits == std::string::npos ? -1 : std::atoll(name.c_str() + digits);
     if (k < 0 || k >= static_cast<int64_t>(steps.size())) {
       error = name + ": no step " + std::to_string(k) +
               " (steps are x.step0, x.step1, ... without gaps)";

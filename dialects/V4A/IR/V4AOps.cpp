@@ -36,9 +36,8 @@ static LogicalResult expectSameExtent(Operation *op, int64_t actual,
   if (ShapedType::isDynamic(actual) || ShapedType::isDynamic(expected) ||
       actual == expected)
     return success();
-  return op->emitOpError() << actualName << " (" << actual
-                           << ") must equal " << expectedName << " ("
-                           << expected << ")";
+  return op->emitOpError() << actualName << " (" << actual << ") must equal "
+                           << expectedName << " (" << expected << ")";
 }
 
 static bool isFp8Weight(Value weight) {
@@ -72,8 +71,7 @@ static LogicalResult verifyBlockScale(Operation *op, StringRef weightName,
 }
 
 static LogicalResult verifyPositionsMatchRows(Operation *op, Value positions,
-                                              Value rows,
-                                              StringRef rowsName) {
+                                              Value rows, StringRef rowsName) {
   return expectSameExtent(op, dimOf(positions, 0), "number of positions",
                           dimOf(rows, 0), rowsName);
 }
@@ -167,9 +165,9 @@ LogicalResult ModelOp::verifyRegions() {
       return op.emitOpError() << "is not allowed in a v4a.model body (only "
                                  "v4a.layer)";
     if (static_cast<int64_t>(layer.getLayerId()) != expectedId)
-      return layer.emitOpError() << "has id " << layer.getLayerId()
-                                 << ", expected " << expectedId
-                                 << " (layers are numbered in order from 0)";
+      return layer.emitOpError()
+             << "has id " << layer.getLayerId() << ", expected " << expectedId
+             << " (layers are numbered in order from 0)";
     ++expectedId;
     if (layer.getIsMtp())
       ++numMtp;
@@ -207,13 +205,11 @@ LogicalResult ModelOp::verifyRegions() {
              << ": packed_kv (fp8 MODEL1) stores exactly 64 bf16 rope dims, "
                 "but qk_rope_head_dim is "
              << getQkRopeHeadDim();
-    if (failed(verifyLayerAgreesWithMap(layer, "kv_source",
-                                        layer.getKvSource(), "layer_kv_map",
-                                        getLayerKvMap())) ||
-        failed(verifyLayerAgreesWithMap(layer, "index_source",
-                                        layer.getIndexSource(),
-                                        "layer_index_module_map",
-                                        getLayerIndexModuleMap())))
+    if (failed(verifyLayerAgreesWithMap(layer, "kv_source", layer.getKvSource(),
+                                        "layer_kv_map", getLayerKvMap())) ||
+        failed(verifyLayerAgreesWithMap(
+            layer, "index_source", layer.getIndexSource(),
+            "layer_index_module_map", getLayerIndexModuleMap())))
       return failure();
     for (int64_t source : {getLayerKvMap()[layer.getLayerId()],
                            getLayerIndexKMap()[layer.getLayerId()],
@@ -279,8 +275,8 @@ LogicalResult RoPEOp::verify() {
   if (!ShapedType::isDynamic(width) &&
       static_cast<int64_t>(getRopeDim()) >= width)
     return emitOpError() << "rope_dim (" << getRopeDim()
-                         << ") must be smaller than the vector width ("
-                         << width << ")";
+                         << ") must be smaller than the vector width (" << width
+                         << ")";
   return verifyPositionsMatchRows(*this, getPositions(), getInput(),
                                   "input rows");
 }
@@ -317,10 +313,9 @@ static LogicalResult verifyCompressorShapes(Operation *op, Value kv, Value ape,
   int64_t coff = overlap ? 2 : 1;
   int64_t width = dimOf(kv, 1);
   if (!ShapedType::isDynamic(width) && width % coff != 0)
-    return op->emitOpError() << "projection width (" << width
-                             << ") must be even with overlap";
-  if (failed(expectSameExtent(op, dimOf(ape, 0), "ape rows", ratio,
-                              "ratio")) ||
+    return op->emitOpError()
+           << "projection width (" << width << ") must be even with overlap";
+  if (failed(expectSameExtent(op, dimOf(ape, 0), "ape rows", ratio, "ratio")) ||
       failed(expectSameExtent(op, dimOf(ape, 1), "ape width", width,
                               "projection width")))
     return failure();
@@ -358,11 +353,11 @@ LogicalResult CompressStepOp::verify() {
                               getOverlap() ? "2 * ratio" : "ratio")) ||
       failed(expectSameExtent(*this, dimOf(getStateKv(), 2), "state width",
                               dimOf(getKv(), 1), "projection width")) ||
-      failed(expectSameExtent(*this, dimOf(getEntry(), 0), "entry rows",
-                              batch, "batch size")))
+      failed(expectSameExtent(*this, dimOf(getEntry(), 0), "entry rows", batch,
+                              "batch size")))
     return failure();
-  return expectSameExtent(*this, dimOf(getEmitted(), 0), "emitted size",
-                          batch, "batch size");
+  return expectSameExtent(*this, dimOf(getEmitted(), 0), "emitted size", batch,
+                          "batch size");
 }
 
 LogicalResult IndexerScoreOp::verify() {
@@ -373,8 +368,8 @@ LogicalResult IndexerScoreOp::verify() {
                               dimOf(q, 0), "query rows")) ||
       failed(expectSameExtent(*this, dimOf(getWeights(), 1), "weight heads",
                               dimOf(q, 1), "query heads")) ||
-      failed(verifyPositionsMatchRows(*this, getPositions(), q,
-                                      "query rows")) ||
+      failed(
+          verifyPositionsMatchRows(*this, getPositions(), q, "query rows")) ||
       failed(expectSameExtent(*this, dimOf(getScores(), 0), "score rows",
                               dimOf(q, 0), "query rows")))
     return failure();
@@ -383,21 +378,19 @@ LogicalResult IndexerScoreOp::verify() {
 }
 
 LogicalResult TopKOp::verify() {
-  if (getCandidates() &&
-      !getCandidateBlockSize().has_value())
+  if (getCandidates() && !getCandidateBlockSize().has_value())
     return emitOpError() << "candidates need candidate_block_size (8 or 16)";
   if (!getCandidates() && getCandidateBlockSize())
     return emitOpError() << "candidate_block_size needs candidates";
-  if (getCandidates() &&
-      failed(expectSameExtent(*this, dimOf(getCandidates(), 0),
-                              "candidate rows", dimOf(getScores(), 0),
-                              "score rows")))
+  if (getCandidates() && failed(expectSameExtent(
+                             *this, dimOf(getCandidates(), 0), "candidate rows",
+                             dimOf(getScores(), 0), "score rows")))
     return failure();
   if (failed(expectSameExtent(*this, dimOf(getIndices(), 0), "result rows",
                               dimOf(getScores(), 0), "score rows")))
     return failure();
-  return expectSameExtent(*this, dimOf(getIndices(), 1), "result width",
-                          getK(), "k");
+  return expectSameExtent(*this, dimOf(getIndices(), 1), "result width", getK(),
+                          "k");
 }
 
 LogicalResult BlockTopKOp::verify() {
@@ -459,13 +452,13 @@ LogicalResult SparseAttentionOp::verify() {
   if (getResult().getType() != q.getType())
     return emitOpError() << "result type " << getResult().getType()
                          << " must equal the query type " << q.getType();
-  if (failed(expectSameExtent(*this, dimOf(getKv(), 1), "kv width",
-                              dimOf(q, 2), "query head width")) ||
+  if (failed(expectSameExtent(*this, dimOf(getKv(), 1), "kv width", dimOf(q, 2),
+                              "query head width")) ||
       failed(expectSameExtent(*this, dimOf(getIndices(), 0), "index rows",
                               dimOf(q, 0), "query rows")))
     return failure();
-  return expectSameExtent(*this, dimOf(getSink(), 0), "sink size",
-                          dimOf(q, 1), "query heads");
+  return expectSameExtent(*this, dimOf(getSink(), 0), "sink size", dimOf(q, 1),
+                          "query heads");
 }
 
 LogicalResult GroupedOutputOp::verify() {
@@ -480,8 +473,7 @@ LogicalResult GroupedOutputOp::verify() {
                            << ") must be divisible by groups (" << groups
                            << ")";
     if (failed(expectSameExtent(*this, dimOf(getWoA(), 1), "wo_a columns",
-                                width / groups,
-                                "heads * head_dim / groups")))
+                                width / groups, "heads * head_dim / groups")))
       return failure();
   }
   int64_t loraRows = dimOf(getWoA(), 0);

@@ -76,12 +76,12 @@ static Value decodeE4M3(LoopEmitter &e, OpBuilder &b, Location loc,
       arith::ShLIOp::create(b, loc, mantissa, e.i32(20)));
   Value normal = arith::BitcastOp::create(
       b, loc, b.getF32Type(), arith::OrIOp::create(b, loc, normalBits, sign));
-  Value subnormal = e.mul(
-      arith::SIToFPOp::create(b, loc, b.getF32Type(), mantissa),
-      e.f32(1.0 / 512.0));
+  Value subnormal =
+      e.mul(arith::SIToFPOp::create(b, loc, b.getF32Type(), mantissa),
+            e.f32(1.0 / 512.0));
   Value negative = e.cmp(arith::CmpIPredicate::ne, sign, e.i32(0));
-  subnormal = e.select(negative, arith::NegFOp::create(b, loc, subnormal),
-                       subnormal);
+  subnormal =
+      e.select(negative, arith::NegFOp::create(b, loc, subnormal), subnormal);
   return e.select(e.cmp(arith::CmpIPredicate::eq, exponent, e.i32(0)),
                   subnormal, normal);
 }
@@ -232,10 +232,8 @@ Value LoopEmitter::ceilPowerOfTwo(Value value) {
       b, loc, arith::ShRUIOp::create(b, loc, bits, this->i32(23)),
       this->i32(0xff));
   Value mantissa = arith::AndIOp::create(b, loc, bits, this->i32(0x7fffff));
-  Value hasMantissa =
-      cmp(arith::CmpIPredicate::ne, mantissa, this->i32(0));
-  Value rounded =
-      select(hasMantissa, add(exponent, this->i32(1)), exponent);
+  Value hasMantissa = cmp(arith::CmpIPredicate::ne, mantissa, this->i32(0));
+  Value rounded = select(hasMantissa, add(exponent, this->i32(1)), exponent);
   Value result = arith::ShLIOp::create(b, loc, rounded, this->i32(23));
   return arith::BitcastOp::create(b, loc, b.getF32Type(), result);
 }
@@ -245,11 +243,11 @@ Value LoopEmitter::roundToMinifloat(Value value, int mantissaBits,
   Type i32 = b.getI32Type();
   Value magnitude = abs(value);
   Value bits = arith::BitcastOp::create(b, loc, i32, magnitude);
-  Value exponent = sub(arith::AndIOp::create(
-                           b, loc,
-                           arith::ShRUIOp::create(b, loc, bits, this->i32(23)),
-                           this->i32(0xff)),
-                       this->i32(127));
+  Value exponent =
+      sub(arith::AndIOp::create(
+              b, loc, arith::ShRUIOp::create(b, loc, bits, this->i32(23)),
+              this->i32(0xff)),
+          this->i32(127));
   exponent = max(exponent, this->i32(minExponent));
   // quantum = 2^(exponent - mantissaBits), built from its exponent bits.
   Value quantumBits = arith::ShLIOp::create(
@@ -259,11 +257,10 @@ Value LoopEmitter::roundToMinifloat(Value value, int mantissaBits,
   Value rounded =
       mul(math::RoundEvenOp::create(b, loc, div(magnitude, quantum)), quantum);
   Value limit = f32(maxValue);
-  Value saturated =
-      select(cmp(arith::CmpFPredicate::OGE, magnitude, limit), limit,
-             min(rounded, limit));
+  Value saturated = select(cmp(arith::CmpFPredicate::OGE, magnitude, limit),
+                           limit, min(rounded, limit));
   Value zero = f32(0.0);
-  saturated = select(cmp(arith::CmpFPredicate::OEQ, magnitude, zero), zero,
-                     saturated);
+  saturated =
+      select(cmp(arith::CmpFPredicate::OEQ, magnitude, zero), zero, saturated);
   return math::CopySignOp::create(b, loc, saturated, value);
 }

@@ -15,12 +15,12 @@
 #include "passes/Conversion/V4AToCPU/LoopEmitter.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -52,11 +52,11 @@ Value quantizeE4M3(LoopEmitter &e, Value x, Value scale) {
 /// sum_k x[row, k] * w[n, k] over [begin, end), f32, k ascending.
 Value dot(LoopEmitter &e, Value x, Value row, Value w, Value n, Value begin,
           Value end) {
-  return e.loop(begin, end, {e.f32(0.0)},
-                [&](Value k, ValueRange acc) -> SmallVector<Value> {
-                  return {e.add(acc[0], e.mul(e.load(x, {row, k}),
-                                              e.load(w, {n, k})))};
-                })[0];
+  return e.loop(
+      begin, end, {e.f32(0.0)},
+      [&](Value k, ValueRange acc) -> SmallVector<Value> {
+        return {e.add(acc[0], e.mul(e.load(x, {row, k}), e.load(w, {n, k})))};
+      })[0];
 }
 
 /// out[row, outOffset + n] = x[row, inOffset + :] . w[rowBegin + n, :] for n
@@ -69,13 +69,12 @@ void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
   if (!scale) {
     e.loop(zero, count, [&](Value n) {
       Value wRow = e.add(rowBegin, n);
-      Value acc = e.loop(zero, in, {e.f32(0.0)},
-                         [&](Value k, ValueRange a) -> SmallVector<Value> {
-                           return {e.add(a[0], e.mul(e.load(x, {row, e.add(
-                                                                      inOffset,
-                                                                      k)}),
-                                                     e.load(w, {wRow, k})))};
-                         })[0];
+      Value acc = e.loop(
+          zero, in, {e.f32(0.0)},
+          [&](Value k, ValueRange a) -> SmallVector<Value> {
+            return {e.add(a[0], e.mul(e.load(x, {row, e.add(inOffset, k)}),
+                                      e.load(w, {wRow, k})))};
+          })[0];
       e.store(acc, out, {outRow, e.add(outOffset, n)});
     });
     return;
@@ -100,27 +99,26 @@ void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
   e.loop(zero, count, [&](Value n) {
     Value wRow = e.add(rowBegin, n);
     Value scaleRow = e.div(wRow, c128);
-    Value acc = e.loop(
-        zero, blocks, {e.f32(0.0)},
-        [&](Value blk, ValueRange a) -> SmallVector<Value> {
-          Value begin = e.mul(blk, c128);
-          Value end = e.min(in, e.add(begin, c128));
-          Value partial =
-              e.loop(begin, end, {e.f32(0.0)},
-                     [&](Value k, ValueRange p) -> SmallVector<Value> {
-                       return {e.add(p[0], e.mul(e.load(xq, {k}),
-                                                 e.load(w, {wRow, k})))};
-                     })[0];
-          Value scaled = e.mul(e.mul(partial, e.load(xs, {blk})),
-                               e.load(scale, {scaleRow, blk}));
-          return {e.add(a[0], scaled)};
-        })[0];
+    Value acc =
+        e.loop(zero, blocks, {e.f32(0.0)},
+               [&](Value blk, ValueRange a) -> SmallVector<Value> {
+                 Value begin = e.mul(blk, c128);
+                 Value end = e.min(in, e.add(begin, c128));
+                 Value partial =
+                     e.loop(begin, end, {e.f32(0.0)},
+                            [&](Value k, ValueRange p) -> SmallVector<Value> {
+                              return {e.add(p[0], e.mul(e.load(xq, {k}),
+                                                        e.load(w, {wRow, k})))};
+                            })[0];
+                 Value scaled = e.mul(e.mul(partial, e.load(xs, {blk})),
+                                      e.load(scale, {scaleRow, blk}));
+                 return {e.add(a[0], scaled)};
+               })[0];
     e.store(acc, out, {outRow, e.add(outOffset, n)});
   });
 }
 
-template <typename OpTy>
-struct V4APattern : public OpRewritePattern<OpTy> {
+template <typename OpTy> struct V4APattern : public OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
 };
 
@@ -165,22 +163,21 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     Value lora = e.div(loraRows, groups);
     Value zero = e.index(0);
     // o viewed as [T, H*D]: collapse through a flat copy.
-    Value flat = e.alloc(RankedTensorType::get({ShapedType::kDynamic,
-                                                ShapedType::kDynamic},
-                                               rewriter.getF32Type()),
-                         {tokens, width});
+    Value flat = e.alloc(
+        RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                              rewriter.getF32Type()),
+        {tokens, width});
     e.loop(zero, tokens, [&](Value t) {
       e.loop(zero, heads, [&](Value h) {
         e.loop(zero, headDim, [&](Value d) {
-          e.store(e.load(o, {t, h, d}), flat,
-                  {t, e.add(e.mul(h, headDim), d)});
+          e.store(e.load(o, {t, h, d}), flat, {t, e.add(e.mul(h, headDim), d)});
         });
       });
     });
-    Value mid = e.alloc(RankedTensorType::get({ShapedType::kDynamic,
-                                               ShapedType::kDynamic},
-                                              rewriter.getBF16Type()),
-                        {tokens, loraRows});
+    Value mid = e.alloc(
+        RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                              rewriter.getBF16Type()),
+        {tokens, loraRows});
     e.loop(zero, tokens, [&](Value t) {
       e.loop(zero, groups, [&](Value g) {
         project(e, flat, t, e.mul(g, groupWidth), groupWidth, woA, scaleA,
@@ -271,8 +268,7 @@ SmallVector<float> ropeFrequencies(int64_t ropeDim, double theta,
     double length = static_cast<double>(yarn.getOriginalMaxPosition());
     double factor = yarn.getFactor().convertToDouble();
     auto bound = [&](double beta) {
-      return dim * std::log(length / (beta * 2 * M_PI)) /
-             (2 * std::log(theta));
+      return dim * std::log(length / (beta * 2 * M_PI)) / (2 * std::log(theta));
     };
     double low = std::clamp(
         std::floor(bound(yarn.getBetaFast().convertToDouble())), 0.0, dim - 1);
@@ -344,8 +340,7 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
     Value x = e.buffer(op.getInput());
     int64_t rank = cast<MemRefType>(x.getType()).getRank();
     Value width = e.dim(x, rank - 1);
-    Value quantDims =
-        op.getQuantDims() ? e.index(*op.getQuantDims()) : width;
+    Value quantDims = op.getQuantDims() ? e.index(*op.getQuantDims()) : width;
     Value block = e.index(op.getBlockSize());
     bool e4m3 = op.getFormat() == QuantFormat::E4M3;
     double fmax = e4m3 ? kE4M3Max : kE2M1Max;
@@ -357,11 +352,11 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
       });
       e.loop(zero, e.div(quantDims, block), [&](Value blk) {
         Value begin = e.mul(blk, block), end = e.add(begin, block);
-        Value amax = e.loop(begin, end, {e.f32(1e-4)},
-                            [&](Value i, ValueRange a) -> SmallVector<Value> {
-                              return {e.max(a[0], e.abs(e.load(
-                                                      x, withLast(lead, i))))};
-                            })[0];
+        Value amax =
+            e.loop(begin, end, {e.f32(1e-4)},
+                   [&](Value i, ValueRange a) -> SmallVector<Value> {
+                     return {e.max(a[0], e.abs(e.load(x, withLast(lead, i))))};
+                   })[0];
         Value scale = e.div(amax, e.f32(fmax));
         if (op.getPow2Scale())
           scale = e.ceilPowerOfTwo(scale);
@@ -467,12 +462,10 @@ struct LowerCompress : public V4APattern<CompressOp> {
           // D features; the others are the current group on the last D.
           Value current = overlap ? e.cmp(IP::sge, s, r) : Value();
           Value slotInGroup = overlap ? e.select(current, e.sub(s, r), s) : s;
-          Value groupStart =
-              overlap ? e.select(current, e.mul(g, r),
-                                 e.mul(e.sub(g, e.index(1)), r))
-                      : e.mul(g, r);
-          Value feature =
-              overlap ? e.select(current, e.add(d, f), f) : f;
+          Value groupStart = overlap ? e.select(current, e.mul(g, r),
+                                                e.mul(e.sub(g, e.index(1)), r))
+                                     : e.mul(g, r);
+          Value feature = overlap ? e.select(current, e.add(d, f), f) : f;
           Value valid = e.cmp(IP::sge, groupStart, zero);
           Value token = e.select(valid, e.add(groupStart, slotInGroup), zero);
           Value k = e.load(kv, {token, feature});
@@ -522,10 +515,10 @@ struct LowerCompressStep : public V4APattern<CompressStepOp> {
     Value zero = e.index(0), one = e.index(1);
     Value current = overlap ? r : zero;
     Value slots = e.index(overlap ? 2 * ratio : ratio);
-    Value falseBit = arith::ConstantOp::create(rewriter, loc,
-                                               rewriter.getBoolAttr(false));
-    Value trueBit = arith::ConstantOp::create(rewriter, loc,
-                                              rewriter.getBoolAttr(true));
+    Value falseBit =
+        arith::ConstantOp::create(rewriter, loc, rewriter.getBoolAttr(false));
+    Value trueBit =
+        arith::ConstantOp::create(rewriter, loc, rewriter.getBoolAttr(true));
     e.loop(zero, batch, [&](Value b) {
       Value position = e.loadIndex(positions, {b});
       Value slot = e.rem(position, r);
@@ -536,8 +529,7 @@ struct LowerCompressStep : public V4APattern<CompressStepOp> {
                 stateScore, {b, row, f});
       });
       e.loop(zero, d, [&](Value f) { e.store(e.f32(0.0), entry, {b, f}); });
-      memref::StoreOp::create(rewriter, loc, falseBit, emitted,
-                              ValueRange{b});
+      memref::StoreOp::create(rewriter, loc, falseBit, emitted, ValueRange{b});
       Value completes = e.cmp(IP::eq, slot, e.sub(r, one));
       e.ifThen(completes, [&] {
         e.loop(zero, d, [&](Value f) {
@@ -551,8 +543,7 @@ struct LowerCompressStep : public V4APattern<CompressStepOp> {
               });
           e.store(pooled, entry, {b, f});
         });
-        memref::StoreOp::create(rewriter, loc, trueBit, emitted,
-                                ValueRange{b});
+        memref::StoreOp::create(rewriter, loc, trueBit, emitted, ValueRange{b});
         // The completed group becomes the previous one; current slots reset.
         e.loop(zero, r, [&](Value s) {
           e.loop(zero, width, [&](Value f) {
@@ -567,11 +558,10 @@ struct LowerCompressStep : public V4APattern<CompressStepOp> {
         });
       });
     });
-    rewriter.replaceOp(op, {e.tensor(entry, entryType),
-                            e.tensor(emitted, emittedType),
-                            e.tensor(stateKv, op.getNewStateKv().getType()),
-                            e.tensor(stateScore,
-                                     op.getNewStateScore().getType())});
+    rewriter.replaceOp(
+        op, {e.tensor(entry, entryType), e.tensor(emitted, emittedType),
+             e.tensor(stateKv, op.getNewStateKv().getType()),
+             e.tensor(stateScore, op.getNewStateScore().getType())});
     return success();
   }
 };
@@ -596,21 +586,21 @@ struct LowerIndexerScore : public V4APattern<IndexerScoreOp> {
     Value zero = e.index(0), one = e.index(1);
     Value ratio = e.index(op.getRatio());
     e.loop(zero, tokens, [&](Value t) {
-      Value valid = e.min(
-          rows, e.div(e.add(e.loadIndex(positions, {t}), one), ratio));
+      Value valid =
+          e.min(rows, e.div(e.add(e.loadIndex(positions, {t}), one), ratio));
       e.loop(zero, rows, [&](Value j) {
-        Value total = e.loop(
-            zero, heads, {e.f32(0.0)},
-            [&](Value h, ValueRange a) -> SmallVector<Value> {
-              Value dotValue =
-                  e.loop(zero, width, {e.f32(0.0)},
+        Value total =
+            e.loop(zero, heads, {e.f32(0.0)},
+                   [&](Value h, ValueRange a) -> SmallVector<Value> {
+                     Value dotValue = e.loop(
+                         zero, width, {e.f32(0.0)},
                          [&](Value i, ValueRange p) -> SmallVector<Value> {
                            return {e.add(p[0], e.mul(e.load(q, {t, h, i}),
                                                      e.load(keys, {j, i})))};
                          })[0];
-              Value relu = e.max(dotValue, e.f32(0.0));
-              return {e.add(a[0], e.mul(relu, e.load(weights, {t, h})))};
-            })[0];
+                     Value relu = e.max(dotValue, e.f32(0.0));
+                     return {e.add(a[0], e.mul(relu, e.load(weights, {t, h})))};
+                   })[0];
         Value inRange = e.cmp(IP::slt, j, valid);
         e.store(e.select(inRange, total, e.f32(kNegInf)), out, {t, j});
       });
@@ -627,39 +617,37 @@ void selectBest(LoopEmitter &e, Value out, Value row, Value k, Value count,
                 const std::function<std::pair<Value, Value>(Value)> &item) {
   Value zero = e.index(0), minusOne = e.index(-1);
   Value inf = e.f32(std::numeric_limits<double>::infinity());
-  e.loop(zero, k, {inf, minusOne},
-         [&](Value slot, ValueRange last) -> SmallVector<Value> {
-           Value lastScore = last[0], lastId = last[1];
-           SmallVector<Value> best = e.loop(
-               zero, count, {e.f32(kNegInf), minusOne},
-               [&](Value i, ValueRange acc) -> SmallVector<Value> {
-                 auto [score, eligible] = item(i);
-                 Value finite = e.cmp(FP::ONE, score, e.f32(kNegInf));
-                 Value afterLast = arith::OrIOp::create(
-                     e.builder(), e.location(),
-                     e.cmp(FP::OLT, score, lastScore),
-                     arith::AndIOp::create(e.builder(), e.location(),
-                                           e.cmp(FP::OEQ, score, lastScore),
-                                           e.cmp(IP::sgt, i, lastId)));
-                 Value better = arith::OrIOp::create(
-                     e.builder(), e.location(),
-                     e.cmp(IP::eq, acc[1], minusOne),
-                     e.cmp(FP::OGT, score, acc[0]));
-                 Value take = arith::AndIOp::create(
-                     e.builder(), e.location(),
-                     arith::AndIOp::create(e.builder(), e.location(), eligible,
-                                           finite),
-                     arith::AndIOp::create(e.builder(), e.location(),
-                                           afterLast, better));
-                 return {e.select(take, score, acc[0]),
-                         e.select(take, i, acc[1])};
-               });
-           e.storeInt(best[1], out, {row, slot});
-           Value found = e.cmp(IP::ne, best[1], minusOne);
-           return {e.select(found, best[0], lastScore),
-                   e.select(found, best[1], e.index(
-                                                std::numeric_limits<int32_t>::max()))};
-         });
+  e.loop(
+      zero, k, {inf, minusOne},
+      [&](Value slot, ValueRange last) -> SmallVector<Value> {
+        Value lastScore = last[0], lastId = last[1];
+        SmallVector<Value> best = e.loop(
+            zero, count, {e.f32(kNegInf), minusOne},
+            [&](Value i, ValueRange acc) -> SmallVector<Value> {
+              auto [score, eligible] = item(i);
+              Value finite = e.cmp(FP::ONE, score, e.f32(kNegInf));
+              Value afterLast = arith::OrIOp::create(
+                  e.builder(), e.location(), e.cmp(FP::OLT, score, lastScore),
+                  arith::AndIOp::create(e.builder(), e.location(),
+                                        e.cmp(FP::OEQ, score, lastScore),
+                                        e.cmp(IP::sgt, i, lastId)));
+              Value better = arith::OrIOp::create(
+                  e.builder(), e.location(), e.cmp(IP::eq, acc[1], minusOne),
+                  e.cmp(FP::OGT, score, acc[0]));
+              Value take = arith::AndIOp::create(
+                  e.builder(), e.location(),
+                  arith::AndIOp::create(e.builder(), e.location(), eligible,
+                                        finite),
+                  arith::AndIOp::create(e.builder(), e.location(), afterLast,
+                                        better));
+              return {e.select(take, score, acc[0]), e.select(take, i, acc[1])};
+            });
+        e.storeInt(best[1], out, {row, slot});
+        Value found = e.cmp(IP::ne, best[1], minusOne);
+        return {e.select(found, best[0], lastScore),
+                e.select(found, best[1],
+                         e.index(std::numeric_limits<int32_t>::max()))};
+      });
 }
 
 struct LowerTopK : public V4APattern<TopKOp> {
@@ -668,8 +656,8 @@ struct LowerTopK : public V4APattern<TopKOp> {
                                 PatternRewriter &rewriter) const override {
     LoopEmitter e(rewriter, op.getLoc());
     Value scores = e.buffer(op.getScores());
-    Value candidates = op.getCandidates() ? e.buffer(op.getCandidates())
-                                          : Value();
+    Value candidates =
+        op.getCandidates() ? e.buffer(op.getCandidates()) : Value();
     Value tokens = e.dim(scores, 0), columns = e.dim(scores, 1);
     auto type = cast<RankedTensorType>(op.getType());
     Value out = e.alloc(type, type.isDynamicDim(0) ? SmallVector<Value>{tokens}
@@ -685,7 +673,8 @@ struct LowerTopK : public V4APattern<TopKOp> {
                    if (candidates) {
                      Value block = e.div(j, blockSize);
                      Value listed = e.loop(
-                         zero, e.dim(candidates, 1), {e.cmp(IP::ne, zero, zero)},
+                         zero, e.dim(candidates, 1),
+                         {e.cmp(IP::ne, zero, zero)},
                          [&](Value c, ValueRange a) -> SmallVector<Value> {
                            Value id = e.loadIndex(candidates, {t, c});
                            return {arith::OrIOp::create(
@@ -710,8 +699,8 @@ struct LowerBlockTopK : public V4APattern<BlockTopKOp> {
     Value scores = e.buffer(op.getScores());
     Value tokens = e.dim(scores, 0), columns = e.dim(scores, 1);
     Value blockSize = e.index(op.getBlockSize());
-    Value blocks = e.div(e.add(columns, e.sub(blockSize, e.index(1))),
-                         blockSize);
+    Value blocks =
+        e.div(e.add(columns, e.sub(blockSize, e.index(1))), blockSize);
     auto type = cast<RankedTensorType>(op.getType());
     Value out = e.alloc(type, type.isDynamicDim(0) ? SmallVector<Value>{tokens}
                                                    : SmallVector<Value>{});
@@ -722,12 +711,11 @@ struct LowerBlockTopK : public V4APattern<BlockTopKOp> {
                  [&](Value blk) -> std::pair<Value, Value> {
                    Value begin = e.mul(blk, blockSize);
                    Value end = e.min(columns, e.add(begin, blockSize));
-                   Value m = e.loop(begin, end, {e.f32(kNegInf)},
-                                    [&](Value j, ValueRange a)
-                                        -> SmallVector<Value> {
-                                      return {e.max(a[0],
-                                                    e.load(scores, {t, j}))};
-                                    })[0];
+                   Value m =
+                       e.loop(begin, end, {e.f32(kNegInf)},
+                              [&](Value j, ValueRange a) -> SmallVector<Value> {
+                                return {e.max(a[0], e.load(scores, {t, j}))};
+                              })[0];
                    return {m, trueBit};
                  });
     });
@@ -743,8 +731,8 @@ struct DecomposeProjectIndexKeys : public V4APattern<ProjectIndexKeysOp> {
   LogicalResult matchAndRewrite(ProjectIndexKeysOp op,
                                 PatternRewriter &rewriter) const override {
     auto type = cast<RankedTensorType>(op.getType());
-    auto projected = RankedTensorType::get(type.getShape(),
-                                           rewriter.getBF16Type());
+    auto projected =
+        RankedTensorType::get(type.getShape(), rewriter.getBF16Type());
     Value proj = LinearOp::create(rewriter, op.getLoc(), projected,
                                   op.getLatent(), op.getKProj(), Value());
     rewriter.replaceOpWithNewOp<RMSNormOp>(op, type, proj, op.getKNorm(),
@@ -825,33 +813,32 @@ struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
           return e.mul(scale, d);
         };
         // Pass 1: the maximum logit over the selected rows.
-        Value m = e.loop(zero, slots, {negInf},
-                         [&](Value s, ValueRange a) -> SmallVector<Value> {
-                           Value row = e.loadIndex(indices, {t, s});
-                           Value used = e.cmp(IP::ne, row, minusOne);
-                           Value safe = e.select(used, row, zero);
-                           return {e.select(used, e.max(a[0], logit(safe)),
-                                            a[0])};
-                         })[0];
+        Value m =
+            e.loop(zero, slots, {negInf},
+                   [&](Value s, ValueRange a) -> SmallVector<Value> {
+                     Value row = e.loadIndex(indices, {t, s});
+                     Value used = e.cmp(IP::ne, row, minusOne);
+                     Value safe = e.select(used, row, zero);
+                     return {e.select(used, e.max(a[0], logit(safe)), a[0])};
+                   })[0];
         e.loop(zero, width, [&](Value i) { e.store(e.f32(0.0), acc, {i}); });
         Value empty = e.cmp(FP::OEQ, m, negInf);
         // Pass 2: accumulate in selection order, as the reference does.
-        Value den = e.loop(
-            zero, slots, {e.exp(e.sub(e.load(sink, {h}), m))},
-            [&](Value s, ValueRange a) -> SmallVector<Value> {
-              Value row = e.loadIndex(indices, {t, s});
-              Value used = e.cmp(IP::ne, row, minusOne);
-              Value safe = e.select(used, row, zero);
-              Value w = e.exp(e.sub(logit(safe), m));
-              e.ifThen(used, [&] {
-                e.loop(zero, width, [&](Value i) {
-                  e.store(e.add(e.load(acc, {i}),
-                                e.mul(w, e.load(kv, {safe, i}))),
-                          acc, {i});
-                });
-              });
-              return {e.select(used, e.add(a[0], w), a[0])};
-            })[0];
+        Value den = e.loop(zero, slots, {e.exp(e.sub(e.load(sink, {h}), m))},
+                           [&](Value s, ValueRange a) -> SmallVector<Value> {
+                             Value row = e.loadIndex(indices, {t, s});
+                             Value used = e.cmp(IP::ne, row, minusOne);
+                             Value safe = e.select(used, row, zero);
+                             Value w = e.exp(e.sub(logit(safe), m));
+                             e.ifThen(used, [&] {
+                               e.loop(zero, width, [&](Value i) {
+                                 e.store(e.add(e.load(acc, {i}),
+                                               e.mul(w, e.load(kv, {safe, i}))),
+                                         acc, {i});
+                               });
+                             });
+                             return {e.select(used, e.add(a[0], w), a[0])};
+                           })[0];
         e.loop(zero, width, [&](Value i) {
           Value o = e.select(empty, e.f32(0.0), e.div(e.load(acc, {i}), den));
           e.store(o, out, {t, h, i});
@@ -884,8 +871,7 @@ Type plainRowElement(KVCacheType type) {
 }
 
 /// The cache bytes viewed as [rows, dim] elements.
-Value viewRows(LoopEmitter &e, Value bytes, KVCacheType type,
-               Type element) {
+Value viewRows(LoopEmitter &e, Value bytes, KVCacheType type, Type element) {
   int64_t rowBytes = type.getDim() * element.getIntOrFloatBitWidth() / 8;
   Value rows = e.div(e.dim(bytes, 0), e.index(rowBytes));
   auto view = MemRefType::get({ShapedType::kDynamic, type.getDim()}, element);
@@ -995,9 +981,9 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeProjectIndexKeys, LowerLinear, LowerGroupedOutput,
                  LowerRMSNorm, LowerRoPE, LowerActQuant, LowerHadamard,
-                 LowerCompress, LowerCompressStep, LowerIndexerScore,
-                 LowerTopK, LowerBlockTopK, LowerWindowStore,
-                 LowerWindowIndices, LowerSparseAttention>(&getContext());
+                 LowerCompress, LowerCompressStep, LowerIndexerScore, LowerTopK,
+                 LowerBlockTopK, LowerWindowStore, LowerWindowIndices,
+                 LowerSparseAttention>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     WalkResult leftover = getOperation()->walk([](Operation *op) {
@@ -1005,8 +991,8 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
       auto gather = dyn_cast<CacheGatherOp>(op);
       if (!store && !gather)
         return WalkResult::advance();
-      KVCacheType type = store ? store.getCache().getType()
-                               : gather.getCache().getType();
+      KVCacheType type =
+          store ? store.getCache().getType() : gather.getCache().getType();
       if (plainRowElement(type))
         return WalkResult::advance();
       op->emitError() << "v4a-lower-to-cpu: no CPU lowering for "

@@ -73,8 +73,9 @@ static std::vector<float> randomRows(int64_t count, uint64_t seed) {
 static void addWeight(st::File &file, const std::string &prefix,
                       const TensorSpec &spec, const ref::Weight &w) {
   if (!w.isFP8()) {
-    file[prefix + spec.name] = st::fromF32(
-        w.values.shape, w.values.data, spec.f32 ? st::DType::F32 : st::DType::BF16);
+    file[prefix + spec.name] =
+        st::fromF32(w.values.shape, w.values.data,
+                    spec.f32 ? st::DType::F32 : st::DType::BF16);
     return;
   }
   st::Tensor values;
@@ -165,7 +166,8 @@ static int writeFixture(int argc, char **argv) {
     if (k == 0 && numLayers > 1) {
       // Layer 1 of step 0 gets an input of its own.
       own = randomRows(batch * tokens * dim, 99);
-      inputs[base + ".layer1"] = st::fromF32({batch, tokens, dim}, own, st::DType::BF16);
+      inputs[base + ".layer1"] =
+          st::fromF32({batch, tokens, dim}, own, st::DType::BF16);
     }
     if (k == 0 && !firstLengths.empty()) {
       st::Tensor t;
@@ -220,8 +222,8 @@ static int compare(int argc, char **argv) {
     }
     auto a = *it->second.toF32(), b = *want.toF32();
     for (size_t i = 0; i < a.size(); ++i)
-      worst = std::max(worst, std::isnan(a[i]) ? INFINITY
-                                               : std::fabs(double(a[i]) - b[i]));
+      worst = std::max(
+          worst, std::isnan(a[i]) ? INFINITY : std::fabs(double(a[i]) - b[i]));
   }
   std::cout << (worst <= tolerance ? "MATCH" : "MISMATCH") << " "
             << expected->size() << " tensors, max abs err " << worst << "\n";
