@@ -83,16 +83,11 @@ std::unique_ptr<Engine> Engine::create(std::string_view configJson,
   impl->config = *config;
   impl->layers = *layers;
   impl->options = options;
-  std::vector<plan::LayerInfo> infos;
-  for (const LayerSpec &layer : *layers)
-    infos.push_back({layer.id, layer.compressRatio, layer.indexTopk,
-                     layer.useSwa, layer.hasPackedKv, layer.isMtp,
-                     layer.kvSource, layer.indexKSource});
   plan::PlanOptions planOptions;
   planOptions.contextTokens = options.contextTokens;
   planOptions.pageSize = options.pageSize;
   std::optional<plan::Plan> plan = plan::planCaches(
-      infos, {config->headDim, config->indexHeadDim, config->slidingWindow},
+      *layers, {config->headDim, config->indexHeadDim, config->slidingWindow},
       planOptions, error);
   if (!plan)
     return nullptr;

@@ -5,6 +5,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cstdio>
+#include <cstring>
 #include <vector>
 
 using llvm::formatv;
@@ -35,7 +37,12 @@ struct Arg {
   std::string tensor() const { return tensor(element); }
 };
 
-std::string formatDouble(double value) { return formatv("{0:e}", value).str(); }
+/// Enough digits that the attribute holds exactly `value`.
+std::string formatDouble(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.17e", value);
+  return text;
+}
 
 /// A kernel: arguments %a0.. become tensors %t0..; `body` computes the
 /// results %r0.. (with `resultTypes`), which are widened to the output
@@ -245,7 +252,10 @@ std::string KernelModule::blockTopk(int64_t blockSize, int64_t numBlocks) {
 }
 
 std::string KernelModule::sparseAttention(double scale) {
-  std::string name = "sparse_attention";
+  // The scale is part of the kernel: name it by its bits.
+  uint64_t bits;
+  std::memcpy(&bits, &scale, sizeof(bits));
+  std::string name = formatv("sparse_attention_{0:x}", bits);
   std::string result = f32r3.tensor("bf16");
   std::string body = formatv(
       "  %q0 = arith.truncf %t0 : {0} to {1}\n"

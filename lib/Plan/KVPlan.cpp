@@ -2,6 +2,8 @@
 
 #include "lib/Plan/KVPlan.h"
 
+#include "runtime/TensorSpecs.h"
+
 namespace v4a::plan {
 
 const char *componentName(Component component) {
@@ -26,10 +28,6 @@ int64_t Plan::allocatedBytes() const {
     if (!buffer.isAlias())
       total += buffer.bytes;
   return total;
-}
-
-bool hasIndexerCompressor(const LayerInfo &layer) {
-  return layer.ratio == 4 && layer.indexTopk > 0;
 }
 
 /// Sizes beyond this are configuration mistakes, and keep every sum of
@@ -59,24 +57,24 @@ public:
   Planner(const ModelDims &dims, const PlanOptions &options)
       : dims(dims), options(options) {}
 
-  void planLayer(const LayerInfo &layer, std::vector<Buffer> &out) {
+  void planLayer(const LayerSpec &layer, std::vector<Buffer> &out) {
     layout::RowKind mainKind = mainKindFor(layer);
     if (layer.useSwa)
       out.push_back(make(layer.id, Component::Window, mainKind, dims.window,
                          dims.headDim, /*paged=*/false, -1));
-    if (layer.ratio == 0)
+    if (layer.compressRatio == 0)
       return;
     int64_t kvAlias = aliasFor(layer, layer.kvSource);
-    int64_t groups = options.contextTokens / layer.ratio;
+    int64_t groups = options.contextTokens / layer.compressRatio;
     out.push_back(make(layer.id, Component::Compressed, mainKind, groups,
                        dims.headDim, /*paged=*/true, kvAlias));
     // The state holds kv and score of the current group (and, with overlap,
     // of the previous one): coff * ratio slots of 2 * coff * D f32 values.
-    int64_t coff = layer.ratio == 4 ? 2 : 1;
-    out.push_back(make(layer.id, Component::CompressorState,
-                       layout::RowKind::F32, multiply(coff, layer.ratio),
-                       multiply(2 * coff, dims.headDim), /*paged=*/false,
-                       kvAlias));
+    int64_t coff = layer.compressRatio == 4 ? 2 : 1;
+    out.push_back(
+        make(layer.id, Component::CompressorState, layout::RowKind::F32,
+             multiply(coff, layer.compressRatio),
+             multiply(2 * coff, dims.headDim), /*paged=*/false, kvAlias));
     if (layer.indexTopk == 0)
       return;
     int64_t keyAlias = aliasFor(layer, layer.indexKSource);
@@ -84,13 +82,13 @@ public:
                        dims.indexHeadDim, /*paged=*/true, keyAlias));
     if (hasIndexerCompressor(layer))
       out.push_back(make(layer.id, Component::IndexerState,
-                         layout::RowKind::F32, multiply(2, layer.ratio),
+                         layout::RowKind::F32, multiply(2, layer.compressRatio),
                          multiply(4, dims.indexHeadDim), /*paged=*/false,
                          keyAlias));
   }
 
 private:
-  layout::RowKind mainKindFor(const LayerInfo &layer) const {
+  layout::RowKind mainKindFor(const LayerSpec &layer) const {
     switch (options.mainLayout) {
     case MainLayout::BF16:
       return layout::RowKind::BF16;
@@ -99,7 +97,8 @@ private:
     case MainLayout::PerLayer:
       break;
     }
-    return layer.packedKv ? layout::RowKind::FP8Model1 : layout::RowKind::BF16;
+    return layer.hasPackedKv ? layout::RowKind::FP8Model1
+                             : layout::RowKind::BF16;
   }
 
   layout::RowKind indexKind() const {
@@ -107,7 +106,7 @@ private:
                                                    : layout::RowKind::IndexBF16;
   }
 
-  int64_t aliasFor(const LayerInfo &layer, int64_t source) const {
+  int64_t aliasFor(const LayerSpec &layer, int64_t source) const {
     return options.ignoreSharing || source == layer.id ? -1 : source;
   }
 
@@ -148,14 +147,14 @@ public:
 };
 } // namespace
 
-std::optional<Plan> planCaches(const std::vector<LayerInfo> &layers,
+std::optional<Plan> planCaches(const std::vector<LayerSpec> &layers,
                                const ModelDims &dims,
                                const PlanOptions &options, std::string &error) {
   Plan plan;
   plan.options = options;
   Planner planner(dims, options);
   int64_t total = 0;
-  for (const LayerInfo &layer : layers) {
+  for (const LayerSpec &layer : layers) {
     size_t first = plan.buffers.size();
     planner.planLayer(layer, plan.buffers);
     for (size_t i = first; i < plan.buffers.size(); ++i)

@@ -10,6 +10,7 @@
 #define V4A_LIB_PLAN_KVPLAN_H
 
 #include "lib/Layout/CacheLayout.h"
+#include "v4a/ModelConfig.h"
 
 #include <cstdint>
 #include <optional>
@@ -30,18 +31,6 @@ inline constexpr Component kAllComponents[] = {
     Component::CompressorState, Component::IndexerState};
 
 const char *componentName(Component component);
-
-/// What the planner needs to know of one layer.
-struct LayerInfo {
-  int64_t id = 0;
-  int64_t ratio = 0;
-  int64_t indexTopk = 0;
-  bool useSwa = true;
-  bool packedKv = false;
-  bool isMtp = false;
-  int64_t kvSource = 0;
-  int64_t indexKSource = 0;
-};
 
 struct ModelDims {
   int64_t headDim = 0;
@@ -86,14 +75,9 @@ struct Plan {
   int64_t allocatedBytes() const;
 };
 
-/// Layers with 0 < ratio and ratio == 4 run the V4 indexer with its own
-/// compressor; other sparse ratios project index keys from the main
-/// compressed KV (V4.1).
-bool hasIndexerCompressor(const LayerInfo &layer);
-
 /// Plans the caches of `layers` (in id order, MTP included). Fails, naming
 /// the layer and buffer, when a layout cannot hold a row of its width.
-std::optional<Plan> planCaches(const std::vector<LayerInfo> &layers,
+std::optional<Plan> planCaches(const std::vector<LayerSpec> &layers,
                                const ModelDims &dims,
                                const PlanOptions &options, std::string &error);
 

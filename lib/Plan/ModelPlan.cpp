@@ -9,15 +9,15 @@
 using namespace mlir;
 using namespace v4a;
 
-std::vector<plan::LayerInfo> v4a::collectLayerInfo(ModelOp model) {
-  std::vector<plan::LayerInfo> layers;
+std::vector<LayerSpec> v4a::collectLayerInfo(ModelOp model) {
+  std::vector<LayerSpec> layers;
   for (LayerOp layer : model.getLayers()) {
-    plan::LayerInfo info;
+    LayerSpec info;
     info.id = layer.getLayerId();
-    info.ratio = layer.getCompressRatio();
+    info.compressRatio = layer.getCompressRatio();
     info.indexTopk = layer.getIndexTopk();
     info.useSwa = layer.getUseSwa();
-    info.packedKv = layer.getHasPackedKv();
+    info.hasPackedKv = layer.getHasPackedKv();
     info.isMtp = layer.getIsMtp();
     info.kvSource = model.getLayerKvMap()[info.id];
     info.indexKSource = model.getLayerIndexKMap()[info.id];

@@ -16,7 +16,7 @@ inline constexpr llvm::StringLiteral kScheduleAttrName = "v4a.schedule";
 inline constexpr llvm::StringLiteral kMtpScheduleAttrName = "v4a.mtp_schedule";
 
 /// The planner's view of the layers and dimensions of a model.
-std::vector<plan::LayerInfo> collectLayerInfo(ModelOp model);
+std::vector<LayerSpec> collectLayerInfo(ModelOp model);
 plan::ModelDims collectModelDims(ModelOp model);
 
 /// The plan as an attribute, and back.

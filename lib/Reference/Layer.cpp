@@ -48,6 +48,14 @@ uint64_t hashName(const std::string &name, uint64_t seed) {
 }
 } // namespace
 
+std::vector<float> randomActivations(int64_t count, uint64_t seed) {
+  Random random(hashName("activations", seed));
+  std::vector<float> values(count);
+  for (float &v : values)
+    v = num::roundBF16(random.symmetric());
+  return values;
+}
+
 /// Quantizes a weight to e4m3 with one ue8m0 scale per 128x128 block.
 static Weight quantizeFP8(const Tensor &values) {
   int64_t rows = values.dim(0), cols = values.dim(1);

@@ -141,6 +141,9 @@ struct LayerWeights {
   bool has(const std::string &name) const { return tensors.count(name) != 0; }
 };
 
+/// Deterministic bf16-exact activations in [-1, 1] for tests and tools.
+std::vector<float> randomActivations(int64_t count, uint64_t seed);
+
 /// Deterministic random weights for every tensor of layerTensorSpecs.
 LayerWeights randomLayerWeights(const ModelConfig &config,
                                 const LayerSpec &layer, uint64_t seed);

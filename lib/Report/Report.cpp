@@ -42,7 +42,7 @@ static void addBuffer(Usage &usage, const plan::Buffer &buffer) {
 }
 
 static std::optional<LayoutReport>
-planLayout(StringRef name, const std::vector<plan::LayerInfo> &layers,
+planLayout(StringRef name, const std::vector<LayerSpec> &layers,
            const plan::ModelDims &dims, plan::PlanOptions options,
            std::string &error) {
   std::optional<plan::Plan> plan =
@@ -70,8 +70,8 @@ std::optional<Report> report::buildReport(ModelOp model, int64_t contextTokens,
   report.model = model.getSymName().str();
   report.contextTokens = contextTokens;
   report.pageSize = pageSize;
-  std::vector<plan::LayerInfo> layers = collectLayerInfo(model);
-  for (const plan::LayerInfo &layer : layers)
+  std::vector<LayerSpec> layers = collectLayerInfo(model);
+  for (const LayerSpec &layer : layers)
     ++(layer.isMtp ? report.mtpLayers : report.attentionLayers);
   report.groups = readGroups(model, kScheduleAttrName);
   report.mtpGroups = readGroups(model, kMtpScheduleAttrName);

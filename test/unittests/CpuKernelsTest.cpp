@@ -77,10 +77,14 @@ protected:
     module.topk(4, std::nullopt);
     module.topk(4, 8);
     module.blockTopk(8, 8);
-    module.sparseAttention(0.125);
+    attentionEighth = module.sparseAttention(0.125);
+    attentionWide = module.sparseAttention(1.0 / std::sqrt(128.0));
     module.groupedOutput(2, false);
     module.groupedOutput(2, true);
     module.cacheStoreGather("bf16", 64);
+    module.rope(2, 64, 160000.0, YarnConfig{4.0, 64, 32.0, 1.0}, false);
+    module.actQuant(2, true, 64, 64);
+    module.rope(3, 64, 160000.0, YarnConfig{4.0, 64, 32.0, 1.0}, false);
     std::string error;
     compiled = jit::CpuJit::compile(module.source(), error).release();
     ASSERT_TRUE(compiled) << error;
@@ -93,8 +97,10 @@ protected:
     return reinterpret_cast<Fn *>(symbol);
   }
   static jit::CpuJit *compiled;
+  static std::string attentionEighth, attentionWide;
 };
 jit::CpuJit *Kernels::compiled = nullptr;
+std::string Kernels::attentionEighth, Kernels::attentionWide;
 
 using M1 = Memref<float, 1>;
 using M2 = Memref<float, 2>;
@@ -290,8 +296,8 @@ TEST_F(Kernels, SparseAttentionWithSink) {
   auto mkv = mem<2>(kv);
   auto mi = view<int32_t, 2>(idx.data(), {3, 4});
   auto msink = view<float, 1>(sink.data(), {2});
-  kernel<void(M3 *, M2 *, Memref<int32_t, 2> *, M1 *, M3 *)>(
-      "sparse_attention")(&mq, &mkv, &mi, &msink, &mo);
+  kernel<void(M3 *, M2 *, Memref<int32_t, 2> *, M1 *, M3 *)>(attentionEighth)(
+      &mq, &mkv, &mi, &msink, &mo);
   EXPECT_EQ(maxDiff(o, sparseAttention(q, kv, lists, sink, 0.125)), 0.0f);
   for (int64_t i = 0; i < 2 * 64; ++i)
     EXPECT_EQ(o.data[2 * 64 + i], 0.0f); // the masked row is zero, not NaN
@@ -338,6 +344,54 @@ TEST_F(Kernels, CacheStoreAndGatherUseTheRowLayout) {
                         decoded.data());
     for (int f = 0; f < 64; ++f)
       EXPECT_EQ(out.data[s * 64 + f], idx[s] >= 0 ? decoded[f] : 0.0f) << s;
+  }
+}
+
+TEST_F(Kernels, RoPEWideRotation) {
+  std::vector<int64_t> positions;
+  for (int64_t p = 0; p < 40; ++p)
+    positions.push_back(p);
+  RopeParams params{64, 160000.0, YarnConfig{4.0, 64, 32.0, 1.0}};
+  for (uint64_t seed = 30; seed < 40; ++seed) {
+    Tensor k = random({40, 128}, seed), ky({40, 128});
+    auto mk = mem<2>(k), mky = mem<2>(ky);
+    auto mp = view<int64_t, 1>(positions.data(), {40});
+    kernel<void(M2 *, Memref<int64_t, 1> *, M2 *)>("rope_r2_d64_t160000_yarn")(
+        &mk, &mp, &mky);
+    ASSERT_EQ(maxDiff(ky, rope(k, positions, params)), 0.0f) << seed;
+  }
+}
+
+TEST_F(Kernels, SweepWideHeads) {
+  for (uint64_t seed = 50; seed < 250; ++seed) {
+    Tensor kv = random({13, 128}, seed, 1.0f + seed % 7), y({13, 128});
+    auto mkv = mem<2>(kv), my = mem<2>(y);
+    kernel<void(M2 *, M2 *)>("act_quant_r2_e4m3_b64_q64")(&mkv, &my);
+    ASSERT_EQ(maxDiff(y, actQuant(kv, QuantFormat::E4M3, 64, 64)), 0.0f)
+        << "act_quant seed " << seed;
+    Tensor q = random({13, 2, 128}, seed + 1000), qy({13, 2, 128});
+    auto mq = mem<3>(q), mqy = mem<3>(qy);
+    kernel<void(M3 *, M3 *)>("rms_norm_heads_0.000001")(&mq, &mqy);
+    ASSERT_EQ(maxDiff(qy, rmsNorm(q, nullptr, 1e-6)), 0.0f) << "rms " << seed;
+    Tensor table = random({13, 128}, seed + 2000), o({13, 2, 128});
+    std::vector<int32_t> idx(13 * 8, -1);
+    std::vector<std::vector<int32_t>> lists(13);
+    for (int t = 0; t < 13; ++t)
+      for (int s = 0; s < 8 && s <= t; ++s) {
+        idx[t * 8 + s] = t - s;
+        lists[t].push_back(t - s);
+      }
+    std::vector<float> sink = {0.3f, -0.7f};
+    auto mt = mem<2>(table), mo = mem<2>(o);
+    auto mo3 = mem<3>(o);
+    auto mi = view<int32_t, 2>(idx.data(), {13, 8});
+    auto ms = view<float, 1>(sink.data(), {2});
+    (void)mo;
+    kernel<void(M3 *, M2 *, Memref<int32_t, 2> *, M1 *, M3 *)>(attentionWide)(
+        &mqy, &mt, &mi, &ms, &mo3);
+    Tensor want =
+        sparseAttention(qy, table, lists, sink, 1.0 / std::sqrt(128.0));
+    ASSERT_EQ(maxDiff(o, want), 0.0f) << "attention " << seed;
   }
 }
 

@@ -49,19 +49,6 @@ std::string withFp8(std::string json) {
          "\"weight_block_size\": [128, 128]}}";
 }
 
-/// Random bf16-exact activations [tokens, dim] for (layer, sequence, step).
-std::vector<float> activations(int64_t tokens, int64_t dim, uint64_t seed) {
-  std::vector<float> x(tokens * dim);
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 7;
-  for (float &v : x) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    v = num::roundBF16(static_cast<float>(s % 20001) / 10000.0f - 1.0f);
-  }
-  return x;
-}
-
 struct Fixture {
   std::unique_ptr<Engine> engine;
   ref::Model reference;
@@ -99,7 +86,7 @@ float compareWithReference(Fixture &f, const std::vector<int64_t> &steps) {
     std::vector<const float *> inputs;
     std::vector<float *> outputs;
     for (size_t l = 0; l < layers; ++l) {
-      in[l] = activations(tokens, dim, 100 * l + k);
+      in[l] = ref::randomActivations(tokens * dim, 100 * l + k);
       out[l].assign(tokens * dim, NAN);
       inputs.push_back(in[l].data());
       outputs.push_back(out[l].data());
@@ -175,7 +162,7 @@ std::vector<std::vector<float>> runInSteps(Engine &engine,
   std::vector<std::vector<float>> all(layers);
   std::vector<std::vector<float>> x;
   for (size_t l = 0; l < layers; ++l)
-    x.push_back(activations(total, dim, 77 + l));
+    x.push_back(ref::randomActivations(total * dim, 77 + l));
   for (int64_t n : sizes) {
     std::vector<const float *> inputs;
     std::vector<float *> outputs;
@@ -229,7 +216,7 @@ TEST(Engine, VarlenBatchEqualsSequencesAlone) {
   for (size_t l = 0; l < layers; ++l) {
     in[l].assign(lengths.size() * padded * dim, 1e9f); // padding is ignored
     for (size_t b = 0; b < lengths.size(); ++b) {
-      auto x = activations(lengths[b], dim, 1000 * b + l);
+      auto x = ref::randomActivations(lengths[b] * dim, 1000 * b + l);
       std::copy(x.begin(), x.end(), in[l].begin() + b * padded * dim);
     }
     out[l].assign(lengths.size() * padded * dim, NAN);
@@ -278,7 +265,7 @@ TEST(Engine, RunsAreBitwiseIdentical) {
       std::vector<const float *> inputs;
       std::vector<float *> outputs;
       for (size_t l = 0; l < f.engine->layers().size(); ++l) {
-        in.push_back(activations(tokens, dim, l));
+        in.push_back(ref::randomActivations(tokens * dim, l));
         out.emplace_back(tokens * dim);
       }
       for (size_t l = 0; l < in.size(); ++l) {
@@ -317,7 +304,7 @@ TEST(Engine, ConsumerReadsItsSourceCache) {
     std::vector<const float *> inputs;
     std::vector<float *> outputs;
     for (size_t l = 0; l < layers; ++l)
-      in.push_back(activations(tokens, dim, seed + l));
+      in.push_back(ref::randomActivations(tokens * dim, seed + l));
     for (size_t l = 0; l < layers; ++l) {
       out[l].assign(tokens * dim, 0.0f);
       inputs.push_back(in[l].data());
@@ -339,7 +326,7 @@ TEST(Engine, ConsumerReadsItsSourceCache) {
     std::vector<const float *> inputs;
     std::vector<float *> outputs;
     for (size_t l = 0; l < layers; ++l)
-      in.push_back(activations(tokens, dim, seed + l));
+      in.push_back(ref::randomActivations(tokens * dim, seed + l));
     for (size_t l = 0; l < layers; ++l) {
       out[l].assign(tokens * dim, 0.0f);
       inputs.push_back(in[l].data());

@@ -5,23 +5,24 @@
 #include <gtest/gtest.h>
 
 using namespace v4a::plan;
+using v4a::LayerSpec;
 using v4a::layout::RowKind;
 
 namespace {
 
 const ModelDims kV4Dims{/*headDim=*/512, /*indexHeadDim=*/128, /*window=*/128};
 
-LayerInfo layer(int64_t id, int64_t ratio, int64_t topk, int64_t source) {
-  LayerInfo info;
+LayerSpec layer(int64_t id, int64_t ratio, int64_t topk, int64_t source) {
+  LayerSpec info;
   info.id = id;
-  info.ratio = ratio;
+  info.compressRatio = ratio;
   info.indexTopk = topk;
   info.kvSource = source;
   info.indexKSource = source;
   return info;
 }
 
-Plan plan(const std::vector<LayerInfo> &layers, PlanOptions options = {}) {
+Plan plan(const std::vector<LayerSpec> &layers, PlanOptions options = {}) {
   std::string error;
   std::optional<Plan> result = planCaches(layers, kV4Dims, options, error);
   EXPECT_TRUE(result) << error;
@@ -52,7 +53,7 @@ TEST(KVPlan, C4LayerOwnsFiveBuffers) {
 }
 
 TEST(KVPlan, ConsumersAliasAndCountOnce) {
-  std::vector<LayerInfo> layers = {layer(0, 2, 8, 0), layer(1, 2, 8, 0),
+  std::vector<LayerSpec> layers = {layer(0, 2, 8, 0), layer(1, 2, 8, 0),
                                    layer(2, 2, 8, 0)};
   Plan shared = plan(layers);
   PlanOptions independent;

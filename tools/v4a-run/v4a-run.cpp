@@ -70,18 +70,6 @@ struct Step {
   std::vector<std::vector<float>> inputs; // per layer, [B * S * dim]
 };
 
-std::vector<float> randomRows(int64_t count, uint64_t seed) {
-  std::vector<float> x(count);
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 11;
-  for (float &v : x) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    v = num::roundBF16(static_cast<float>(s % 20001) / 10000.0f - 1.0f);
-  }
-  return x;
-}
-
 /// Reads an input tensor: [batch, tokens, dim], bf16 or f32.
 bool readActivations(const st::File &file, const std::string &name,
                      int64_t batch, int64_t dim, Step &step,
@@ -240,7 +228,8 @@ int main(int argc, char **argv) {
       step.tokens = sizes[k];
       step.lengths = {sizes[k]};
       for (int64_t l = 0; l < layers; ++l)
-        step.inputs.push_back(randomRows(sizes[k] * dim, 1000 * k + l));
+        step.inputs.push_back(
+            ref::randomActivations(sizes[k] * dim, 1000 * k + l));
       steps.push_back(std::move(step));
     }
   }

@@ -35,6 +35,15 @@ Value LoopEmitter::alloc(Type tensorType, ValueRange dynamicSizes) {
   return memref::AllocOp::create(b, loc, memrefType, dynamicSizes);
 }
 
+Value LoopEmitter::allocShaped(Type tensorType, ArrayRef<Value> extents) {
+  auto type = cast<RankedTensorType>(tensorType);
+  SmallVector<Value> dynamic;
+  for (auto [i, extent] : llvm::enumerate(extents))
+    if (type.isDynamicDim(i))
+      dynamic.push_back(extent);
+  return alloc(type, dynamic);
+}
+
 Value LoopEmitter::tensor(Value bufferValue, Type tensorType) {
   return bufferization::ToTensorOp::create(b, loc, tensorType, bufferValue,
                                            /*restrict=*/true,

@@ -35,6 +35,10 @@ public:
   /// A new buffer shaped like `like` (a tensor type) with dynamic sizes read
   /// from `sizes`, and the tensor view of a finished buffer.
   mlir::Value alloc(mlir::Type tensorType, mlir::ValueRange dynamicSizes);
+  /// A new buffer for `tensorType` whose extents are `extents`, one per
+  /// dimension (only the dynamic ones are used).
+  mlir::Value allocShaped(mlir::Type tensorType,
+                          llvm::ArrayRef<mlir::Value> extents);
   mlir::Value tensor(mlir::Value buffer, mlir::Type tensorType);
   /// A scratch f32 buffer of `size` elements.
   mlir::Value scratch(mlir::Value size);

@@ -130,13 +130,8 @@ struct LowerLinear : public V4APattern<LinearOp> {
     Value x = e.buffer(op.getInput()), w = e.buffer(op.getWeight());
     Value scale = op.getScale() ? e.buffer(op.getScale()) : Value();
     Value tokens = e.dim(x, 0), in = e.dim(x, 1), outWidth = e.dim(w, 0);
-    SmallVector<Value> sizes;
     auto type = cast<RankedTensorType>(op.getType());
-    if (type.isDynamicDim(0))
-      sizes.push_back(tokens);
-    if (type.isDynamicDim(1))
-      sizes.push_back(outWidth);
-    Value out = e.alloc(type, sizes);
+    Value out = e.allocShaped(type, {tokens, outWidth});
     Value zero = e.index(0);
     e.loop(zero, tokens, [&](Value t) {
       project(e, x, t, zero, in, w, scale, zero, outWidth, out, t, zero);
@@ -186,12 +181,7 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     });
     auto type = cast<RankedTensorType>(op.getType());
     Value outWidth = e.dim(woB, 0);
-    SmallVector<Value> sizes;
-    if (type.isDynamicDim(0))
-      sizes.push_back(tokens);
-    if (type.isDynamicDim(1))
-      sizes.push_back(outWidth);
-    Value out = e.alloc(type, sizes);
+    Value out = e.allocShaped(type, {tokens, outWidth});
     e.loop(zero, tokens, [&](Value t) {
       project(e, mid, t, zero, loraRows, woB, scaleB, zero, outWidth, out, t,
               zero);
@@ -447,12 +437,7 @@ struct LowerCompress : public V4APattern<CompressOp> {
     Value width = e.dim(kv, 1);
     Value d = overlap ? e.div(width, e.index(2)) : width;
     auto type = cast<RankedTensorType>(op.getType());
-    SmallVector<Value> sizes;
-    if (type.isDynamicDim(0))
-      sizes.push_back(groups);
-    if (type.isDynamicDim(1))
-      sizes.push_back(d);
-    Value out = e.alloc(type, sizes);
+    Value out = e.allocShaped(type, {groups, d});
     Value zero = e.index(0);
     Value slots = e.index(overlap ? 2 * ratio : ratio);
     e.loop(zero, groups, [&](Value g) {
@@ -502,16 +487,9 @@ struct LowerCompressStep : public V4APattern<CompressStepOp> {
     memref::CopyOp::create(rewriter, loc, oldKv, stateKv);
     memref::CopyOp::create(rewriter, loc, oldScore, stateScore);
     auto entryType = cast<RankedTensorType>(op.getEntry().getType());
-    SmallVector<Value> entrySizes;
-    if (entryType.isDynamicDim(0))
-      entrySizes.push_back(batch);
-    if (entryType.isDynamicDim(1))
-      entrySizes.push_back(d);
-    Value entry = e.alloc(entryType, entrySizes);
+    Value entry = e.allocShaped(entryType, {batch, d});
     auto emittedType = cast<RankedTensorType>(op.getEmitted().getType());
-    Value emitted = e.alloc(emittedType, emittedType.isDynamicDim(0)
-                                             ? SmallVector<Value>{batch}
-                                             : SmallVector<Value>{});
+    Value emitted = e.allocShaped(emittedType, {batch});
     Value zero = e.index(0), one = e.index(1);
     Value current = overlap ? r : zero;
     Value slots = e.index(overlap ? 2 * ratio : ratio);
@@ -577,12 +555,7 @@ struct LowerIndexerScore : public V4APattern<IndexerScoreOp> {
     Value tokens = e.dim(q, 0), heads = e.dim(q, 1), width = e.dim(q, 2);
     Value rows = e.dim(keys, 0);
     auto type = cast<RankedTensorType>(op.getType());
-    SmallVector<Value> sizes;
-    if (type.isDynamicDim(0))
-      sizes.push_back(tokens);
-    if (type.isDynamicDim(1))
-      sizes.push_back(rows);
-    Value out = e.alloc(type, sizes);
+    Value out = e.allocShaped(type, {tokens, rows});
     Value zero = e.index(0), one = e.index(1);
     Value ratio = e.index(op.getRatio());
     e.loop(zero, tokens, [&](Value t) {
@@ -660,8 +633,7 @@ struct LowerTopK : public V4APattern<TopKOp> {
         op.getCandidates() ? e.buffer(op.getCandidates()) : Value();
     Value tokens = e.dim(scores, 0), columns = e.dim(scores, 1);
     auto type = cast<RankedTensorType>(op.getType());
-    Value out = e.alloc(type, type.isDynamicDim(0) ? SmallVector<Value>{tokens}
-                                                   : SmallVector<Value>{});
+    Value out = e.allocShaped(type, {tokens});
     Value zero = e.index(0);
     Value blockSize = e.index(op.getCandidateBlockSize().value_or(1));
     Value trueBit = arith::ConstantOp::create(rewriter, op.getLoc(),
@@ -702,8 +674,7 @@ struct LowerBlockTopK : public V4APattern<BlockTopKOp> {
     Value blocks =
         e.div(e.add(columns, e.sub(blockSize, e.index(1))), blockSize);
     auto type = cast<RankedTensorType>(op.getType());
-    Value out = e.alloc(type, type.isDynamicDim(0) ? SmallVector<Value>{tokens}
-                                                   : SmallVector<Value>{});
+    Value out = e.allocShaped(type, {tokens});
     Value trueBit = arith::ConstantOp::create(rewriter, op.getLoc(),
                                               rewriter.getBoolAttr(true));
     e.loop(e.index(0), tokens, [&](Value t) {
@@ -770,8 +741,7 @@ struct LowerWindowIndices : public V4APattern<WindowIndicesOp> {
     Value positions = e.buffer(op.getPositions());
     Value tokens = e.dim(positions, 0);
     auto type = cast<RankedTensorType>(op.getType());
-    Value out = e.alloc(type, type.isDynamicDim(0) ? SmallVector<Value>{tokens}
-                                                   : SmallVector<Value>{});
+    Value out = e.allocShaped(type, {tokens});
     Value zero = e.index(0), one = e.index(1);
     Value window = e.index(op.getWindow());
     e.loop(zero, tokens, [&](Value t) {
@@ -920,12 +890,7 @@ struct LowerCacheGather : public OpConversionPattern<CacheGatherOp> {
     Value indices = e.buffer(adaptor.getIndices());
     Value tokens = e.dim(indices, 0), slots = e.dim(indices, 1);
     auto resultType = cast<RankedTensorType>(op.getType());
-    SmallVector<Value> sizes;
-    if (resultType.isDynamicDim(0))
-      sizes.push_back(tokens);
-    if (resultType.isDynamicDim(1))
-      sizes.push_back(slots);
-    Value out = e.alloc(resultType, sizes);
+    Value out = e.allocShaped(resultType, {tokens, slots});
     Value zero = e.index(0);
     e.loop(zero, tokens, [&](Value t) {
       e.loop(zero, slots, [&](Value s) {

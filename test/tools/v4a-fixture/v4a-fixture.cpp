@@ -56,18 +56,6 @@ static bool flag(int argc, char **argv, const std::string &name) {
   return false;
 }
 
-static std::vector<float> randomRows(int64_t count, uint64_t seed) {
-  std::vector<float> x(count);
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 3;
-  for (float &v : x) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    v = num::roundBF16(static_cast<float>(s % 20001) / 10000.0f - 1.0f);
-  }
-  return x;
-}
-
 /// A checkpoint tensor in the checkpoint's dtypes: bf16 values, f32 where
 /// the spec says f32, e4m3 bytes with an e8m0 scale for fp8 projections.
 static void addWeight(st::File &file, const std::string &prefix,
@@ -159,13 +147,14 @@ static int writeFixture(int argc, char **argv) {
     std::vector<int64_t> lengths(batch, tokens);
     if (k == 0 && !firstLengths.empty())
       lengths = firstLengths;
-    std::vector<float> x = randomRows(batch * tokens * dim, 7 * k + 1);
+    std::vector<float> x =
+        ref::randomActivations(batch * tokens * dim, 7 * k + 1);
     std::string base = "x.step" + std::to_string(k);
     inputs[base] = st::fromF32({batch, tokens, dim}, x, st::DType::BF16);
     std::vector<float> own;
     if (k == 0 && numLayers > 1) {
       // Layer 1 of step 0 gets an input of its own.
-      own = randomRows(batch * tokens * dim, 99);
+      own = ref::randomActivations(batch * tokens * dim, 99);
       inputs[base + ".layer1"] =
           st::fromF32({batch, tokens, dim}, own, st::DType::BF16);
     }
