@@ -126,7 +126,6 @@ struct Array {
       n *= d;
     data.assign(n, fill);
   }
-  F1 m1() { return view<float, 1>(data.data(), {shape[0]}); }
   F2 m2() { return view<float, 2>(data.data(), {shape[0], shape[1]}); }
   F3 m3() {
     return view<float, 3>(data.data(), {shape[0], shape[1], shape[2]});
@@ -278,20 +277,48 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
               "index_bf16 are)";
       return nullptr;
     }
+    if (buffer.layer < 0 ||
+        buffer.layer >= static_cast<int64_t>(layers.size()) ||
+        buffer.aliasOf >= static_cast<int64_t>(layers.size())) {
+      error = "the cache plan names a layer outside the model";
+      return nullptr;
+    }
     BufferSlot place;
-    place.row = *layout::describeRow(buffer.kind, buffer.dim);
-    place.rows = buffer.rows;
-    bool paged = buffer.component == plan::Component::Compressed ||
-                 buffer.component == plan::Component::IndexKeys;
-    place.pageRows = paged ? plan.options.pageSize : buffer.rows;
     if (buffer.isAlias()) {
-      place.offset = impl->buffers[buffer.aliasOf].at(buffer.component).offset;
+      // An alias is the source's buffer: same bytes, same geometry.
+      auto &source = impl->buffers[buffer.aliasOf];
+      auto it = source.find(buffer.component);
+      if (it == source.end() || it->second.row.kind != buffer.kind ||
+          it->second.row.dim != buffer.dim || it->second.rows != buffer.rows) {
+        error = std::string("layer ") + std::to_string(buffer.layer) + " " +
+                plan::componentName(buffer.component) +
+                ": the plan aliases a buffer of layer " +
+                std::to_string(buffer.aliasOf) +
+                " that is missing or has another layout";
+        return nullptr;
+      }
+      place = it->second;
     } else {
+      std::optional<layout::RowLayout> row =
+          layout::describeRow(buffer.kind, buffer.dim, &error);
+      if (!row)
+        return nullptr;
+      place.row = *row;
+      place.rows = buffer.rows;
+      bool paged = buffer.component == plan::Component::Compressed ||
+                   buffer.component == plan::Component::IndexKeys;
+      place.pageRows = paged ? plan.options.pageSize : buffer.rows;
       place.offset = impl->slotBytes;
       impl->slotBytes += buffer.bytes;
     }
     impl->buffers[buffer.layer][buffer.component] = place;
   }
+  for (const LayerSpec &layer : layers)
+    if (!impl->buffers[layer.id].count(plan::Component::Window)) {
+      error = "layer " + std::to_string(layer.id) +
+              ": the CPU backend needs the sliding window (use_swa)";
+      return nullptr;
+    }
   if (impl->slotBytes > (int64_t(1) << 36) / maxSequences) {
     error = "the cache plan needs " + std::to_string(impl->slotBytes) +
             " bytes per sequence; plan a shorter context for the CPU backend";
@@ -755,13 +782,14 @@ bool CpuModel::step(const StepBatch &batch,
     m.stepTopk.clear();
     m.stepCandidates.clear();
     for (const LayerSpec &layer : m.layers) {
+      // Read the input before the output is cleared: they may be one buffer.
+      Array x({length, dim});
+      const float *in = inputs[layer.id] + b * padded * dim;
+      std::copy(in, in + length * dim, x.data.begin());
       float *out = outputs[layer.id] + b * padded * dim;
       std::fill(out, out + padded * dim, 0.0f);
       if (length == 0)
         continue;
-      Array x({length, dim});
-      const float *in = inputs[layer.id] + b * padded * dim;
-      std::copy(in, in + length * dim, x.data.begin());
       m.runLayer(sequence, layer, x, start, out);
     }
     m.sequences[sequence].position += length;

@@ -64,6 +64,11 @@ static float halfToFloat(uint16_t h) {
 }
 
 std::optional<std::vector<float>> Tensor::toF32() const {
+  for (int64_t d : shape)
+    if (d < 0)
+      return std::nullopt;
+  if (static_cast<int64_t>(data.size()) != numel() * dtypeSize(dtype))
+    return std::nullopt;
   std::vector<float> out(numel());
   for (int64_t i = 0; i < numel(); ++i) {
     const uint8_t *p = data.data() + i * dtypeSize(dtype);
@@ -105,6 +110,9 @@ std::optional<std::vector<float>> Tensor::toF32() const {
 Tensor fromF32(const std::vector<int64_t> &shape,
                const std::vector<float> &values, DType dtype) {
   Tensor t;
+  // Floats are written as BF16 or F32; any other request writes F32.
+  if (dtype != DType::BF16)
+    dtype = DType::F32;
   t.dtype = dtype;
   t.shape = shape;
   t.data.resize(values.size() * dtypeSize(dtype));
@@ -431,7 +439,8 @@ bool write(const std::string &path, const File &file, std::string &error) {
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-    if (!out.good()) {
+    out.close(); // flush now: a failed flush must not replace `path`
+    if (!out) {
       error = path + ": cannot write";
       std::remove(temporary.c_str());
       return false;

@@ -26,7 +26,8 @@ struct Tensor {
   std::vector<int64_t> shape;
   std::vector<uint8_t> data;
   int64_t numel() const;
-  /// Values as f32 (F32, BF16, F16, I32, I64 widen; others are not floats).
+  /// Values as f32 (F32, BF16, F16, I32, I64 widen); nothing for other
+  /// dtypes or when the data does not match the shape.
   std::optional<std::vector<float>> toF32() const;
 };
 
@@ -45,6 +46,7 @@ std::vector<uint8_t> serialize(const File &file);
 /// Writes through a temporary file renamed over `path`.
 bool write(const std::string &path, const File &file, std::string &error);
 
+/// A BF16 tensor when `dtype` is BF16, otherwise F32.
 Tensor fromF32(const std::vector<int64_t> &shape,
                const std::vector<float> &values, DType dtype = DType::F32);
 

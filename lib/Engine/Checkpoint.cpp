@@ -20,16 +20,18 @@ static bool isAttentionTensor(const std::string &name) {
 /// The layer a checkpoint name belongs to, or -1.
 static int64_t layerOfName(const ModelConfig &config, const std::string &name,
                            std::string &rest) {
+  // "layers.{i}.attn.NAME" or "mtp.{j}.attn.NAME", i without leading zeros.
   bool mtp = name.rfind("mtp.", 0) == 0;
   size_t begin = mtp ? 4 : 7, dot = name.find('.', begin);
-  if (dot == std::string::npos || dot == begin)
+  if (dot == std::string::npos || dot == begin ||
+      name.compare(dot, 6, ".attn.") != 0)
     return -1;
   std::string digits = name.substr(begin, dot - begin);
   if (digits.find_first_not_of("0123456789") != std::string::npos ||
-      digits.size() > 6)
+      digits.size() > 6 || (digits.size() > 1 && digits[0] == '0'))
     return -1;
   int64_t index = std::stoll(digits);
-  rest = name.substr(name.find(".attn.") + 6);
+  rest = name.substr(dot + 6);
   if (mtp)
     return index < config.numMtpLayers ? config.numHiddenLayers + index : -1;
   return index < config.numHiddenLayers ? index : -1;
@@ -100,12 +102,16 @@ bool readCheckpoint(const ModelConfig &config, const std::string &path,
                  tensor.dtype == st::DType::F16) {
         host.f32 = *tensor.toF32();
       } else {
-        error = name + ": dtype " + st::dtypeName(tensor.dtype) +
-                " is not a weight dtype (BF16, F32, or F8_E4M3 with "
+        error = name + " (" + file + "): dtype " + st::dtypeName(tensor.dtype) +
+                " is not a weight dtype (BF16, F16, F32, or F8_E4M3 with "
                 "F8_E8M0 scales)";
         return false;
       }
-      tensors[layer][rest] = std::move(host);
+      if (!tensors[layer].emplace(rest, std::move(host)).second) {
+        error = name + ": appears in more than one checkpoint file (again in " +
+                file + ")";
+        return false;
+      }
     }
   }
   return true;

@@ -66,6 +66,14 @@ static bool compileKernels(Engine::Impl &m, std::string &error);
 std::unique_ptr<Engine> Engine::create(std::string_view configJson,
                                        const EngineOptions &options,
                                        std::string &error) {
+  if (options.maxSequences <= 0 || options.contextTokens <= 0 ||
+      options.pageSize <= 0) {
+    error = "maxSequences (" + std::to_string(options.maxSequences) +
+            "), contextTokens (" + std::to_string(options.contextTokens) +
+            ") and pageSize (" + std::to_string(options.pageSize) +
+            ") must be positive";
+    return nullptr;
+  }
   ConfigError configError;
   std::optional<ModelConfig> config = parseModelConfig(configJson, configError);
   LayerOptions layerOptions;

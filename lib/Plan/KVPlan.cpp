@@ -150,6 +150,11 @@ public:
 std::optional<Plan> planCaches(const std::vector<LayerSpec> &layers,
                                const ModelDims &dims,
                                const PlanOptions &options, std::string &error) {
+  if (options.pageSize <= 0 || options.alignment <= 0 ||
+      options.contextTokens < 0) {
+    error = "page size and alignment must be positive and the context >= 0";
+    return std::nullopt;
+  }
   Plan plan;
   plan.options = options;
   Planner planner(dims, options);

@@ -200,13 +200,12 @@ private:
       return success();
     const SharingMap &kv = maps[0], &indexK = maps[1], &topk = maps[2];
     int64_t keySource = sourceOf(layer, indexK);
-    if (sourceOf(layerAt(keySource), kv) != sourceOf(layer, kv))
+    if (keySource != sourceOf(layer, kv))
       return fail(layer, indexK, "b (refinement)")
-             << "the index-K source " << keySource
-             << " lies in another KV segment (KV source "
-             << sourceOf(layerAt(keySource), kv) << ", this layer's is "
-             << sourceOf(layer, kv) << "); index-K segments must not cross a "
-             << "KV source";
+             << "maps index keys to layer " << keySource
+             << " but compressed KV to layer " << sourceOf(layer, kv)
+             << "; index keys live beside the compressed KV, so the index-K "
+                "map must equal the KV map";
     int64_t topkSource = sourceOf(layer, topk);
     if (sourceOf(layerAt(topkSource), indexK) != keySource)
       return fail(layer, topk, "b (refinement)")
@@ -248,6 +247,16 @@ private:
                << "index_topk " << sourceLayer.getIndexTopk()
                << " and maps to index source " << sourceOf(sourceLayer, maps[2])
                << ")";
+      if (static_cast<int64_t>(sourceLayer.getCandidateSource()) != source)
+        return fail(layer, candidate, "e (candidate map)")
+               << "candidate source " << source
+               << " must name itself as its candidate source";
+      if (std::optional<int64_t> boundary = yocoBoundary();
+          boundary && (idOf(layer) < *boundary) != (source < *boundary))
+        return fail(layer, candidate, "c (YoCo boundary)")
+               << "names candidate source " << source
+               << " across the boundary at layer " << *boundary
+               << " (n_prefill_layer)";
       if (!model.getCandidateTopkBlocks())
         return fail(layer, candidate, "e (candidate map)")
                << "a candidate source needs candidate_topk_blocks and "

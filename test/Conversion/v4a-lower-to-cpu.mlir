@@ -41,12 +41,17 @@ func.func @keys(%l: tensor<?x64xf32>, %w: tensor<16x64xf32>, %g: tensor<16xf32>)
 
 // Every compute op lowers; nothing of the dialect is left.
 // CHECK-LABEL: func @all
+// CHECK-COUNT-16: bufferization.to_tensor
 // CHECK-NOT: v4a.
 func.func @all(%q: tensor<?x2x64xbf16>, %kv: tensor<?x64xbf16>, %idx: tensor<?x8xi32>,
                %sink: tensor<2xf32>, %pos: tensor<?xi64>, %k: tensor<?x32xf32>,
                %w: tensor<?x2xf32>, %qi: tensor<?x2x32xf32>, %c: tensor<?x128xf32>,
                %ape: tensor<4x128xf32>, %st: tensor<?x8x128xf32>, %ring: tensor<8x64xbf16>,
-               %woa: tensor<32x64xbf16>, %wob: tensor<48x32xbf16>) {
+               %woa: tensor<32x64xbf16>, %wob: tensor<48x32xbf16>)
+    -> (tensor<?x2x64xbf16>, tensor<?x8xi32>, tensor<?x64xf32>,
+        tensor<?x64xf32>, tensor<?xi1>, tensor<?x8x128xf32>,
+        tensor<?x8x128xf32>, tensor<8x64xbf16>, tensor<?x8xi32>,
+        tensor<?x48xbf16>) {
   %0 = v4a.rms_norm %q {eps = 1.0e-6 : f64} : tensor<?x2x64xbf16>
   %1 = v4a.rope %0, %pos {rope_dim = 16 : i64, theta = 1.0e4 : f64} : tensor<?x2x64xbf16>, tensor<?xi64>
   %2 = v4a.act_quant %kv {format = #v4a<quant_format e4m3>, block_size = 16 : i64, quant_dims = 48 : i64, pow2_scale} : tensor<?x64xbf16>
@@ -60,7 +65,12 @@ func.func @all(%q: tensor<?x2x64xbf16>, %kv: tensor<?x64xbf16>, %idx: tensor<?x8
   %10 = v4a.window_indices %pos {window = 8 : i64} : tensor<?xi64> -> tensor<?x8xi32>
   %11 = v4a.sparse_attention %1, %kv, %idx, %sink {scale = 0.125 : f64} : tensor<?x2x64xbf16>, tensor<?x64xbf16>, tensor<?x8xi32>, tensor<2xf32> -> tensor<?x2x64xbf16>
   %12 = v4a.grouped_output %11, %woa, %wob {groups = 2 : i64} : tensor<?x2x64xbf16>, tensor<32x64xbf16>, tensor<48x32xbf16> -> tensor<?x48xbf16>
-  return
+  // Every result is used, so nothing is removed as dead code.
+  return %11, %6, %7, %8#0, %8#1, %8#2, %8#3, %9, %10, %12
+      : tensor<?x2x64xbf16>, tensor<?x8xi32>, tensor<?x64xf32>,
+        tensor<?x64xf32>, tensor<?xi1>, tensor<?x8x128xf32>,
+        tensor<?x8x128xf32>, tensor<8x64xbf16>, tensor<?x8xi32>,
+        tensor<?x48xbf16>
 }
 
 // -----

@@ -219,7 +219,7 @@ v4a.model @index_k_crosses_kv <{compress_rope_theta = 1.6e5 : f64, head_dim = 80
   v4a.layer 0 ratio 0 topk 0 swa kv_source 0 index_source 0
   v4a.layer 1 ratio 2 topk 4 swa kv_source 1 index_source 1
   v4a.layer 2 ratio 2 topk 4 swa kv_source 1 index_source 1
-  // expected-error @+1 {{layer 3: index-K map: rule b (refinement): the index-K source 1 lies in another KV segment (KV source 1, this layer's is 3); index-K segments must not cross a KV source}}
+  // expected-error @+1 {{layer 3: index-K map: rule b (refinement): maps index keys to layer 1 but compressed KV to layer 3; index keys live beside the compressed KV, so the index-K map must equal the KV map}}
   v4a.layer 3 ratio 2 topk 4 swa kv_source 3 index_source 1
   v4a.layer 4 ratio 2 topk 4 swa kv_source 3 index_source 1
   v4a.layer 5 ratio 2 topk 4 swa kv_source 3 index_source 1
@@ -338,4 +338,32 @@ v4a.model @plan_aliased_source <{compress_rope_theta = 1.6e5 : f64, head_dim = 8
   v4a.layer 0 ratio 2 topk 4 swa kv_source 0 index_source 0
   v4a.layer 1 ratio 2 topk 4 swa kv_source 0 index_source 0
   v4a.layer 2 ratio 0 topk 0 swa mtp kv_source 2 index_source 2
+}
+
+// -----
+
+// candidate_not_self
+v4a.model @candidate_not_self <{candidate_block_size = 8 : i64, candidate_topk_blocks = 8 : i64, compress_rope_theta = 1.6e5 : f64, head_dim = 80 : i64, hidden_size = 64 : i64, index_head_dim = 32 : i64, index_n_heads = 2 : i64, index_topk = 4 : i64, layer_index_k_map = array<i64: 0, 1, 1, 3, 3, 3, 6>, layer_index_module_map = array<i64: 0, 1, 1, 3, 3, 5, 6>, layer_kv_map = array<i64: 0, 1, 1, 3, 3, 3, 6>, n_prefill_layer = 3 : i64, num_attention_heads = 2 : i64, num_hidden_layers = 6 : i64, num_key_value_heads = 1 : i64, o_groups = 2 : i64, o_lora_rank = 32 : i64, q_lora_rank = 32 : i64, qk_rope_head_dim = 16 : i64, rms_norm_eps = 1.0e-6 : f64, rope_theta = 1.0e4 : f64, sliding_window = 8 : i64, weight_format = #v4a<weight_format bf16>}> {
+  v4a.layer 0 ratio 0 topk 0 swa kv_source 0 index_source 0
+  v4a.layer 1 ratio 2 topk 4 swa kv_source 1 index_source 1
+  v4a.layer 2 ratio 2 topk 4 swa kv_source 1 index_source 1
+  v4a.layer 3 ratio 1 topk 4 swa kv_source 3 index_source 3
+    // expected-error @+1 {{layer 4: candidate map: rule e (candidate map): candidate source 3 must name itself as its candidate source}}
+  v4a.layer 4 ratio 1 topk 4 swa kv_source 3 index_source 3 candidate_source 3
+  v4a.layer 5 ratio 1 topk 4 swa kv_source 3 index_source 5 candidate_source 5
+  v4a.layer 6 ratio 0 topk 0 swa mtp kv_source 6 index_source 6
+}
+
+// -----
+
+// candidate_crosses_boundary
+v4a.model @candidate_crosses_boundary <{candidate_block_size = 8 : i64, candidate_topk_blocks = 8 : i64, compress_rope_theta = 1.6e5 : f64, head_dim = 80 : i64, hidden_size = 64 : i64, index_head_dim = 32 : i64, index_n_heads = 2 : i64, index_topk = 4 : i64, layer_index_k_map = array<i64: 0, 1, 1, 3, 3, 3, 6>, layer_index_module_map = array<i64: 0, 1, 1, 3, 3, 5, 6>, layer_kv_map = array<i64: 0, 1, 1, 3, 3, 3, 6>, n_prefill_layer = 3 : i64, num_attention_heads = 2 : i64, num_hidden_layers = 6 : i64, num_key_value_heads = 1 : i64, o_groups = 2 : i64, o_lora_rank = 32 : i64, q_lora_rank = 32 : i64, qk_rope_head_dim = 16 : i64, rms_norm_eps = 1.0e-6 : f64, rope_theta = 1.0e4 : f64, sliding_window = 8 : i64, weight_format = #v4a<weight_format bf16>}> {
+  v4a.layer 0 ratio 0 topk 0 swa kv_source 0 index_source 0
+  v4a.layer 1 ratio 2 topk 4 swa kv_source 1 index_source 1 candidate_source 1
+  v4a.layer 2 ratio 2 topk 4 swa kv_source 1 index_source 1 candidate_source 1
+    // expected-error @+1 {{layer 3: candidate map: rule c (YoCo boundary): names candidate source 1 across the boundary at layer 3 (n_prefill_layer)}}
+  v4a.layer 3 ratio 1 topk 4 swa kv_source 3 index_source 3 candidate_source 1
+  v4a.layer 4 ratio 1 topk 4 swa kv_source 3 index_source 3 candidate_source 3
+  v4a.layer 5 ratio 1 topk 4 swa kv_source 3 index_source 5 candidate_source 3
+  v4a.layer 6 ratio 0 topk 0 swa mtp kv_source 6 index_source 6
 }

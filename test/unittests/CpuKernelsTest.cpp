@@ -93,7 +93,11 @@ protected:
   void SetUp() override { ASSERT_TRUE(compiled); }
   template <typename Fn> static Fn *kernel(const std::string &name) {
     void *symbol = compiled->lookup(name);
-    EXPECT_TRUE(symbol) << name;
+    // A missing kernel aborts the test instead of calling through null.
+    if (!symbol) {
+      ADD_FAILURE() << "no kernel " << name;
+      std::abort();
+    }
     return reinterpret_cast<Fn *>(symbol);
   }
   static jit::CpuJit *compiled;
@@ -274,6 +278,8 @@ TEST_F(Kernels, IndexerAndTopK) {
   auto wantBlocks = blockTopk(wide, 8, 8);
   EXPECT_EQ(std::vector<int32_t>(blocks.begin(), blocks.begin() + 8),
             wantBlocks[0]);
+  EXPECT_EQ(std::vector<int32_t>(blocks.begin() + 8, blocks.end()),
+            wantBlocks[1]);
   auto mpk = view<int32_t, 2>(picked.data(), {2, 4});
   kernel<void(M2 *, Memref<int32_t, 2> *, Memref<int32_t, 2> *)>("topk_k4_c8")(
       &mwide, &mb, &mpk);

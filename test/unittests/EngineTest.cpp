@@ -320,6 +320,7 @@ TEST(Engine, ConsumerReadsItsSourceCache) {
   // A second engine takes the same steps, but its source layer's compressed
   // rows are overwritten before the decode step: what reads them changes.
   Fixture g = make(readExample("tiny-v41.json"), 17);
+  ASSERT_TRUE(g.engine);
   int64_t other = g.engine->addSequence(error);
   auto runOn = [&](Engine &engine, int64_t seq, int64_t tokens, uint64_t seed) {
     std::vector<std::vector<float>> in, out(layers);

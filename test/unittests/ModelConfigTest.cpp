@@ -72,13 +72,14 @@ TEST(ModelConfig, ConsumersMapToNearestSourceAtOrBefore) {
   ConfigError error;
   std::vector<LayerSpec> layers =
       derive(tinyConfig("[0, 2, 2, 1]", R"(, "kv_source_layer_ids": [1, 3],
-                         "index_source_layer_ids": [1])"),
+                         "index_source_layer_ids": [1, 3])"),
              error);
   ASSERT_EQ(layers.size(), 4u) << error.str();
   EXPECT_EQ(layers[0].kvSource, 0);
   EXPECT_EQ(layers[2].kvSource, 1);
   EXPECT_EQ(layers[3].kvSource, 3);
-  EXPECT_EQ(layers[3].indexSource, 1);
+  EXPECT_EQ(layers[2].indexSource, 1);
+  EXPECT_EQ(layers[3].indexSource, 3);
   EXPECT_EQ(layers[2].indexKSource, layers[2].kvSource);
 }
 

@@ -38,6 +38,9 @@ TEST(SafeTensors, RoundTripsDeterministically) {
   ASSERT_TRUE(back) << error;
   EXPECT_EQ(*back->at("b").toF32(), (std::vector<float>{1.5f, -2.0f}));
   EXPECT_EQ(back->at("a").shape, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(*back->at("a").toF32(), (std::vector<float>{0.25f, 3.0f}));
+  EXPECT_EQ(back->at("a").dtype, st::DType::F32);
+  EXPECT_EQ(back->at("b").dtype, st::DType::BF16);
 }
 
 TEST(SafeTensors, ErrorsNameTheProblem) {
@@ -47,13 +50,20 @@ TEST(SafeTensors, ErrorsNameTheProblem) {
   std::vector<uint8_t> huge = withHeader("{}");
   huge[0] = 0xff;
   EXPECT_NE(parseError(huge).find("exceeds the file"), std::string::npos);
-  EXPECT_EQ(parseError(withHeader(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "1234")),
-            "w: data ends at byte 8 but the file has 4 data bytes (truncated file?)");
-  EXPECT_EQ(parseError(withHeader(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "12345678")),
+  EXPECT_EQ(
+      parseError(withHeader(
+          R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "1234")),
+      "w: data ends at byte 8 but the file has 4 data bytes (truncated file?)");
+  EXPECT_EQ(parseError(withHeader(
+                R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
+                "12345678")),
             "w: data_offsets span 8 bytes, the shape needs 12");
-  EXPECT_EQ(parseError(withHeader(R"({"w":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", "1")),
-            "w: unsupported dtype 'Q4'");
-  EXPECT_EQ(parseError(withHeader(R"({"w":{"dtype":"F32","shape":[-],"data_offsets":[0,0]}})")),
+  EXPECT_EQ(
+      parseError(withHeader(
+          R"({"w":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", "1")),
+      "w: unsupported dtype 'Q4'");
+  EXPECT_EQ(parseError(withHeader(
+                R"({"w":{"dtype":"F32","shape":[-],"data_offsets":[0,0]}})")),
             "w: shape entries must be integers in [0, 2^40]");
   EXPECT_EQ(parseError(withHeader(R"({"w":{"dtype":"F32","shape":[1]}})")),
             "w: header entry needs dtype, shape and data_offsets [begin, end]");

@@ -954,8 +954,13 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
     WalkResult leftover = getOperation()->walk([](Operation *op) {
       auto store = dyn_cast<CacheStoreOp>(op);
       auto gather = dyn_cast<CacheGatherOp>(op);
-      if (!store && !gather)
-        return WalkResult::advance();
+      if (!store && !gather) {
+        if (!isa<V4ADialect>(op->getDialect()) || isa<ModelOp, LayerOp>(op))
+          return WalkResult::advance();
+        op->emitError() << "v4a-lower-to-cpu: no CPU lowering for "
+                        << op->getName();
+        return WalkResult::interrupt();
+      }
       KVCacheType type =
           store ? store.getCache().getType() : gather.getCache().getType();
       if (plainRowElement(type))
