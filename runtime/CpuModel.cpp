@@ -390,6 +390,15 @@ uint8_t *CpuModel::cacheBytes(int64_t sequence, int64_t layer,
   return impl->slotBase(sequence) + it->second.offset;
 }
 
+int64_t CpuModel::cacheSize(int64_t layer, plan::Component component) const {
+  if (layer < 0 || layer >= static_cast<int64_t>(impl->buffers.size()))
+    return 0;
+  auto it = impl->buffers[layer].find(component);
+  if (it == impl->buffers[layer].end())
+    return 0;
+  return it->second.rows * it->second.row.rowBytes();
+}
+
 //===----------------------------------------------------------------------===//
 // One layer
 //===----------------------------------------------------------------------===//

@@ -80,6 +80,8 @@ public:
   /// source), for inspection.
   uint8_t *cacheBytes(int64_t sequence, int64_t layer,
                       plan::Component component);
+  /// The byte size of that buffer, 0 when the layer has none.
+  int64_t cacheSize(int64_t layer, plan::Component component) const;
 
   int64_t maxSequences() const;
   int64_t contextTokens() const;

@@ -75,6 +75,8 @@ public:
   /// consumer layers resolve to their source's buffer.
   uint8_t *cacheBytes(int64_t sequence, int64_t layer,
                       const std::string &component);
+  /// The byte size of that buffer (0 when the layer has none).
+  int64_t cacheSize(int64_t layer, const std::string &component) const;
 
   /// The implementation, private to the library.
   struct Impl;

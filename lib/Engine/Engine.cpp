@@ -260,4 +260,13 @@ uint8_t *Engine::cacheBytes(int64_t sequence, int64_t layer,
   return nullptr;
 }
 
+int64_t Engine::cacheSize(int64_t layer, const std::string &component) const {
+  if (!impl->model)
+    return 0;
+  for (plan::Component c : plan::kAllComponents)
+    if (component == plan::componentName(c))
+      return impl->model->cacheSize(layer, c);
+  return 0;
+}
+
 } // namespace v4a

@@ -148,7 +148,8 @@ TEST(Engine, PackedFP8CacheMatchesReference) {
 }
 
 /// Runs `total` tokens of one sequence as steps of the given sizes and
-/// returns every layer's outputs, concatenated over the steps.
+/// returns every layer's outputs, concatenated over the steps, followed by
+/// the bytes of every cache buffer the layer owns at the end.
 std::vector<std::vector<float>> runInSteps(Engine &engine,
                                            const std::vector<int64_t> &sizes) {
   std::string error;
@@ -177,10 +178,20 @@ std::vector<std::vector<float>> runInSteps(Engine &engine,
       all[l].insert(all[l].end(), out[l].begin(), out[l].end());
     offset += n;
   }
+  for (size_t l = 0; l < layers; ++l)
+    for (const char *component : {"window", "compressed", "index_keys",
+                                  "compressor_state", "indexer_state"}) {
+      const uint8_t *bytes = engine.cacheBytes(sequence, l, component);
+      int64_t size = engine.cacheSize(l, component);
+      for (int64_t i = 0; bytes && i < size; ++i)
+        all[l].push_back(bytes[i]);
+    }
   EXPECT_TRUE(engine.releaseSequence(sequence, error)) << error;
   return all;
 }
 
+// Outputs and every cache byte (window ring, compressed rows, index keys,
+// compressor states) agree.
 TEST(Engine, PrefillEqualsPrefillPlusDecodeAtBoundaries) {
   for (const char *config : {"tiny.json", "tiny-v41.json"}) {
     Fixture f = make(readExample(config), 23);
