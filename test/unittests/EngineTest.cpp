@@ -308,32 +308,10 @@ TEST(Engine, ConsumerReadsItsSourceCache) {
             f.engine->cacheBytes(sequence, 1, "index_keys"));
   EXPECT_NE(f.engine->cacheBytes(sequence, 2, "window"),
             f.engine->cacheBytes(sequence, 1, "window"));
-  int64_t dim = f.engine->config().hiddenSize;
-  size_t layers = f.engine->layers().size();
-  auto run = [&](int64_t tokens, uint64_t seed) {
-    std::vector<std::vector<float>> in, out(layers);
-    std::vector<const float *> inputs;
-    std::vector<float *> outputs;
-    for (size_t l = 0; l < layers; ++l)
-      in.push_back(ref::randomActivations(tokens * dim, seed + l));
-    for (size_t l = 0; l < layers; ++l) {
-      out[l].assign(tokens * dim, 0.0f);
-      inputs.push_back(in[l].data());
-      outputs.push_back(out[l].data());
-    }
-    EXPECT_TRUE(
-        f.engine->step({{sequence}, {tokens}, tokens}, inputs, outputs, error))
-        << error;
-    return out;
-  };
-  run(16, 1);
-  auto before = run(1, 50);
-  // A second engine takes the same steps, but its source layer's compressed
-  // rows are overwritten before the decode step: what reads them changes.
-  Fixture g = make(readExample("tiny-v41.json"), 17);
-  ASSERT_TRUE(g.engine);
-  int64_t other = g.engine->addSequence(error);
-  auto runOn = [&](Engine &engine, int64_t seq, int64_t tokens, uint64_t seed) {
+  // One step of `tokens` tokens with seeded inputs; every layer's outputs.
+  auto run = [&](Engine &engine, int64_t seq, int64_t tokens, uint64_t seed) {
+    int64_t dim = engine.config().hiddenSize;
+    size_t layers = engine.layers().size();
     std::vector<std::vector<float>> in, out(layers);
     std::vector<const float *> inputs;
     std::vector<float *> outputs;
@@ -348,11 +326,18 @@ TEST(Engine, ConsumerReadsItsSourceCache) {
         << error;
     return out;
   };
-  runOn(*g.engine, other, 16, 1);
+  run(*f.engine, sequence, 16, 1);
+  auto before = run(*f.engine, sequence, 1, 50);
+  // A second engine takes the same steps, but its source layer's compressed
+  // rows are overwritten before the decode step: what reads them changes.
+  Fixture g = make(readExample("tiny-v41.json"), 17);
+  ASSERT_TRUE(g.engine);
+  int64_t other = g.engine->addSequence(error);
+  run(*g.engine, other, 16, 1);
   // Overwrite the source layer's compressed rows in g only.
   int64_t rowBytes = 2 * g.engine->config().headDim; // bf16 rows
   std::memset(g.engine->cacheBytes(other, 1, "compressed"), 0, 8 * rowBytes);
-  auto after = runOn(*g.engine, other, 1, 50);
+  auto after = run(*g.engine, other, 1, 50);
   EXPECT_EQ(before[0], after[0]); // layer 0 has no compressed cache
   EXPECT_NE(before[1], after[1]); // the source reads its own rows
   EXPECT_NE(before[2], after[2]); // the consumer reads the source's rows
