@@ -19,5 +19,5 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "I
 llvm_config.with_system_environment(["HOME", "TMP", "TEMP", "ASAN_OPTIONS", "UBSAN_OPTIONS"])
 llvm_config.use_default_substitutions()
 tool_dirs = [config.v4a_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["v4a-opt", "v4a-compile", "v4a-run", "v4a-fixture"], tool_dirs)
+llvm_config.add_tool_substitutions(["v4a-opt", "v4a-compile", "v4a-run", "v4a-fixture", "llvm-nm"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

@@ -52,6 +52,10 @@ public:
   ~Engine();
 
   const ModelConfig &config() const;
+
+  /// Writes the compiled CPU kernels as an object file (AOT for the CPU),
+  /// through a temporary file renamed over `path`.
+  bool writeObject(const std::string &path, std::string &error) const;
   const std::vector<LayerSpec> &layers() const;
 
   /// Deterministic random weights for every attention tensor.

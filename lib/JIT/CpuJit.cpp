@@ -26,6 +26,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/TargetSelect.h"
 
 using namespace mlir;
@@ -119,7 +120,7 @@ void *CpuJit::lookup(llvm::StringRef name) const {
 
 bool CpuJit::writeObject(llvm::StringRef path) const {
   engine->dumpToObjectFile(path);
-  return true;
+  return llvm::sys::fs::exists(path);
 }
 
 } // namespace v4a::jit

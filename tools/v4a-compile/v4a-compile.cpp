@@ -10,6 +10,7 @@
 #include "lib/Plan/ModelPlan.h"
 #include "lib/Report/Report.h"
 #include "passes/Passes.h"
+#include "v4a/Engine.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -25,7 +26,7 @@
 using namespace llvm;
 
 namespace {
-enum class EmitKind { V4A, Planned, Plan, None };
+enum class EmitKind { V4A, Planned, Plan, Object };
 enum class ReportKind { None, Text, Json };
 enum class KVLayoutKind { BF16, FP8 };
 } // namespace
@@ -39,7 +40,9 @@ static cl::opt<EmitKind> emitKind(
                    "v4a IR of the model, sharing topology verified"),
         clEnumValN(EmitKind::Planned, "planned",
                    "v4a IR with the cache plan and the schedule attached"),
-        clEnumValN(EmitKind::Plan, "plan", "the cache plan as JSON")));
+        clEnumValN(EmitKind::Plan, "plan", "the cache plan as JSON"),
+        clEnumValN(EmitKind::Object, "obj",
+                   "the model's CPU kernels as an object file (needs -o)")));
 static cl::opt<ReportKind> reportKind(
     "report", cl::desc("Print the schedule and KV memory report instead"),
     cl::init(ReportKind::None), cl::ValueOptional,
@@ -109,6 +112,18 @@ int main(int argc, char **argv) {
 
   if (contextTokens <= 0 || pageSize <= 0)
     return fail("--context and --page-size must be positive");
+  if (emitKind == EmitKind::Object) {
+    if (outputPath == "-")
+      return fail("--emit=obj writes a file: give -o FILE");
+    std::string error;
+    v4a::EngineOptions engineOptions;
+    engineOptions.packedKv = options.packedKv;
+    auto engine =
+        v4a::Engine::create((*file)->getBuffer().str(), engineOptions, error);
+    if (!engine || !engine->writeObject(outputPath, error))
+      return fail(inputPath + ": " + error);
+    return 0;
+  }
   mlir::PassManager pm(&context);
   if (emitKind == EmitKind::V4A && reportKind == ReportKind::None)
     pm.addPass(v4a::createVerifyTopology());
