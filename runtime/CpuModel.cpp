@@ -98,9 +98,7 @@ bool validateWeights(const ModelConfig &config,
         return false;
       if (!fp8)
         continue;
-      std::string scale =
-          spec.name.substr(0, spec.name.size() - std::string("weight").size()) +
-          "scale";
+      std::string scale = scaleTensorName(spec.name);
       std::vector<int64_t> scaleShape = {(spec.shape[0] + 127) / 128,
                                          (spec.shape[1] + 127) / 128};
       if (!expectTensor(tensors[layer.id], prefix, scale, scaleShape,
@@ -212,6 +210,8 @@ struct CpuModel::Impl {
                    std::vector<float> pooled, int64_t group);
   void indexerKeys(int64_t sequence, const LayerSpec &layer, Array &x,
                    int64_t start);
+  void storeIndexKey(int64_t sequence, const LayerSpec &layer, Array key,
+                     int64_t group);
   std::vector<int32_t> select(int64_t sequence, const LayerSpec &layer,
                               Array &x, Array &qr, I1 &positions,
                               int64_t tokens, int64_t start, int64_t &width);
@@ -449,14 +449,23 @@ void CpuModel::Impl::appendEntry(int64_t sequence, const LayerSpec &layer,
   if (layer.indexTopk == 0 || hasIndexerCompressor(layer))
     return;
   Array key = linear(latent, w, "indexer.k_proj");
-  key = rmsNorm(key, w, "indexer.k_norm.weight");
-  Array keyRoped(key.shape), keyRotated(key.shape), keyQuant(key.shape);
-  F2 a = key.m2(), b = keyRoped.m2(), c = keyRotated.m2(), e = keyQuant.m2();
+  storeIndexKey(sequence, layer, rmsNorm(key, w, "indexer.k_norm.weight"),
+                group);
+}
+
+/// Rotates (RoPE at the group's first token, then Hadamard), fp4-quantizes
+/// and stores the normalized index key of compressed row `group`.
+void CpuModel::Impl::storeIndexKey(int64_t sequence, const LayerSpec &layer,
+                                   Array key, int64_t group) {
+  int64_t at = group * layer.compressRatio;
+  I1 position = view<int64_t, 1>(&at, {1});
+  Array roped(key.shape), rotated(key.shape), quant(key.shape);
+  F2 a = key.m2(), b = roped.m2(), c = rotated.m2(), e = quant.m2();
   ropeFor(layer).rows(&a, &position, &b);
   k.hadamardRows(&b, &c);
   k.quantFp4Rows(&c, &e);
   writeRow(sequence, slot(layer.id, plan::Component::IndexKeys), group,
-           keyQuant.data.data());
+           quant.data.data());
 }
 
 /// Runs one token at a time through a compressor's state (kernel batch 1)
@@ -547,18 +556,10 @@ void CpuModel::Impl::indexerKeys(int64_t sequence, const LayerSpec &layer,
                 [&](const std::vector<float> &pooled, int64_t group) {
                   Array entry({1, di});
                   entry.data = pooled;
-                  Array key =
-                      rmsNorm(entry, w, "indexer.compressor.norm.weight");
-                  int64_t at = group * 4;
-                  I1 position = view<int64_t, 1>(&at, {1});
-                  Array roped(key.shape), rotated(key.shape), quant(key.shape);
-                  F2 a = key.m2(), b = roped.m2(), c = rotated.m2(),
-                     e = quant.m2();
-                  ropeFor(layer).rows(&a, &position, &b);
-                  k.hadamardRows(&b, &c);
-                  k.quantFp4Rows(&c, &e);
-                  writeRow(sequence, slot(layer.id, plan::Component::IndexKeys),
-                           group, quant.data.data());
+                  storeIndexKey(
+                      sequence, layer,
+                      rmsNorm(entry, w, "indexer.compressor.norm.weight"),
+                      group);
                 });
 }
 

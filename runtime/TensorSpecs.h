@@ -29,6 +29,11 @@ struct TensorSpec {
 std::vector<TensorSpec> layerTensorSpecs(const ModelConfig &config,
                                          const LayerSpec &layer);
 
+/// The block-scale companion of an fp8 projection: "x.weight" -> "x.scale".
+inline std::string scaleTensorName(const std::string &weightName) {
+  return weightName.substr(0, weightName.rfind(".weight")) + ".scale";
+}
+
 /// "layers.{i}.attn." or "mtp.{j}.attn." for the checkpoint names.
 std::string layerTensorPrefix(const ModelConfig &config, int64_t layer);
 

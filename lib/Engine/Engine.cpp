@@ -216,7 +216,7 @@ bool Engine::loadRandomWeights(uint64_t seed, std::string &error) {
       for (float s : weight.scale.data)
         scale.bytes.push_back(num::ue8m0CeilBits(s));
       host[name] = std::move(values);
-      host[name.substr(0, name.size() - 6) + "scale"] = std::move(scale);
+      host[scaleTensorName(name)] = std::move(scale);
     }
     tensors.push_back(std::move(host));
   }

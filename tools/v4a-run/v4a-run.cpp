@@ -181,8 +181,7 @@ ref::LayerWeights toReference(const rt::LayerTensors &tensors) {
     } else {
       for (uint8_t code : host.bytes)
         w.values.data.push_back(num::fromE4M3Bits(code));
-      const rt::HostTensor &scale =
-          tensors.at(name.substr(0, name.size() - 6) + "scale");
+      const rt::HostTensor &scale = tensors.at(scaleTensorName(name));
       w.scale.shape = scale.shape;
       for (uint8_t code : scale.bytes)
         w.scale.data.push_back(num::fromUE8M0Bits(code));

@@ -77,8 +77,7 @@ static void addWeight(st::File &file, const std::string &prefix,
   for (float s : w.scale.data)
     scale.data.push_back(num::ue8m0CeilBits(s));
   file[prefix + spec.name] = std::move(values);
-  std::string base = spec.name.substr(0, spec.name.size() - 6);
-  file[prefix + base + "scale"] = std::move(scale);
+  file[prefix + scaleTensorName(spec.name)] = std::move(scale);
 }
 
 static int writeFixture(int argc, char **argv) {
