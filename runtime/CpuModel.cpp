@@ -3,6 +3,7 @@
 #include "runtime/CpuModel.h"
 
 #include "lib/Layout/CacheLayout.h"
+#include "runtime/Numerics.h"
 #include "runtime/TensorSpecs.h"
 
 #include <algorithm>
@@ -77,15 +78,6 @@ bool validateWeights(const ModelConfig &config,
   for (const LayerSpec &layer : layers) {
     std::string prefix = layerTensorPrefix(config, layer.id);
     const LayerTensors &mine = tensors[layer.id];
-    auto woA = mine.find("wo_a.weight"), woB = mine.find("wo_b.weight");
-    if (woA != mine.end() && woB != mine.end() &&
-        (woA->second.type == HostTensor::Type::E4M3) !=
-            (woB->second.type == HostTensor::Type::E4M3)) {
-      error = prefix + "wo_a.weight and " + prefix +
-              "wo_b.weight: the output projections must both be fp8 or both "
-              "bf16";
-      return false;
-    }
     for (const TensorSpec &spec : layerTensorSpecs(config, layer)) {
       // The dtype decides the kernel: projections may be e4m3 with block
       // scales, or bf16/f32; everything else is bf16/f32.
@@ -107,6 +99,28 @@ bool validateWeights(const ModelConfig &config,
     }
   }
   return true;
+}
+
+/// Replaces an e4m3 weight and its block scales by their f32 product (exact
+/// in bf16), as DeepSeek's reference does with wo_a at load.
+static void dequantizeInPlace(LayerTensors &tensors, const std::string &name) {
+  HostTensor &weight = tensors.at(name);
+  if (weight.type != HostTensor::Type::E4M3)
+    return;
+  std::string scaleName = scaleTensorName(name);
+  const HostTensor &scale = tensors.at(scaleName);
+  int64_t cols = weight.shape[1], scaleCols = scale.shape[1];
+  weight.f32.resize(weight.bytes.size());
+  for (size_t i = 0; i < weight.bytes.size(); ++i) {
+    int64_t r = static_cast<int64_t>(i) / cols, c = static_cast<int64_t>(i) % cols;
+    weight.f32[i] =
+        num::fromE4M3Bits(weight.bytes[i]) *
+        num::fromUE8M0Bits(scale.bytes[(r / 128) * scaleCols + c / 128]);
+  }
+  weight.bytes.clear();
+  weight.bytes.shrink_to_fit();
+  weight.type = HostTensor::Type::F32;
+  tensors.erase(scaleName);
 }
 
 namespace {
@@ -232,7 +246,7 @@ static bool kernelsComplete(const ModelConfig &config,
                             const KernelTable &k, std::string &error) {
   bool ok = k.linear && k.linearF32 && k.linearFP8 && k.rmsNorm &&
             k.rmsNormHeads && k.quantKv && k.attention && k.groupedOutput &&
-            k.groupedOutputFP8;
+            k.groupedOutputFP8WoB;
   for (const LayerSpec &layer : layers) {
     const KernelTable::Rope &rope =
         layer.compressRatio > 0 ? k.ropeCompressed : k.ropePlain;
@@ -265,6 +279,8 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
   if (!validateWeights(config, layers, weights, error) ||
       !kernelsComplete(config, layers, kernels, error))
     return nullptr;
+  for (LayerTensors &tensors : weights)
+    dequantizeInPlace(tensors, "wo_a.weight");
   auto impl = std::make_unique<Impl>();
   impl->buffers.resize(layers.size());
   // Lay out one slot: every owned buffer gets bytes; aliases share.
@@ -708,17 +724,15 @@ void CpuModel::Impl::runLayer(int64_t sequence, const LayerSpec &layer,
   F2 my = y.m2();
   HostTensor &woA = const_cast<HostTensor &>(w.at("wo_a.weight"));
   HostTensor &woB = const_cast<HostTensor &>(w.at("wo_b.weight"));
-  if (woA.type == HostTensor::Type::E4M3 &&
-      woB.type == HostTensor::Type::E4M3) {
-    HostTensor &sa = const_cast<HostTensor &>(w.at("wo_a.scale"));
+  F2 a = m2(woA);
+  if (woB.type == HostTensor::Type::E4M3) {
     HostTensor &sb = const_cast<HostTensor &>(w.at("wo_b.scale"));
-    B2 a = b2(woA), as = b2(sa), b = b2(woB), bs = b2(sb);
-    k.groupedOutputFP8(&mo, &a, &as, &b, &bs, &my);
+    B2 b = b2(woB), bs = b2(sb);
+    k.groupedOutputFP8WoB(&mo, &a, &b, &bs, &my);
   } else {
-    F2 a = m2(woA), b = m2(woB);
+    F2 b = m2(woB);
     k.groupedOutput(&mo, &a, &b, &my);
   }
-  // validateWeights rejects a mix of fp8 and bf16 output projections.
   std::copy(y.data.begin(), y.data.end(), out);
 }
 

@@ -58,8 +58,9 @@ struct KernelTable {
   void (*blockTopk)(F2 *scores, I2 *out) = nullptr;
   void (*attention)(F3 *q, F2 *kv, I2 *indices, F1 *sink, F3 *out) = nullptr;
   void (*groupedOutput)(F3 *o, F2 *woA, F2 *woB, F2 *out) = nullptr;
-  void (*groupedOutputFP8)(F3 *o, B2 *woA, B2 *scaleA, B2 *woB, B2 *scaleB,
-                           F2 *out) = nullptr;
+  /// wo_a is always bf16 here: the runtime dequantizes an fp8 wo_a at load.
+  void (*groupedOutputFP8WoB)(F3 *o, F2 *woA, B2 *woB, B2 *scaleB,
+                              F2 *out) = nullptr;
 };
 
 } // namespace v4a::rt

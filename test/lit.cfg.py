@@ -16,8 +16,19 @@ import sys
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 
-llvm_config.with_system_environment(["HOME", "TMP", "TEMP", "ASAN_OPTIONS", "UBSAN_OPTIONS"])
+llvm_config.with_system_environment(["HOME", "TMP", "TEMP", "ASAN_OPTIONS", "UBSAN_OPTIONS", "V4A_REFDATA"])
 llvm_config.use_default_substitutions()
 tool_dirs = [config.v4a_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["v4a-opt", "v4a-compile", "v4a-run", "v4a-fixture", "llvm-nm"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# DeepSeek's reference outputs live beside the checkout (shared/refdata), or
+# where V4A_REFDATA points; tests that need them are skipped without them.
+refdata = os.environ.get("V4A_REFDATA") or os.path.join(
+    os.path.dirname(config.v4a_src_root), "shared", "refdata")
+if os.path.isfile(os.path.join(refdata, "compare.py")):
+    config.available_features.add("refdata")
+    config.substitutions.append(("%refdata", refdata))
+else:
+    lit_config.note("no reference data at " + refdata +
+                    ": the refdata tests are skipped (set V4A_REFDATA)")

@@ -91,7 +91,7 @@ struct LayerOptions {
 };
 
 /// Whether a layer of this ratio selects compressed rows with the indexer
-/// (0 < ratio < 128) rather than attending to all of them.
+/// (ratios 4, and V4.1's 1 and 2) rather than attending to all of them.
 bool ratioUsesIndexer(int64_t ratio);
 
 /// Derives the layers and their sharing maps: every layer with a compressed

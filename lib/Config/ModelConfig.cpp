@@ -275,7 +275,11 @@ std::optional<ModelConfig> v4a::parseModelConfig(std::string_view json,
 // Layer derivation
 //===----------------------------------------------------------------------===//
 
-bool v4a::ratioUsesIndexer(int64_t ratio) { return ratio > 0 && ratio < 128; }
+// V4 gives an indexer to ratio-4 layers only (every other ratio attends to
+// all of its compressed rows); V4.1 adds indexed C1 and C2 layers.
+bool v4a::ratioUsesIndexer(int64_t ratio) {
+  return ratio == 1 || ratio == 2 || ratio == 4;
+}
 
 /// Source lists name attention layers, sorted and without repeats.
 static bool checkSourceList(llvm::StringRef field,

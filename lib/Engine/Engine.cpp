@@ -165,8 +165,9 @@ static bool compileKernels(Engine::Impl &m, std::string &error) {
   }
   want(module.sparseAttention(1.0 / std::sqrt(static_cast<double>(c.headDim))),
        k.attention);
-  want(module.groupedOutput(c.oGroups, false), k.groupedOutput);
-  want(module.groupedOutput(c.oGroups, true), k.groupedOutputFP8);
+  // The runtime dequantizes an fp8 wo_a at load; wo_b may be either.
+  want(module.groupedOutput(c.oGroups, false, false), k.groupedOutput);
+  want(module.groupedOutput(c.oGroups, false, true), k.groupedOutputFP8WoB);
   m.jit = jit::CpuJit::compile(module.source(), error);
   if (!m.jit)
     return false;

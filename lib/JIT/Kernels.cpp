@@ -268,29 +268,30 @@ std::string KernelModule::sparseAttention(double scale) {
                           body));
 }
 
-std::string KernelModule::groupedOutput(int64_t groups, bool fp8) {
-  std::string name =
-      formatv("grouped_output_g{0}_{1}", groups, fp8 ? "fp8" : "bf16");
-  Arg weight = fp8 ? Arg{"f8E4M3FN", 2, ""} : f32r2;
-  Arg scale{"f8E8M0FNU", 2, ""};
-  std::vector<Arg> inputs = {f32r3, weight};
-  if (fp8)
+std::string KernelModule::groupedOutput(int64_t groups, bool fp8WoA,
+                                        bool fp8WoB) {
+  std::string name = formatv("grouped_output_g{0}_{1}_{2}", groups,
+                             fp8WoA ? "fp8" : "bf16", fp8WoB ? "fp8" : "bf16");
+  Arg fp8Weight{"f8E4M3FN", 2, ""}, scale{"f8E8M0FNU", 2, ""};
+  std::vector<Arg> inputs = {f32r3};
+  std::string operands = "%t0", types = f32r3.tensor();
+  for (bool fp8 : {fp8WoA, fp8WoB}) {
+    Arg weight = fp8 ? fp8Weight : f32r2;
+    std::string index = std::to_string(inputs.size());
+    operands += ", %t" + index;
+    types += ", " + weight.tensor();
+    inputs.push_back(weight);
+    if (!fp8)
+      continue;
+    operands += " scale %t" + std::to_string(inputs.size());
+    types += " scale " + scale.tensor();
     inputs.push_back(scale);
-  inputs.push_back(weight);
-  if (fp8)
-    inputs.push_back(scale);
+  }
   std::string body =
-      fp8 ? formatv("  %r0 = v4a.grouped_output %t0, %t1 scale %t2, %t3 scale "
-                    "%t4 {{groups = {0} : i64} : {1}, {2} scale {3}, {2} scale "
-                    "{3} -> {4}\n",
-                    groups, f32r3.tensor(), weight.tensor(), scale.tensor(),
-                    f32r2.tensor("bf16"))
-                .str()
-          : formatv("  %r0 = v4a.grouped_output %t0, %t1, %t2 {{groups = {0} : "
-                    "i64} : {1}, {2}, {2} -> {3}\n",
-                    groups, f32r3.tensor(), weight.tensor(),
-                    f32r2.tensor("bf16"))
-                .str();
+      formatv("  %r0 = v4a.grouped_output {0} {{groups = {1} : i64} : {2} -> "
+              "{3}\n",
+              operands, groups, types, f32r2.tensor("bf16"))
+          .str();
   return add(name, kernel(name, inputs, {f32r2}, {f32r2.tensor("bf16")}, body));
 }
 

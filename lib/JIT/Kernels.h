@@ -38,7 +38,7 @@ public:
   std::string topk(int64_t k, std::optional<int64_t> candidateBlockSize);
   std::string blockTopk(int64_t blockSize, int64_t numBlocks);
   std::string sparseAttention(double scale);
-  std::string groupedOutput(int64_t groups, bool fp8);
+  std::string groupedOutput(int64_t groups, bool fp8WoA, bool fp8WoB);
   /// Stores rows [N, dim] at row ids [N] into the cache bytes, then gathers
   /// rows [T, S] (-1: zero) from them: (bytes, rows, ids, indices, out).
   std::string cacheStoreGather(const std::string &layout, int64_t dim);

@@ -90,8 +90,25 @@ Tensor linear(const Tensor &x, const Weight &w) {
   return y;
 }
 
-Tensor groupedOutput(const Tensor &o, const Weight &woA, const Weight &woB,
-                     int64_t groups) {
+Weight dequantized(const Weight &w) {
+  if (!w.isFP8())
+    return w;
+  Weight plain;
+  plain.values = w.values;
+  int64_t rows = w.values.dim(0), cols = w.values.dim(1);
+  int64_t scaleCols = w.scale.dim(1);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      plain.values.data[r * cols + c] *=
+          w.scale.data[(r / 128) * scaleCols + c / 128];
+  return plain;
+}
+
+Tensor groupedOutput(const Tensor &o, const Weight &fp8OrBf16WoA,
+                     const Weight &woB, int64_t groups) {
+  // The reference dequantizes an fp8 wo_a to bf16 at load and runs a bf16
+  // GEMM on o: o is never quantized (spec section 2b).
+  Weight woA = dequantized(fp8OrBf16WoA);
   int64_t tokens = o.dim(0), width = o.numel() / tokens;
   int64_t groupWidth = width / groups;
   int64_t lora = woA.values.dim(0) / groups;

@@ -125,7 +125,11 @@ Tensor sparseAttention(const Tensor &q, const Tensor &kv,
                        const std::vector<std::vector<int32_t>> &indices,
                        const std::vector<float> &sink, double scale);
 
-/// o [T, H, D] -> [T, dim] through wo_a (grouped) and wo_b.
+/// An fp8 weight times its block scales, exact in bf16; bf16 weights as
+/// they are.
+Weight dequantized(const Weight &w);
+/// o [T, H, D] -> [T, dim] through wo_a (grouped, a bf16 GEMM: an fp8 wo_a is
+/// dequantized, o is not quantized) and wo_b (bf16 or fp8 linear).
 Tensor groupedOutput(const Tensor &o, const Weight &woA, const Weight &woB,
                      int64_t groups);
 

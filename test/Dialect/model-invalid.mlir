@@ -34,8 +34,8 @@ v4a.model @rope_wide <{compress_rope_theta = 1.6e5 : f64, head_dim = 80 : i64, h
 // -----
 
 // rope_index
-// expected-error @+1 {{qk_rope_head_dim (32) must be smaller than index_head_dim (32)}}
-v4a.model @rope_index <{compress_rope_theta = 1.6e5 : f64, head_dim = 80 : i64, hidden_size = 64 : i64, index_head_dim = 32 : i64, index_n_heads = 2 : i64, index_topk = 4 : i64, layer_index_k_map = array<i64: 0, 1, 2, 3>, layer_index_module_map = array<i64: 0, 1, 2, 3>, layer_kv_map = array<i64: 0, 1, 2, 3>, num_attention_heads = 2 : i64, num_hidden_layers = 3 : i64, num_key_value_heads = 1 : i64, o_groups = 2 : i64, o_lora_rank = 32 : i64, q_lora_rank = 32 : i64, qk_rope_head_dim = 32 : i64, rms_norm_eps = 1.0e-6 : f64, rope_theta = 1.0e4 : f64, sliding_window = 8 : i64, weight_format = #v4a<weight_format bf16>}> {
+// expected-error @+1 {{qk_rope_head_dim (64) must be at most index_head_dim (32)}}
+v4a.model @rope_index <{compress_rope_theta = 1.6e5 : f64, head_dim = 128 : i64, hidden_size = 64 : i64, index_head_dim = 32 : i64, index_n_heads = 2 : i64, index_topk = 4 : i64, layer_index_k_map = array<i64: 0, 1, 2, 3>, layer_index_module_map = array<i64: 0, 1, 2, 3>, layer_kv_map = array<i64: 0, 1, 2, 3>, num_attention_heads = 2 : i64, num_hidden_layers = 3 : i64, num_key_value_heads = 1 : i64, o_groups = 2 : i64, o_lora_rank = 32 : i64, q_lora_rank = 32 : i64, qk_rope_head_dim = 64 : i64, rms_norm_eps = 1.0e-6 : f64, rope_theta = 1.0e4 : f64, sliding_window = 8 : i64, weight_format = #v4a<weight_format bf16>}> {
   v4a.layer 0 ratio 0 topk 0 swa kv_source 0 index_source 0
   v4a.layer 1 ratio 4 topk 4 swa kv_source 1 index_source 1
   v4a.layer 2 ratio 128 topk 0 swa kv_source 2 index_source 2

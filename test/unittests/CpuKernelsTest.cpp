@@ -79,8 +79,9 @@ protected:
     module.blockTopk(8, 8);
     attentionEighth = module.sparseAttention(0.125);
     attentionWide = module.sparseAttention(1.0 / std::sqrt(128.0));
-    module.groupedOutput(2, false);
-    module.groupedOutput(2, true);
+    module.groupedOutput(2, false, false);
+    module.groupedOutput(2, true, false);
+    module.groupedOutput(2, false, true);
     module.cacheStoreGather("bf16", 64);
     module.rope(2, 64, 160000.0, YarnConfig{4.0, 64, 32.0, 1.0}, false);
     module.actQuant(2, true, 64, 64);
@@ -314,9 +315,73 @@ TEST_F(Kernels, GroupedOutput) {
   Tensor woB = random({48, 2 * 16}, 24, 0.2f), y({3, 48});
   auto mo = mem<3>(o);
   auto ma = mem<2>(woA), mb = mem<2>(woB), my = mem<2>(y);
-  kernel<void(M3 *, M2 *, M2 *, M2 *)>("grouped_output_g2_bf16")(&mo, &ma, &mb,
-                                                                 &my);
+  kernel<void(M3 *, M2 *, M2 *, M2 *)>("grouped_output_g2_bf16_bf16")(
+      &mo, &ma, &mb, &my);
   EXPECT_EQ(maxDiff(y, groupedOutput(o, {woA, {}}, {woB, {}}, 2)), 0.0f);
+}
+
+/// An e4m3 weight with its ue8m0 block scales: codes for the kernel, and
+/// the same values for the reference.
+struct FP8Weight {
+  Weight weight;
+  std::vector<uint8_t> codes, scaleCodes;
+  Memref<uint8_t, 2> codesView() {
+    return view<uint8_t, 2>(codes.data(),
+                            {weight.values.shape[0], weight.values.shape[1]});
+  }
+  Memref<uint8_t, 2> scalesView() {
+    return view<uint8_t, 2>(scaleCodes.data(),
+                            {weight.scale.shape[0], weight.scale.shape[1]});
+  }
+};
+
+FP8Weight fp8Weight(int64_t rows, int64_t cols, uint64_t seed) {
+  FP8Weight w;
+  Tensor values = random({rows, cols}, seed, 3.0f);
+  w.weight.values = Tensor({rows, cols});
+  w.weight.scale = Tensor({(rows + 127) / 128, (cols + 127) / 128});
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    w.codes.push_back(num::toE4M3Bits(values.data[i] * 50.0f));
+    w.weight.values.data[i] = num::fromE4M3Bits(w.codes.back());
+  }
+  for (size_t i = 0; i < w.weight.scale.data.size(); ++i) {
+    w.scaleCodes.push_back(static_cast<uint8_t>(118 + i % 4));
+    w.weight.scale.data[i] = num::fromUE8M0Bits(w.scaleCodes.back());
+  }
+  return w;
+}
+
+TEST_F(Kernels, GroupedOutputDequantizesAnFP8WoA) {
+  // o spans many binades, so quantizing it per block would change it.
+  Tensor o = random({3, 2, 128}, 26, 5.0f), woB = random({48, 2 * 16}, 24);
+  FP8Weight woA = fp8Weight(2 * 16, 128, 27);
+  Tensor y({3, 48});
+  auto mo = mem<3>(o);
+  auto mb = mem<2>(woB), my = mem<2>(y);
+  auto ma = woA.codesView(), mas = woA.scalesView();
+  kernel<void(M3 *, Memref<uint8_t, 2> *, Memref<uint8_t, 2> *, M2 *, M2 *)>(
+      "grouped_output_g2_fp8_bf16")(&mo, &ma, &mas, &mb, &my);
+  EXPECT_EQ(maxDiff(y, groupedOutput(o, woA.weight, {woB, {}}, 2)), 0.0f);
+  // The same as a bf16 GEMM with the dequantized weight.
+  EXPECT_EQ(maxDiff(y, groupedOutput(o, dequantized(woA.weight), {woB, {}}, 2)),
+            0.0f);
+}
+
+TEST_F(Kernels, GroupedOutputWithAnFP8WoBQuantizesItsInput) {
+  Tensor o = random({3, 2, 64}, 28, 5.0f), woA = random({2 * 64, 64}, 29, 0.2f);
+  FP8Weight woB = fp8Weight(48, 2 * 64, 30);
+  Tensor y({3, 48});
+  auto mo = mem<3>(o);
+  auto ma = mem<2>(woA), my = mem<2>(y);
+  auto mb = woB.codesView(), mbs = woB.scalesView();
+  kernel<void(M3 *, M2 *, Memref<uint8_t, 2> *, Memref<uint8_t, 2> *, M2 *)>(
+      "grouped_output_g2_bf16_fp8")(&mo, &ma, &mb, &mbs, &my);
+  Tensor want = groupedOutput(o, {woA, {}}, woB.weight, 2);
+  EXPECT_EQ(maxDiff(y, want), 0.0f);
+  // Without the activation quantization the result differs.
+  EXPECT_GT(maxDiff(want, groupedOutput(o, {woA, {}},
+                                        dequantized(woB.weight), 2)),
+            0.0f);
 }
 
 TEST_F(Kernels, CacheStoreAndGatherUseTheRowLayout) {

@@ -86,9 +86,10 @@ LogicalResult ModelOp::verify() {
     return emitOpError() << "qk_rope_head_dim (" << ropeDim
                          << ") must be smaller than head_dim (" << headDim
                          << ")";
-  if (ropeDim >= getIndexHeadDim())
+  // R == Di is legal: the whole index head is rotated.
+  if (ropeDim > getIndexHeadDim())
     return emitOpError() << "qk_rope_head_dim (" << ropeDim
-                         << ") must be smaller than index_head_dim ("
+                         << ") must be at most index_head_dim ("
                          << getIndexHeadDim() << ")";
   int64_t width;
   if (__builtin_mul_overflow(static_cast<int64_t>(getNumAttentionHeads()),

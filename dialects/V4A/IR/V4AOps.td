@@ -577,8 +577,11 @@ def V4A_GroupedOutputOp : V4A_Op<"grouped_output", [Pure,
   let description = [{
     `input` [T, H, D] is viewed as [T, G, H*D/G]; group g is projected by
     rows g*o_lora .. of `wo_a` [G*o_lora, H*D/G], the groups are flattened
-    to [T, G*o_lora] and projected by `wo_b` [dim, G*o_lora]. fp8 weights
-    take their block scales as in `v4a.linear`.
+    to [T, G*o_lora] and projected by `wo_b` [dim, G*o_lora]. An fp8 `wo_b`
+    is an fp8 linear as in `v4a.linear` (its input quantized per 1x128
+    block); an fp8 `wo_a` is dequantized with its block scales and `input` is
+    used unquantized, as DeepSeek's reference runs it (a bf16 GEMM). Either
+    may be fp8 without the other.
 
     Example:
     ```mlir

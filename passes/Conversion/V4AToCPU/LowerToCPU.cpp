@@ -49,31 +49,34 @@ Value quantizeE4M3(LoopEmitter &e, Value x, Value scale) {
   return e.roundToMinifloat(e.div(x, scale), 3, -6, kE4M3Max);
 }
 
-/// sum_k x[row, k] * w[n, k] over [begin, end), f32, k ascending.
-Value dot(LoopEmitter &e, Value x, Value row, Value w, Value n, Value begin,
-          Value end) {
-  return e.loop(
-      begin, end, {e.f32(0.0)},
-      [&](Value k, ValueRange acc) -> SmallVector<Value> {
-        return {e.add(acc[0], e.mul(e.load(x, {row, k}), e.load(w, {n, k})))};
-      })[0];
-}
+/// How an e4m3 weight with block scales meets its activation.
+enum class FP8Mode {
+  /// The activation is quantized per 128-wide block (the fp8 linear).
+  QuantizeInput,
+  /// The weight is dequantized and the activation used as it is (wo_a).
+  DequantizeWeight,
+};
 
 /// out[row, outOffset + n] = x[row, inOffset + :] . w[rowBegin + n, :] for n
 /// in [0, count): a bf16 weight, or an e4m3 weight with ue8m0 block scales
-/// and a per-128-block quantized activation (xq, xs scratch).
+/// used as `mode` says (the quantized activation lives in xq, xs scratch).
 void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
              Value w, Value scale, Value rowBegin, Value count, Value out,
-             Value outRow, Value outOffset) {
+             Value outRow, Value outOffset,
+             FP8Mode mode = FP8Mode::QuantizeInput) {
   Value zero = e.index(0), c128 = e.index(128);
-  if (!scale) {
+  if (!scale || mode == FP8Mode::DequantizeWeight) {
     e.loop(zero, count, [&](Value n) {
       Value wRow = e.add(rowBegin, n);
       Value acc = e.loop(
           zero, in, {e.f32(0.0)},
           [&](Value k, ValueRange a) -> SmallVector<Value> {
-            return {e.add(a[0], e.mul(e.load(x, {row, e.add(inOffset, k)}),
-                                      e.load(w, {wRow, k})))};
+            Value weight = e.load(w, {wRow, k});
+            if (scale)
+              weight = e.mul(weight, e.load(scale, {e.div(wRow, c128),
+                                                    e.div(k, c128)}));
+            return {e.add(a[0],
+                          e.mul(e.load(x, {row, e.add(inOffset, k)}), weight))};
           })[0];
       e.store(acc, out, {outRow, e.add(outOffset, n)});
     });
@@ -176,7 +179,8 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     e.loop(zero, tokens, [&](Value t) {
       e.loop(zero, groups, [&](Value g) {
         project(e, flat, t, e.mul(g, groupWidth), groupWidth, woA, scaleA,
-                e.mul(g, lora), lora, mid, t, e.mul(g, lora));
+                e.mul(g, lora), lora, mid, t, e.mul(g, lora),
+                FP8Mode::DequantizeWeight);
       });
     });
     auto type = cast<RankedTensorType>(op.getType());
