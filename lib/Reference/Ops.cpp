@@ -471,8 +471,10 @@ Tensor sparseAttention(const Tensor &q, const Tensor &kv,
       for (auto [row, l] : logits) {
         float e = std::exp(l - m);
         den += e;
+        // Probabilities enter the PV product as bf16 (spec section 2b).
+        float p = num::roundBF16(e);
         for (int64_t i = 0; i < width; ++i)
-          oh[i] += e * kv.row(row)[i];
+          oh[i] += p * kv.row(row)[i];
       }
       for (int64_t i = 0; i < width; ++i)
         oh[i] /= den;

@@ -551,7 +551,8 @@ def V4A_SparseAttentionOp : V4A_Op<"sparse_attention", [Pure]> {
     For query row t and head h over the rows S = indices[t, :] of `kv`
     (window and compressed rows; -1 skips): l_s = scale * q[t,h] . kv[s],
     m = max(l_s), o = sum exp(l_s - m) kv[s] / (sum exp(l_s - m) +
-    exp(sink[h] - m)). Values equal keys. An empty S gives o = 0.
+    exp(sink[h] - m)), the numerator weights exp(l_s - m) rounded to bf16 and
+    the denominator kept in f32. Values equal keys. An empty S gives o = 0.
 
     Example:
     ```mlir

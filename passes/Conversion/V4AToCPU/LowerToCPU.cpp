@@ -804,10 +804,13 @@ struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
                              Value used = e.cmp(IP::ne, row, minusOne);
                              Value safe = e.select(used, row, zero);
                              Value w = e.exp(e.sub(logit(safe), m));
+                             // The PV product takes bf16 probabilities; the
+                             // denominator keeps them in f32 (spec 2b).
+                             Value p = e.roundBF16(w);
                              e.ifThen(used, [&] {
                                e.loop(zero, width, [&](Value i) {
                                  e.store(e.add(e.load(acc, {i}),
-                                               e.mul(w, e.load(kv, {safe, i}))),
+                                               e.mul(p, e.load(kv, {safe, i}))),
                                          acc, {i});
                                });
                              });
