@@ -2,6 +2,7 @@
 
 #include "runtime/SafeTensors.h"
 
+#include "runtime/FileIO.h"
 #include "runtime/Numerics.h"
 
 #include <cctype>
@@ -9,9 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
-#include <unistd.h>
 
 namespace v4a::st {
 
@@ -383,14 +381,15 @@ std::optional<File> parse(const uint8_t *bytes, size_t size, std::string &error,
 
 std::optional<File> read(const std::string &path, std::string &error,
                          bool (*only)(const std::string &)) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = path + ": cannot open";
+  // A file larger than the machine's memory cannot be loaded; say so first.
+  uint64_t limit = io::physicalMemory().value_or(uint64_t(1) << 40);
+  std::optional<std::string> bytes =
+      io::readFile(path, limit, "safetensors", error);
+  if (!bytes)
     return std::nullopt;
-  }
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  std::optional<File> file = parse(bytes.data(), bytes.size(), error, only);
+  std::optional<File> file =
+      parse(reinterpret_cast<const uint8_t *>(bytes->data()), bytes->size(),
+            error, only);
   if (!file)
     error = path + ": " + error;
   return file;
@@ -435,23 +434,11 @@ std::vector<uint8_t> serialize(const File &file) {
 
 bool write(const std::string &path, const File &file, std::string &error) {
   std::vector<uint8_t> bytes = serialize(file);
-  std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-    out.close(); // flush now: a failed flush must not replace `path`
-    if (!out) {
-      error = path + ": cannot write";
-      std::remove(temporary.c_str());
-      return false;
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    error = path + ": cannot replace";
-    std::remove(temporary.c_str());
-    return false;
-  }
-  return true;
+  return io::writeFile(
+      path,
+      std::string_view(reinterpret_cast<const char *>(bytes.data()),
+                       bytes.size()),
+      error);
 }
 
 } // namespace v4a::st

@@ -43,7 +43,8 @@ std::optional<File> read(const std::string &path, std::string &error,
 
 /// Serializes tensors in name order (deterministic bytes).
 std::vector<uint8_t> serialize(const File &file);
-/// Writes through a temporary file renamed over `path`.
+/// Writes as io::writeFile does: atomically over a regular file, in place
+/// to a device or FIFO.
 bool write(const std::string &path, const File &file, std::string &error);
 
 /// A BF16 tensor when `dtype` is BF16, otherwise F32.

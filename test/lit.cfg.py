@@ -32,3 +32,4 @@ if os.path.isfile(os.path.join(refdata, "compare.py")):
 else:
     lit_config.note("no reference data at " + refdata +
                     ": the refdata tests are skipped (set V4A_REFDATA)")
+config.substitutions.append(("%v4a_bin", config.v4a_tools_dir))

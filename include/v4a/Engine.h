@@ -53,9 +53,11 @@ public:
 
   const ModelConfig &config() const;
 
-  /// Writes the compiled CPU kernels as an object file (AOT for the CPU),
-  /// through a temporary file renamed over `path`.
-  bool writeObject(const std::string &path, std::string &error) const;
+  /// The compiled CPU kernels as an ELF object for the host (AOT for the
+  /// CPU): one `_mlir_ciface_NAME` entry point per kernel.
+  bool objectCode(std::string &bytes, std::string &error) const;
+  /// A C header declaring the object's entry points.
+  std::string objectHeader(const std::string &includeGuard) const;
   const std::vector<LayerSpec> &layers() const;
 
   /// Deterministic random weights for every attention tensor.

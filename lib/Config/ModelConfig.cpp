@@ -2,11 +2,14 @@
 
 #include "v4a/ModelConfig.h"
 
+#include "lib/Config/JsonCheck.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
+#include <cstdio>
 
 using namespace v4a;
 using llvm::json::Object;
@@ -14,6 +17,13 @@ using llvm::json::Value;
 
 std::string ConfigError::str() const {
   return field.empty() ? message : field + ": " + message;
+}
+
+/// A number as the config would spell it: 1e-06, -1, 10000.5.
+static std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
 }
 
 namespace {
@@ -142,12 +152,45 @@ static void readRopeScaling(FieldReader &reader, ModelConfig &config,
   if (!scaling)
     return;
   FieldReader nested(*scaling, "rope_scaling.", error);
+  // HF spells the kind "type" or "rope_type"; only YaRN exists in V4.
+  llvm::StringRef kindKey = scaling->get("type") ? "type" : "rope_type";
+  const Value *kind = nested.find(kindKey, /*required=*/false);
+  std::optional<llvm::StringRef> kindName =
+      kind ? kind->getAsString() : std::nullopt;
+  if (!kind)
+    return nested.fail("type", "missing (expected \"yarn\", the only "
+                               "rope scaling V4 uses)");
+  if (!kindName || *kindName != "yarn")
+    return nested.fail(kindKey,
+                       (kindName ? "\"" + kindName->str() + "\"" : "a non-string") +
+                           " is not supported (expected \"yarn\")");
   YarnConfig yarn;
   nested.readNumber("factor", yarn.factor);
+  if (!nested.failed() && !scaling->get("original_max_position_embeddings"))
+    return nested.fail("original_max_position_embeddings",
+                       "missing: YaRN needs factor and "
+                       "original_max_position_embeddings (beta_fast and "
+                       "beta_slow default to 32 and 1)");
   nested.readInt("original_max_position_embeddings",
                  yarn.originalMaxPositionEmbeddings);
-  nested.readNumber("beta_fast", yarn.betaFast);
-  nested.readNumber("beta_slow", yarn.betaSlow);
+  nested.readNumber("beta_fast", yarn.betaFast, /*required=*/false);
+  nested.readNumber("beta_slow", yarn.betaSlow, /*required=*/false);
+  if (nested.failed())
+    return;
+  if (!(yarn.factor >= 1.0 && yarn.factor <= 1e6))
+    return nested.fail("factor",
+                       formatNumber(yarn.factor) + " is outside [1, 1e6]");
+  if (yarn.originalMaxPositionEmbeddings <= 0 ||
+      yarn.originalMaxPositionEmbeddings > (int64_t(1) << 40))
+    return nested.fail("original_max_position_embeddings",
+                       llvm::formatv("{0} is outside [1, 2^40]",
+                                     yarn.originalMaxPositionEmbeddings)
+                           .str());
+  for (auto [key, beta] : {std::pair<llvm::StringRef, double>{
+                               "beta_fast", yarn.betaFast},
+                           {"beta_slow", yarn.betaSlow}})
+    if (!(beta > 0.0 && beta <= 1e6))
+      return nested.fail(key, formatNumber(beta) + " is outside (0, 1e6]");
   config.ropeScaling = yarn;
 }
 
@@ -169,6 +212,52 @@ static void readQuantization(FieldReader &reader, ModelConfig &config,
   nested.readIntList("weight_block_size", block, /*required=*/false);
   if (!nested.failed() && block != std::vector<int64_t>{128, 128})
     nested.fail("weight_block_size", "expected [128, 128]");
+}
+
+namespace {
+/// The largest value a size field may take: far beyond published models, and
+/// small enough that no product of them overflows a 64-bit byte count.
+struct SizeLimit {
+  const char *field;
+  int64_t ModelConfig::*member;
+  int64_t max;
+};
+} // namespace
+
+static const SizeLimit kSizeLimits[] = {
+    {"hidden_size", &ModelConfig::hiddenSize, 65536},
+    {"num_hidden_layers", &ModelConfig::numHiddenLayers, 1024},
+    {"num_attention_heads", &ModelConfig::numAttentionHeads, 1024},
+    {"head_dim", &ModelConfig::headDim, 4096},
+    {"qk_rope_head_dim", &ModelConfig::qkRopeHeadDim, 4096},
+    {"q_lora_rank", &ModelConfig::qLoraRank, 65536},
+    {"o_lora_rank", &ModelConfig::oLoraRank, 65536},
+    {"o_groups", &ModelConfig::oGroups, 1024},
+    {"sliding_window", &ModelConfig::slidingWindow, int64_t(1) << 30},
+    {"index_n_heads", &ModelConfig::indexNHeads, 1024},
+    {"index_head_dim", &ModelConfig::indexHeadDim, 4096},
+    {"index_topk", &ModelConfig::indexTopk, 1 << 20},
+};
+
+/// Sizes are positive (index_topk may be 0) and within kSizeLimits; thetas
+/// and eps are finite and positive. Rules between fields are the IR's.
+static void checkSizeLimits(FieldReader &reader, const ModelConfig &config) {
+  for (const SizeLimit &limit : kSizeLimits) {
+    int64_t value = config.*limit.member;
+    int64_t min = limit.member == &ModelConfig::indexTopk ? 0 : 1;
+    if (value < min || value > limit.max)
+      return reader.fail(limit.field,
+                         llvm::formatv("{0} is outside [{1}, {2}]", value, min,
+                                       limit.max)
+                             .str());
+  }
+  for (auto [field, value] :
+       {std::pair<const char *, double>{"rope_theta", config.ropeTheta},
+        {"compress_rope_theta", config.compressRopeTheta},
+        {"rms_norm_eps", config.rmsNormEps}})
+    if (!(value > 0.0 && value < 1e30))
+      return reader.fail(field, formatNumber(value) +
+                                    " must be positive and finite");
 }
 
 static void readLayerCounts(FieldReader &reader, ModelConfig &config) {
@@ -204,10 +293,10 @@ static void readLayerCounts(FieldReader &reader, ModelConfig &config) {
             .str());
   }
   for (auto [layer, ratio] : llvm::enumerate(config.compressRatios))
-    if (ratio < 0)
+    if (ratio < 0 || ratio > 65536)
       return reader.fail("compress_ratios",
-                         llvm::formatv("entry {0}: ratio {1} must be >= 0 "
-                                       "(0 = no compression)",
+                         llvm::formatv("entry {0}: ratio {1} is outside [0, "
+                                       "65536] (0 = no compression)",
                                        layer, ratio)
                              .str());
 }
@@ -215,6 +304,11 @@ static void readLayerCounts(FieldReader &reader, ModelConfig &config) {
 std::optional<ModelConfig> v4a::parseModelConfig(std::string_view json,
                                                  ConfigError &error) {
   error = ConfigError();
+  std::string structure;
+  if (!checkJsonStructure(json, structure)) {
+    error.message = "malformed JSON: " + structure;
+    return std::nullopt;
+  }
   llvm::Expected<Value> parsed =
       llvm::json::parse(llvm::StringRef(json.data(), json.size()));
   if (!parsed) {
@@ -228,6 +322,14 @@ std::optional<ModelConfig> v4a::parseModelConfig(std::string_view json,
   }
   ModelConfig config;
   FieldReader reader(*root, "", error);
+  if (const Value *type = root->get("model_type")) {
+    std::optional<llvm::StringRef> name = type->getAsString();
+    if (!name || *name != "deepseek_v4")
+      reader.fail("model_type",
+                  (name ? "\"" + name->str() + "\"" : std::string("a non-string")) +
+                      " is not a DeepSeek-V4 attention model (expected "
+                      "\"deepseek_v4\")");
+  }
   reader.readInt("hidden_size", config.hiddenSize);
   reader.readInt("num_hidden_layers", config.numHiddenLayers);
   reader.readInt("num_attention_heads", config.numAttentionHeads);
@@ -251,6 +353,8 @@ std::optional<ModelConfig> v4a::parseModelConfig(std::string_view json,
     reader.fail("num_hidden_layers",
                 "must be positive, got " +
                     std::to_string(config.numHiddenLayers));
+  if (!reader.failed())
+    checkSizeLimits(reader, config);
   if (!reader.failed())
     readLayerCounts(reader, config);
   if (reader.find("kv_source_layer_ids", /*required=*/false)) {

@@ -37,16 +37,14 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
 Engine::~Engine() = default;
 const ModelConfig &Engine::config() const { return impl->config; }
 
-bool Engine::writeObject(const std::string &path, std::string &error) const {
-  std::string temporary = path + ".tmp";
-  if (!impl->jit->writeObject(temporary) ||
-      std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    error = path + ": cannot write the object file";
-    return false;
-  }
-  return true;
+bool Engine::objectCode(std::string &bytes, std::string &error) const {
+  return impl->jit->objectCode(bytes, error);
 }
+
+std::string Engine::objectHeader(const std::string &includeGuard) const {
+  return impl->jit->cHeader(includeGuard);
+}
+
 const std::vector<LayerSpec> &Engine::layers() const { return impl->layers; }
 
 /// Imports the configuration and runs v4a-verify-topology on it.

@@ -26,8 +26,14 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/Support/FileSystem.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
 #include "llvm/Support/TargetSelect.h"
+
+#include <set>
+#include "llvm/Target/TargetMachine.h"
 
 using namespace mlir;
 
@@ -51,6 +57,10 @@ static void registerOnce() {
   }();
   (void)done;
 }
+
+struct CpuJit::Lowered {
+  OwningOpRef<ModuleOp> module;
+};
 
 CpuJit::CpuJit() = default;
 CpuJit::~CpuJit() = default;
@@ -89,6 +99,7 @@ std::unique_ptr<CpuJit> CpuJit::compile(llvm::StringRef source,
     error = "cannot parse the kernel module: " + diagnostics;
     return nullptr;
   }
+  jit->declarations = declareEntryPoints(*module);
   if (!lowerToLLVMDialect(*module, error)) {
     error = "cannot lower the kernel module: " + error + diagnostics;
     return nullptr;
@@ -98,7 +109,9 @@ std::unique_ptr<CpuJit> CpuJit::compile(llvm::StringRef source,
       makeOptimizingTransformer(2, 0, nullptr);
   ExecutionEngineOptions options;
   options.transformer = transformer;
-  options.enableObjectDump = true;
+  // No perf or GDB listeners: they leave a .debug folder in $TMPDIR.
+  options.enableGDBNotificationListener = false;
+  options.enablePerfNotificationListener = false;
   auto engine = ExecutionEngine::create(*module, options);
   if (!engine) {
     error = "cannot compile the kernel module: " +
@@ -106,6 +119,8 @@ std::unique_ptr<CpuJit> CpuJit::compile(llvm::StringRef source,
     return nullptr;
   }
   jit->engine = std::move(*engine);
+  jit->lowered = std::make_unique<Lowered>();
+  jit->lowered->module = std::move(module);
   return jit;
 }
 
@@ -118,9 +133,99 @@ void *CpuJit::lookup(llvm::StringRef name) const {
   return *symbol;
 }
 
-bool CpuJit::writeObject(llvm::StringRef path) const {
-  engine->dumpToObjectFile(path);
-  return llvm::sys::fs::exists(path);
+bool CpuJit::objectCode(std::string &bytes, std::string &error) const {
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(lowered->module.get(), llvmContext, "v4a");
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!llvmModule || !builder) {
+    if (!builder)
+      error = llvm::toString(builder.takeError());
+    error = "cannot translate the kernels for the host: " + error;
+    return false;
+  }
+  builder->setRelocationModel(llvm::Reloc::PIC_);
+  auto machine = builder->createTargetMachine();
+  if (!machine) {
+    error = "no target machine for the host: " +
+            llvm::toString(machine.takeError());
+    return false;
+  }
+  ExecutionEngine::setupTargetTripleAndDataLayout(llvmModule.get(),
+                                                  machine->get());
+  if (llvm::Error failure =
+          makeOptimizingTransformer(2, 0, machine->get())(llvmModule.get())) {
+    error = "cannot optimize the kernels: " + llvm::toString(std::move(failure));
+    return false;
+  }
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream stream(buffer);
+  llvm::legacy::PassManager codegen;
+  if ((*machine)->addPassesToEmitFile(codegen, stream, nullptr,
+                                      llvm::CodeGenFileType::ObjectFile)) {
+    error = "the host target cannot emit object files";
+    return false;
+  }
+  codegen.run(*llvmModule);
+  bytes.assign(buffer.begin(), buffer.end());
+  return true;
+}
+
+/// The C type of a memref element as the kernels pass it, and its short
+/// name in descriptor type names.
+static std::pair<std::string, std::string> cElementType(Type type) {
+  if (type.isF32())
+    return {"float", "f32"};
+  if (type.isInteger(64))
+    return {"int64_t", "i64"};
+  if (type.isInteger(32))
+    return {"int32_t", "i32"};
+  // e4m3 weights, ue8m0 scales and cache bytes travel as bytes.
+  return {"uint8_t", "u8"};
+}
+
+std::string CpuJit::declareEntryPoints(ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  std::set<std::string> descriptors;
+  std::string functions;
+  llvm::raw_string_ostream fs(functions);
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (!func->hasAttr("llvm.emit_c_interface"))
+      continue;
+    fs << "void _mlir_ciface_" << func.getName() << "(";
+    for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
+      auto memref = dyn_cast<MemRefType>(type);
+      auto [element, shortName] = memref
+                                      ? cElementType(memref.getElementType())
+                                      : std::pair<std::string, std::string>{
+                                            "uint8_t", "u8"};
+      int64_t rank = memref ? memref.getRank() : 1;
+      std::string name =
+          "v4a_memref_" + shortName + "_" + std::to_string(rank) + "d";
+      if (descriptors.insert(name).second)
+        os << "typedef struct {\n  " << element << " *allocated;\n  "
+           << element << " *aligned;\n  int64_t offset;\n  int64_t sizes["
+           << rank << "];\n  int64_t strides[" << rank << "];\n} " << name
+           << ";\n";
+      fs << (index ? ", " : "") << name << " *a" << index;
+    }
+    fs << ");\n";
+  }
+  return text + "\n" + functions;
+}
+
+std::string CpuJit::cHeader(llvm::StringRef guard) const {
+  std::string text = "/* Entry points of the v4a CPU kernels (v4a-compile "
+                     "--emit=obj): MLIR's C interface,\n   one strided "
+                     "memref descriptor per argument, the output last. */\n";
+  text += "#ifndef " + guard.str() + "\n#define " + guard.str() +
+          "\n\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" "
+          "{\n#endif\n\n";
+  text += declarations;
+  text += "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* " + guard.str() +
+          " */\n";
+  return text;
 }
 
 } // namespace v4a::jit

@@ -11,6 +11,7 @@
 namespace mlir {
 class ExecutionEngine;
 class MLIRContext;
+class ModuleOp;
 } // namespace mlir
 
 namespace v4a::jit {
@@ -26,13 +27,22 @@ public:
                                          std::string &error);
   /// The C-interface entry point of kernel `name`, or null.
   void *lookup(llvm::StringRef name) const;
-  /// Writes the compiled kernels as an object file (AOT for the CPU).
-  bool writeObject(llvm::StringRef path) const;
+  /// The kernels as an ELF object for the host (position independent), or
+  /// nothing with `error` set.
+  bool objectCode(std::string &bytes, std::string &error) const;
+  /// A C header declaring every entry point of the object (`guard` names its
+  /// include guard).
+  std::string cHeader(llvm::StringRef guard) const;
 
 private:
   CpuJit();
+  struct Lowered;
   std::unique_ptr<mlir::MLIRContext> context;
+  std::unique_ptr<Lowered> lowered;
   std::unique_ptr<mlir::ExecutionEngine> engine;
+  static std::string declareEntryPoints(mlir::ModuleOp module);
+  /// One declaration per entry point, from the kernels' signatures.
+  std::string declarations;
 };
 
 } // namespace v4a::jit

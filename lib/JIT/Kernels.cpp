@@ -5,7 +5,9 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -42,6 +44,29 @@ std::string formatDouble(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.17e", value);
   return text;
+}
+
+/// A number as part of a symbol: the shortest text that reads back as exactly
+/// `value`, with '.' as 'p' and '-' as 'm' (1e-06 -> 1em06, 0.5 -> 0p5).
+std::string symbolNumber(double value) {
+  char text[32];
+  if (value == std::floor(value) && std::fabs(value) < 1e15)
+    std::snprintf(text, sizeof(text), "%.0f", value);
+  else
+    for (int digits = 1; digits <= 17; ++digits) {
+      std::snprintf(text, sizeof(text), "%.*g", digits, value);
+      if (std::strtod(text, nullptr) == value)
+        break;
+    }
+  std::string symbol;
+  for (const char *c = text; *c; ++c)
+    if (*c == '.')
+      symbol += 'p';
+    else if (*c == '-')
+      symbol += 'm';
+    else if (*c != '+')
+      symbol += *c;
+  return symbol;
 }
 
 /// A kernel: arguments %a0.. become tensors %t0..; `body` computes the
@@ -135,17 +160,23 @@ std::string KernelModule::rmsNorm(bool weighted, double eps) {
                  weighted ? " weight %t1" : "", formatDouble(eps), result,
                  weighted ? ", " + f32r1.tensor() : "")
              .str();
-  return add(
-      name + "_" + std::to_string(eps),
-      kernel(name + "_" + std::to_string(eps), inputs, {x}, {result}, body));
+  name += "_eps" + symbolNumber(eps);
+  return add(name, kernel(name, inputs, {x}, {result}, body));
 }
 
 std::string KernelModule::rope(int rank, int64_t ropeDim, double theta,
                                const std::optional<YarnConfig> &yarn,
                                bool inverse) {
-  std::string name = formatv(
-      "rope_r{0}_d{1}_t{2}_{3}{4}", rank, ropeDim, static_cast<int64_t>(theta),
-      yarn ? "yarn" : "plain", inverse ? "_inverse" : "");
+  std::string name = formatv("rope_r{0}_d{1}_t{2}", rank, ropeDim,
+                             symbolNumber(theta));
+  name += yarn ? formatv("_yarn_f{0}_o{1}_bf{2}_bs{3}", symbolNumber(yarn->factor),
+                         yarn->originalMaxPositionEmbeddings,
+                         symbolNumber(yarn->betaFast),
+                         symbolNumber(yarn->betaSlow))
+                     .str()
+               : "_plain";
+  if (inverse)
+    name += "_inverse";
   Arg x = rank == 2 ? f32r2 : f32r3;
   std::string result = x.tensor("bf16");
   std::string attrs = formatv("rope_dim = {0} : i64, theta = {1} : f64",
@@ -252,10 +283,7 @@ std::string KernelModule::blockTopk(int64_t blockSize, int64_t numBlocks) {
 }
 
 std::string KernelModule::sparseAttention(double scale) {
-  // The scale is part of the kernel: name it by its bits.
-  uint64_t bits;
-  std::memcpy(&bits, &scale, sizeof(bits));
-  std::string name = formatv("sparse_attention_{0:x}", bits);
+  std::string name = "sparse_attention_s" + symbolNumber(scale);
   std::string result = f32r3.tensor("bf16");
   std::string body = formatv(
       "  %q0 = arith.truncf %t0 : {0} to {1}\n"

@@ -150,11 +150,11 @@ TEST_F(Kernels, RMSNorm) {
   Tensor y({4, 64});
   auto mx = mem<2>(x), my = mem<2>(y);
   auto mg = mem<1>(g);
-  kernel<void(M2 *, M1 *, M2 *)>("rms_norm_weighted_0.000001")(&mx, &mg, &my);
+  kernel<void(M2 *, M1 *, M2 *)>("rms_norm_weighted_eps1em06")(&mx, &mg, &my);
   EXPECT_EQ(maxDiff(y, rmsNorm(x, &g, 1e-6)), 0.0f);
   Tensor q = random({3, 2, 64}, 7), qy({3, 2, 64});
   auto mq = mem<3>(q), mqy = mem<3>(qy);
-  kernel<void(M3 *, M3 *)>("rms_norm_heads_0.000001")(&mq, &mqy);
+  kernel<void(M3 *, M3 *)>("rms_norm_heads_eps1em06")(&mq, &mqy);
   EXPECT_EQ(maxDiff(qy, rmsNorm(q, nullptr, 1e-6)), 0.0f);
 }
 
@@ -171,7 +171,7 @@ TEST_F(Kernels, RoPE) {
   Tensor k = random({5, 64}, 9), ky({5, 64});
   auto mk = mem<2>(k), mky = mem<2>(ky);
   kernel<void(M2 *, Memref<int64_t, 1> *, M2 *)>(
-      "rope_r2_d16_t160000_yarn_inverse")(&mk, &mp, &mky);
+      "rope_r2_d16_t160000_yarn_f4_o64_bf32_bs1_inverse")(&mk, &mp, &mky);
   RopeParams scaled{16, 160000.0, yarn()};
   EXPECT_EQ(maxDiff(ky, rope(k, positions, scaled, /*inverse=*/true)), 0.0f);
 }
@@ -427,7 +427,7 @@ TEST_F(Kernels, RoPEWideRotation) {
     Tensor k = random({40, 128}, seed), ky({40, 128});
     auto mk = mem<2>(k), mky = mem<2>(ky);
     auto mp = view<int64_t, 1>(positions.data(), {40});
-    kernel<void(M2 *, Memref<int64_t, 1> *, M2 *)>("rope_r2_d64_t160000_yarn")(
+    kernel<void(M2 *, Memref<int64_t, 1> *, M2 *)>("rope_r2_d64_t160000_yarn_f4_o64_bf32_bs1")(
         &mk, &mp, &mky);
     ASSERT_EQ(maxDiff(ky, rope(k, positions, params)), 0.0f) << seed;
   }
@@ -442,7 +442,7 @@ TEST_F(Kernels, SweepWideHeads) {
         << "act_quant seed " << seed;
     Tensor q = random({13, 2, 128}, seed + 1000), qy({13, 2, 128});
     auto mq = mem<3>(q), mqy = mem<3>(qy);
-    kernel<void(M3 *, M3 *)>("rms_norm_heads_0.000001")(&mq, &mqy);
+    kernel<void(M3 *, M3 *)>("rms_norm_heads_eps1em06")(&mq, &mqy);
     ASSERT_EQ(maxDiff(qy, rmsNorm(q, nullptr, 1e-6)), 0.0f) << "rms " << seed;
     Tensor table = random({13, 128}, seed + 2000), o({13, 2, 128});
     std::vector<int32_t> idx(13 * 8, -1);

@@ -51,7 +51,16 @@ TEST(ModelConfig, ErrorsNameTheField) {
   EXPECT_NE(error.message.find("malformed JSON"), std::string::npos);
   EXPECT_FALSE(parseModelConfig(
       tinyConfig("[0, 4, 4, 4]", R"(, "rope_scaling": {"factor": 4})"), error));
+  EXPECT_EQ(error.field, "rope_scaling.type");
+  EXPECT_FALSE(parseModelConfig(
+      tinyConfig("[0, 4, 4, 4]",
+                 R"(, "rope_scaling": {"type": "yarn", "factor": 4})"),
+      error));
   EXPECT_EQ(error.field, "rope_scaling.original_max_position_embeddings");
+  EXPECT_FALSE(parseModelConfig(tinyConfig("[0, 4, 4, 4]", R"(, "hidden_size": 5)"),
+                                error));
+  EXPECT_NE(error.message.find("duplicate key \"hidden_size\""),
+            std::string::npos);
 }
 
 TEST(ModelConfig, IndependentLayersMapToThemselves) {

@@ -10,6 +10,7 @@
 #include "lib/Plan/ModelPlan.h"
 #include "lib/Report/Report.h"
 #include "passes/Passes.h"
+#include "runtime/FileIO.h"
 #include "v4a/Engine.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -83,14 +84,56 @@ static int fail(const Twine &message) {
   return 1;
 }
 
+/// "out/kernels.o" -> "out/kernels.h"; the header of a device or FIFO
+/// target is not written.
+static std::optional<std::string> headerPathFor(StringRef objectPath) {
+  if (sys::fs::exists(objectPath) && !sys::fs::is_regular_file(objectPath))
+    return std::nullopt;
+  SmallString<128> path(objectPath);
+  if (sys::path::extension(path) == ".o")
+    sys::path::replace_extension(path, ".h");
+  else
+    path += ".h";
+  return path.str().str();
+}
+
+/// The include guard of a header: V4A_<STEM>_H in upper case.
+static std::string includeGuardFor(StringRef headerPath) {
+  std::string guard = "V4A_" + sys::path::stem(headerPath).upper() + "_H";
+  for (char &c : guard)
+    if (!isAlnum(c))
+      c = '_';
+  return guard;
+}
+
+/// --emit=obj: the CPU kernels as an object file, and their C header.
+static int writeObjectAndHeader(const std::string &config, bool packedKv) {
+  if (outputPath == "-")
+    return fail("--emit=obj writes a file: give -o FILE");
+  std::string error, object;
+  v4a::EngineOptions engineOptions;
+  engineOptions.packedKv = packedKv;
+  auto engine = v4a::Engine::create(config, engineOptions, error);
+  if (!engine || !engine->objectCode(object, error))
+    return fail(inputPath + ": " + error);
+  std::optional<std::string> header = headerPathFor(outputPath);
+  if (!v4a::io::writeFile(outputPath, object, error) ||
+      (header && !v4a::io::writeFile(
+                     *header, engine->objectHeader(includeGuardFor(*header)),
+                     error)))
+    return fail(error);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "v4a ahead-of-time compiler\n");
 
-  ErrorOr<std::unique_ptr<MemoryBuffer>> file =
-      MemoryBuffer::getFileOrSTDIN(inputPath, /*IsText=*/true);
-  if (std::error_code ec = file.getError())
-    return fail(inputPath + ": cannot read: " + ec.message());
+  std::string readError;
+  std::optional<std::string> config =
+      v4a::io::readFile(inputPath, v4a::io::kConfigLimit, "config", readError);
+  if (!config)
+    return fail(readError);
 
   mlir::MLIRContext context;
   // Every diagnostic becomes one line naming the configuration file.
@@ -104,7 +147,7 @@ int main(int argc, char **argv) {
   v4a::LayerOptions options;
   options.packedKv = kvLayout == KVLayoutKind::FP8;
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      v4a::importConfig(&context, (*file)->getBuffer(),
+      v4a::importConfig(&context, *config,
                         mlir::FileLineColLoc::get(&context, inputPath, 1, 1),
                         modelNameFor(inputPath), options);
   if (!module)
@@ -112,18 +155,8 @@ int main(int argc, char **argv) {
 
   if (contextTokens <= 0 || pageSize <= 0)
     return fail("--context and --page-size must be positive");
-  if (emitKind == EmitKind::Object) {
-    if (outputPath == "-")
-      return fail("--emit=obj writes a file: give -o FILE");
-    std::string error;
-    v4a::EngineOptions engineOptions;
-    engineOptions.packedKv = options.packedKv;
-    auto engine =
-        v4a::Engine::create((*file)->getBuffer().str(), engineOptions, error);
-    if (!engine || !engine->writeObject(outputPath, error))
-      return fail(inputPath + ": " + error);
-    return 0;
-  }
+  if (emitKind == EmitKind::Object)
+    return writeObjectAndHeader(*config, options.packedKv);
   mlir::PassManager pm(&context);
   if (emitKind == EmitKind::V4A && reportKind == ReportKind::None)
     pm.addPass(v4a::createVerifyTopology());
@@ -152,10 +185,11 @@ int main(int argc, char **argv) {
   } else {
     write = [&](raw_ostream &os) { module->print(os); };
   }
-  if (Error error = writeToOutput(outputPath, [&](raw_ostream &os) {
-        write(os);
-        return Error::success();
-      }))
-    return fail(outputPath + ": cannot write: " + toString(std::move(error)));
+  std::string text;
+  raw_string_ostream stream(text);
+  write(stream);
+  std::string error;
+  if (!v4a::io::writeFile(outputPath, text, error))
+    return fail(error);
   return 0;
 }

@@ -12,6 +12,7 @@
 
 #include "lib/Engine/Checkpoint.h"
 #include "lib/Reference/Reference.h"
+#include "runtime/FileIO.h"
 #include "runtime/Numerics.h"
 #include "runtime/SafeTensors.h"
 #include "v4a/Engine.h"
@@ -201,10 +202,12 @@ int main(int argc, char **argv) {
                 ": only the cpu backend exists in this build");
   if (weightsPath.empty() == (randomSeed < 0))
     return fail("give exactly one of --weights FILE and --random-weights SEED");
-  auto text = MemoryBuffer::getFile(inputPath);
+  std::string readError;
+  std::optional<std::string> text =
+      io::readFile(inputPath, io::kConfigLimit, "config", readError);
   if (!text)
-    return fail(inputPath + ": cannot read");
-  std::string config = (*text)->getBuffer().str();
+    return fail(readError);
+  std::string config = std::move(*text);
   ConfigError configError;
   std::optional<ModelConfig> parsed = parseModelConfig(config, configError);
   if (!parsed)
