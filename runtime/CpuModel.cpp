@@ -3,6 +3,7 @@
 #include "runtime/CpuModel.h"
 
 #include "lib/Layout/CacheLayout.h"
+#include "runtime/FileIO.h"
 #include "runtime/Numerics.h"
 #include "runtime/TensorSpecs.h"
 
@@ -70,9 +71,9 @@ bool validateWeights(const ModelConfig &config,
                      const std::vector<LayerSpec> &layers,
                      const std::vector<LayerTensors> &tensors,
                      std::string &error) {
-  if (tensors.size() != layers.size()) {
+  if (static_cast<int64_t>(tensors.size()) != config.numLayers()) {
     error = "weights for " + std::to_string(tensors.size()) +
-            " layers, expected " + std::to_string(layers.size());
+            " layers, expected " + std::to_string(config.numLayers());
     return false;
   }
   for (const LayerSpec &layer : layers) {
@@ -282,7 +283,8 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
   for (LayerTensors &tensors : weights)
     dequantizeInPlace(tensors, "wo_a.weight");
   auto impl = std::make_unique<Impl>();
-  impl->buffers.resize(layers.size());
+  // Buffers and weights are indexed by layer id; `layers` may be a subset.
+  impl->buffers.resize(config.numLayers());
   // Lay out one slot: every owned buffer gets bytes; aliases share.
   for (const plan::Buffer &buffer : plan.buffers) {
     if (!layout::hasCodec(buffer.kind)) {
@@ -294,8 +296,8 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
       return nullptr;
     }
     if (buffer.layer < 0 ||
-        buffer.layer >= static_cast<int64_t>(layers.size()) ||
-        buffer.aliasOf >= static_cast<int64_t>(layers.size())) {
+        buffer.layer >= config.numLayers() ||
+        buffer.aliasOf >= config.numLayers()) {
       error = "the cache plan names a layer outside the model";
       return nullptr;
     }
@@ -335,11 +337,12 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
               ": the CPU backend needs the sliding window (use_swa)";
       return nullptr;
     }
-  if (impl->slotBytes > (int64_t(1) << 36) / maxSequences) {
-    error = "the cache plan needs " + std::to_string(impl->slotBytes) +
-            " bytes per sequence; plan a shorter context for the CPU backend";
+  if (!io::fitsInMemory(static_cast<double>(impl->slotBytes) * maxSequences,
+                        "the KV caches of " + std::to_string(maxSequences) +
+                            " sequences at " + std::to_string(plan.options.contextTokens) +
+                            " tokens",
+                        error))
     return nullptr;
-  }
   impl->config = std::move(config);
   impl->layers = std::move(layers);
   impl->k = kernels;
@@ -643,7 +646,10 @@ void CpuModel::Impl::runLayer(int64_t sequence, const LayerSpec &layer,
                               Array &x, int64_t start, float *out) {
   const LayerTensors &w = weights[layer.id];
   int64_t tokens = x.shape[0], d = config.headDim;
-  int64_t heads = config.numAttentionHeads, window = config.slidingWindow;
+  // No query sees further back than the planned context: a larger window
+  // behaves exactly as one of the context's size.
+  int64_t heads = config.numAttentionHeads,
+          window = std::min(config.slidingWindow, plan.options.contextTokens);
   std::vector<int64_t> positionList(tokens);
   for (int64_t t = 0; t < tokens; ++t)
     positionList[t] = start + t;
@@ -740,6 +746,31 @@ void CpuModel::Impl::runLayer(int64_t sequence, const LayerSpec &layer,
 // Steps
 //===----------------------------------------------------------------------===//
 
+double stepWorkspaceBytes(const ModelConfig &c,
+                          const std::vector<LayerSpec> &layers, int64_t tokens,
+                          int64_t context) {
+  // The largest buffers one layer holds at once, per token: projections and
+  // head arrays, and the attention's index list over window + selected (or
+  // all compressed) rows; an indexer layer scores every compressed row.
+  double t = static_cast<double>(tokens), worst = 0.0;
+  double heads = static_cast<double>(c.numAttentionHeads) * c.headDim;
+  for (const LayerSpec &layer : layers) {
+    double rows = layer.compressRatio > 0
+                      ? static_cast<double>(context) / layer.compressRatio
+                      : 0.0;
+    double selected = layer.indexTopk > 0 ? layer.indexTopk : rows;
+    double window =
+        static_cast<double>(std::min<int64_t>(c.slidingWindow, context));
+    double perToken = 8.0 * heads + 4.0 * c.hiddenSize + 2.0 * c.qLoraRank +
+                      4.0 * c.headDim +
+                      4.0 * c.indexNHeads * static_cast<double>(c.indexHeadDim) +
+                      (window + selected) + (layer.indexTopk > 0 ? rows : 0.0);
+    double table = (t + window + rows) * c.headDim;
+    worst = std::max(worst, 4.0 * (t * perToken + table));
+  }
+  return worst;
+}
+
 bool CpuModel::step(const StepBatch &batch,
                     const std::vector<const float *> &inputs,
                     const std::vector<float *> &outputs, std::string &error) {
@@ -756,16 +787,19 @@ bool CpuModel::step(const StepBatch &batch,
             std::to_string(m.sequences.size()) + " sequence slots";
     return false;
   }
-  if (inputs.size() != m.layers.size() || outputs.size() != m.layers.size()) {
+  size_t numLayers = static_cast<size_t>(m.config.numLayers());
+  if (inputs.size() != numLayers || outputs.size() != numLayers) {
     error = "expected one input and one output buffer per layer (" +
-            std::to_string(m.layers.size()) + "), got " +
+            std::to_string(numLayers) + "), got " +
             std::to_string(inputs.size()) + " and " +
             std::to_string(outputs.size());
     return false;
   }
-  for (size_t l = 0; l < inputs.size(); ++l)
-    if ((!inputs[l] || !outputs[l]) && batch.paddedTokens > 0 && rows > 0) {
-      error = "layer " + std::to_string(l) + ": null input or output buffer";
+  for (const LayerSpec &layer : m.layers)
+    if ((!inputs[layer.id] || !outputs[layer.id]) && batch.paddedTokens > 0 &&
+        rows > 0) {
+      error = "layer " + std::to_string(layer.id) +
+              ": null input or output buffer";
       return false;
     }
   if (batch.paddedTokens < 0) {
@@ -799,6 +833,12 @@ bool CpuModel::step(const StepBatch &batch,
       return false;
     }
   }
+  for (size_t b = 0; b < rows; ++b)
+    if (!io::fitsInMemory(
+            stepWorkspaceBytes(m.config, m.layers, batch.lengths[b],
+                               position(batch.sequences[b]) + batch.lengths[b]),
+            "a step of " + std::to_string(batch.lengths[b]) + " tokens", error))
+      return false;
   int64_t dim = m.config.hiddenSize, padded = batch.paddedTokens;
   for (size_t b = 0; b < rows; ++b) {
     int64_t sequence = batch.sequences[b], length = batch.lengths[b];

@@ -53,6 +53,13 @@ struct StepBatch {
   int64_t paddedTokens = 0;
 };
 
+/// An upper bound of the bytes a step of `tokens` tokens of one sequence
+/// allocates at once, at `context` tokens of history; in floating point so
+/// that absurd sizes cannot wrap.
+double stepWorkspaceBytes(const ModelConfig &config,
+                          const std::vector<LayerSpec> &layers, int64_t tokens,
+                          int64_t context);
+
 class CpuModel {
 public:
   /// Fails, naming the problem, on invalid weights, an unsupported cache

@@ -2,6 +2,7 @@
 
 #include "runtime/FileIO.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,17 @@ std::optional<uint64_t> physicalMemory() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
 }
 
+bool fitsInMemory(double bytes, const std::string &what, std::string &error) {
+  std::optional<uint64_t> memory = physicalMemory();
+  if (!memory || bytes <= static_cast<double>(*memory))
+    return true;
+  error = what + " needs " +
+          (bytes >= 1e18 ? std::string("more than 1 EiB")
+                         : formatBytes(static_cast<uint64_t>(bytes))) +
+          ", more than this machine's " + formatBytes(*memory) + " of memory";
+  return false;
+}
+
 std::string formatBytes(uint64_t bytes) {
   static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double value = static_cast<double>(bytes);
@@ -39,6 +51,82 @@ std::string formatBytes(uint64_t bytes) {
   return text;
 }
 
+std::optional<InputFile> InputFile::open(const std::string &path,
+                                         std::string_view what,
+                                         std::string &error) {
+  int fd = path == "-" ? ::dup(0) : ::open(path.c_str(), O_RDONLY);
+  struct stat status;
+  if (fd < 0 || ::fstat(fd, &status) != 0) {
+    error = path + ": cannot open: " + systemError();
+    if (fd >= 0)
+      ::close(fd);
+    return std::nullopt;
+  }
+  if (S_ISDIR(status.st_mode)) {
+    ::close(fd);
+    error = path + ": is a directory, expected a " + std::string(what) + " file";
+    return std::nullopt;
+  }
+  bool regular = S_ISREG(status.st_mode);
+  return InputFile(path, fd, regular,
+                   regular ? static_cast<uint64_t>(status.st_size) : 0);
+}
+
+InputFile::InputFile(InputFile &&other) noexcept
+    : path(std::move(other.path)), fd(other.fd), regular(other.regular),
+      bytes(other.bytes) {
+  other.fd = -1;
+}
+
+InputFile::~InputFile() {
+  if (fd >= 0)
+    ::close(fd);
+}
+
+bool InputFile::read(std::string &out, uint64_t count, std::string &error) {
+  std::vector<char> chunk(1 << 16);
+  while (count > 0) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(count, chunk.size()));
+    ssize_t got = ::read(fd, chunk.data(), want);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0) {
+      error = path + ": cannot read: " + systemError();
+      return false;
+    }
+    if (got == 0)
+      return true;
+    out.append(chunk.data(), got);
+    count -= got;
+  }
+  return true;
+}
+
+std::optional<std::string> readFile(const std::string &path, uint64_t limit,
+                                    std::string_view what, std::string &error) {
+  std::optional<InputFile> file = InputFile::open(path, what, error);
+  if (!file)
+    return std::nullopt;
+  std::string limitText = std::string(what) + " limit of " + formatBytes(limit);
+  if (file->isRegular() && file->size() > limit) {
+    error = path + ": " + formatBytes(file->size()) + " exceeds the " +
+            limitText;
+    return std::nullopt;
+  }
+  std::string bytes;
+  if (file->isRegular())
+    bytes.reserve(file->size());
+  // One byte past the limit tells a file that ends at it from a longer one.
+  if (!file->read(bytes, limit + 1, error))
+    return std::nullopt;
+  if (bytes.size() > limit) {
+    error = path + ": more than the " + limitText + " (not a " +
+            std::string(what) + " file?)";
+    return std::nullopt;
+  }
+  return bytes;
+}
+
 namespace {
 /// Closes a descriptor when it goes out of scope.
 struct Descriptor {
@@ -52,48 +140,6 @@ struct Descriptor {
   Descriptor &operator=(const Descriptor &) = delete;
 };
 } // namespace
-
-std::optional<std::string> readFile(const std::string &path, uint64_t limit,
-                                    std::string_view what, std::string &error) {
-  bool stdinPath = path == "-";
-  Descriptor file(stdinPath ? ::dup(0) : ::open(path.c_str(), O_RDONLY));
-  struct stat status;
-  if (file.fd < 0 || ::fstat(file.fd, &status) != 0) {
-    error = path + ": cannot open: " + systemError();
-    return std::nullopt;
-  }
-  if (S_ISDIR(status.st_mode)) {
-    error = path + ": is a directory, expected a " + std::string(what) + " file";
-    return std::nullopt;
-  }
-  std::string limitText = std::string(what) + " limit of " + formatBytes(limit);
-  if (S_ISREG(status.st_mode) && static_cast<uint64_t>(status.st_size) > limit) {
-    error = path + ": " + formatBytes(status.st_size) + " exceeds the " +
-            limitText;
-    return std::nullopt;
-  }
-  std::string bytes;
-  if (S_ISREG(status.st_mode))
-    bytes.reserve(status.st_size);
-  std::vector<char> chunk(1 << 16);
-  while (true) {
-    ssize_t got = ::read(file.fd, chunk.data(), chunk.size());
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got < 0) {
-      error = path + ": cannot read: " + systemError();
-      return std::nullopt;
-    }
-    if (got == 0)
-      return bytes;
-    if (bytes.size() + static_cast<uint64_t>(got) > limit) {
-      error = path + ": more than the " + limitText + " (not a " +
-              std::string(what) + " file?)";
-      return std::nullopt;
-    }
-    bytes.append(chunk.data(), got);
-  }
-}
 
 static bool writeAll(int fd, std::string_view bytes) {
   while (!bytes.empty()) {

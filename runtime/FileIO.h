@@ -27,8 +27,40 @@ constexpr uint64_t kConfigLimit = uint64_t(64) << 20;
 /// The machine's physical memory in bytes, or nothing when unknown.
 std::optional<uint64_t> physicalMemory();
 
+/// Whether `bytes` fit in the machine's memory; otherwise `error` says
+/// "WHAT needs N, more than this machine's M of memory".
+bool fitsInMemory(double bytes, const std::string &what, std::string &error);
+
 /// "12.5 GiB" style text for a byte count.
 std::string formatBytes(uint64_t bytes);
+
+/// An open file being read from the start: a regular file knows its size,
+/// a device or FIFO does not.
+class InputFile {
+public:
+  /// Opens `path` ("-" is standard input); a directory or an unreadable file
+  /// is an error naming the path and `what` it should be.
+  static std::optional<InputFile> open(const std::string &path,
+                                       std::string_view what,
+                                       std::string &error);
+  InputFile(InputFile &&other) noexcept;
+  InputFile &operator=(InputFile &&) = delete;
+  ~InputFile();
+
+  bool isRegular() const { return regular; }
+  /// The size of a regular file.
+  uint64_t size() const { return bytes; }
+  /// Appends up to `count` bytes to `out`; fewer only at the end of the file.
+  bool read(std::string &out, uint64_t count, std::string &error);
+
+private:
+  InputFile(std::string path, int fd, bool regular, uint64_t bytes)
+      : path(std::move(path)), fd(fd), regular(regular), bytes(bytes) {}
+  std::string path;
+  int fd;
+  bool regular;
+  uint64_t bytes;
+};
 
 /// Reads `path` ("-" is standard input) whole. A directory, an unreadable
 /// file, or more than `limit` bytes is an error naming the path and the limit;

@@ -5,11 +5,13 @@
 #include "runtime/FileIO.h"
 #include "runtime/Numerics.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 namespace v4a::st {
 
@@ -334,6 +336,80 @@ static bool readEntry(const std::string &name, const Json &entry,
   return true;
 }
 
+/// Headers beyond this are not safetensors files (real ones are kilobytes).
+constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;
+
+namespace {
+/// One tensor of a checked header: where its bytes lie in the data.
+struct Entry {
+  std::string name;
+  Tensor tensor; // dtype and shape; no data yet
+  std::pair<uint64_t, uint64_t> range;
+};
+} // namespace
+
+/// Checks a header's JSON against `dataSize` data bytes: every entry, a
+/// string-valued __metadata__ object, no repeated names and no two tensors
+/// sharing bytes.
+static bool parseHeader(const char *text, uint64_t headerSize,
+                        uint64_t dataSize, std::vector<Entry> &entries,
+                        std::string &error) {
+  Json header;
+  if (!Parser(text, text + headerSize).parse(header, error))
+    return false;
+  if (header.kind != Json::Object)
+    return fail(error, "the header is not a JSON object");
+  for (const auto &[name, value] : header.members) {
+    if (name == "__metadata__") {
+      bool strings = value.kind == Json::Object;
+      for (const auto &member : value.members)
+        strings = strings && member.second.kind == Json::String;
+      if (!strings)
+        return fail(error, "__metadata__ must be an object of strings");
+      continue;
+    }
+    Entry entry{name, {}, {}};
+    if (!readEntry(name, value, dataSize, entry.tensor, entry.range, error))
+      return false;
+    entries.push_back(std::move(entry));
+  }
+  std::vector<const Entry *> byOffset;
+  for (const Entry &entry : entries)
+    byOffset.push_back(&entry);
+  std::sort(byOffset.begin(), byOffset.end(),
+            [](const Entry *a, const Entry *b) {
+              return a->range != b->range ? a->range < b->range
+                                          : a->name < b->name;
+            });
+  for (size_t i = 1; i < byOffset.size(); ++i) {
+    const Entry &before = *byOffset[i - 1], &after = *byOffset[i];
+    if (after.range.first < before.range.second)
+      return fail(error, after.name + ": data_offsets [" +
+                             std::to_string(after.range.first) + ", " +
+                             std::to_string(after.range.second) +
+                             ") overlap " + before.name + " [" +
+                             std::to_string(before.range.first) + ", " +
+                             std::to_string(before.range.second) + ")");
+  }
+  std::set<std::string> names;
+  for (const Entry &entry : entries)
+    if (!names.insert(entry.name).second)
+      return fail(error, entry.name + ": appears twice in the header");
+  return true;
+}
+
+/// Where the data of a header's tensors ends.
+static bool headerDataEnd(const char *text, uint64_t headerSize,
+                          uint64_t &dataEnd, std::string &error) {
+  std::vector<Entry> entries;
+  if (!parseHeader(text, headerSize, UINT64_MAX, entries, error))
+    return false;
+  dataEnd = 0;
+  for (const Entry &entry : entries)
+    dataEnd = std::max(dataEnd, entry.range.second);
+  return true;
+}
+
 std::optional<File> parse(const uint8_t *bytes, size_t size, std::string &error,
                           bool (*only)(const std::string &)) {
   if (size < 8) {
@@ -344,47 +420,80 @@ std::optional<File> parse(const uint8_t *bytes, size_t size, std::string &error,
   uint64_t headerSize = 0;
   for (int i = 7; i >= 0; --i)
     headerSize = (headerSize << 8) | bytes[i];
-  if (headerSize > size - 8 || headerSize > (uint64_t(100) << 20)) {
+  if (headerSize > size - 8 || headerSize > kMaxHeaderBytes) {
     error = "header length " + std::to_string(headerSize) +
             " exceeds the file (" + std::to_string(size) +
             " bytes): truncated or not a safetensors file";
     return std::nullopt;
   }
-  const char *text = reinterpret_cast<const char *>(bytes + 8);
-  Json header;
-  if (!Parser(text, text + headerSize).parse(header, error))
+  std::vector<Entry> entries;
+  if (!parseHeader(reinterpret_cast<const char *>(bytes + 8), headerSize,
+                   size - 8 - headerSize, entries, error))
     return std::nullopt;
-  if (header.kind != Json::Object) {
-    error = "the header is not a JSON object";
-    return std::nullopt;
-  }
-  uint64_t dataSize = size - 8 - headerSize;
   const uint8_t *data = bytes + 8 + headerSize;
   File file;
-  for (const auto &[name, entry] : header.members) {
-    if (name == "__metadata__")
+  for (Entry &entry : entries) {
+    if (only && !only(entry.name))
       continue;
-    if (only && !only(name))
-      continue;
-    Tensor tensor;
-    std::pair<uint64_t, uint64_t> range;
-    if (!readEntry(name, entry, dataSize, tensor, range, error))
-      return std::nullopt;
-    tensor.data.assign(data + range.first, data + range.second);
-    if (!file.emplace(name, std::move(tensor)).second) {
-      error = name + ": appears twice in the header";
-      return std::nullopt;
-    }
+    entry.tensor.data.assign(data + entry.range.first,
+                             data + entry.range.second);
+    file.emplace(entry.name, std::move(entry.tensor));
   }
   return file;
+}
+
+/// The bytes of a safetensors file that is not a regular file (a FIFO or
+/// a device): the header says how many data bytes follow, and no more are
+/// read, so `/dev/zero` is a malformed header, not an endless read.
+static std::optional<std::string> readStream(io::InputFile &in,
+                                             const std::string &path,
+                                             uint64_t limit,
+                                             std::string &error) {
+  std::string bytes;
+  if (!in.read(bytes, 8, error))
+    return std::nullopt;
+  if (bytes.size() < 8) {
+    error = path + ": file too short for a safetensors header";
+    return std::nullopt;
+  }
+  uint64_t headerSize = 0;
+  for (int i = 7; i >= 0; --i)
+    headerSize = (headerSize << 8) | static_cast<uint8_t>(bytes[i]);
+  if (headerSize > kMaxHeaderBytes) {
+    error = path + ": header length " + std::to_string(headerSize) +
+            " exceeds the limit of " + std::to_string(kMaxHeaderBytes);
+    return std::nullopt;
+  }
+  if (!in.read(bytes, headerSize, error))
+    return std::nullopt;
+  // Parse the header alone with unbounded data to learn where data ends.
+  uint64_t dataEnd = 0;
+  if (!headerDataEnd(bytes.data() + 8, bytes.size() - 8, dataEnd, error)) {
+    error = path + ": " + error;
+    return std::nullopt;
+  }
+  if (dataEnd > limit) {
+    error = path + ": the header needs " + io::formatBytes(dataEnd) +
+            " of data, more than the memory limit of " +
+            io::formatBytes(limit);
+    return std::nullopt;
+  }
+  if (!in.read(bytes, dataEnd, error))
+    return std::nullopt;
+  return bytes;
 }
 
 std::optional<File> read(const std::string &path, std::string &error,
                          bool (*only)(const std::string &)) {
   // A file larger than the machine's memory cannot be loaded; say so first.
   uint64_t limit = io::physicalMemory().value_or(uint64_t(1) << 40);
+  std::optional<io::InputFile> in =
+      io::InputFile::open(path, "safetensors", error);
+  if (!in)
+    return std::nullopt;
   std::optional<std::string> bytes =
-      io::readFile(path, limit, "safetensors", error);
+      in->isRegular() ? io::readFile(path, limit, "safetensors", error)
+                      : readStream(*in, path, limit, error);
   if (!bytes)
     return std::nullopt;
   std::optional<File> file =

@@ -50,6 +50,19 @@ std::vector<TensorSpec> layerTensorSpecs(const ModelConfig &c,
   return specs;
 }
 
+double hostWeightBytes(const ModelConfig &config,
+                       const std::vector<LayerSpec> &layers) {
+  double bytes = 0.0;
+  for (const LayerSpec &layer : layers)
+    for (const TensorSpec &spec : layerTensorSpecs(config, layer)) {
+      double numel = 4.0;
+      for (int64_t d : spec.shape)
+        numel *= static_cast<double>(d);
+      bytes += numel;
+    }
+  return bytes;
+}
+
 std::string layerTensorPrefix(const ModelConfig &config, int64_t layer) {
   if (layer < config.numHiddenLayers)
     return "layers." + std::to_string(layer) + ".attn.";

@@ -29,6 +29,11 @@ struct TensorSpec {
 std::vector<TensorSpec> layerTensorSpecs(const ModelConfig &config,
                                          const LayerSpec &layer);
 
+/// Host bytes of every layer's tensors held as f32 (an upper bound for fp8
+/// checkpoints), computed in floating point so absurd sizes cannot wrap.
+double hostWeightBytes(const ModelConfig &config,
+                       const std::vector<LayerSpec> &layers);
+
 /// The block-scale companion of an fp8 projection: "x.weight" -> "x.scale".
 inline std::string scaleTensorName(const std::string &weightName) {
   return weightName.substr(0, weightName.rfind(".weight")) + ".scale";

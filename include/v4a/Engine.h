@@ -18,6 +18,7 @@
 #include "v4a/ModelConfig.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,7 +35,13 @@ struct EngineOptions {
   int64_t pageSize = 64;
   /// Store compressed KV in the packed fp8 MODEL1 layout.
   bool packedKv = false;
+  /// The layers to run (empty: all). A selected layer's sharing sources must
+  /// be selected too; other layers get no weights, caches or outputs.
+  std::vector<int64_t> layers;
 };
+
+/// Called as a long phase advances: `done` of `total` units.
+using ProgressFn = std::function<void(int64_t done, int64_t total)>;
 
 struct Batch {
   std::vector<int64_t> sequences;
@@ -60,8 +67,14 @@ public:
   std::string objectHeader(const std::string &includeGuard) const;
   const std::vector<LayerSpec> &layers() const;
 
-  /// Deterministic random weights for every attention tensor.
-  bool loadRandomWeights(uint64_t seed, std::string &error);
+  /// The layers that run (EngineOptions::layers, or all).
+  const std::vector<LayerSpec> &selectedLayers() const;
+
+  /// Deterministic random weights for every attention tensor of the selected
+  /// layers, generated in parallel (the values do not depend on the number
+  /// of threads).
+  bool loadRandomWeights(uint64_t seed, std::string &error,
+                         const ProgressFn &progress = {});
   /// Attention tensors from a .safetensors checkpoint, or from the
   /// model.safetensors.index.json of a sharded one (only the shards that
   /// hold attention tensors are read). Tensors of other parts of the model
@@ -72,7 +85,8 @@ public:
   bool releaseSequence(int64_t sequence, std::string &error);
   int64_t position(int64_t sequence) const;
 
-  /// inputs[l], outputs[l]: [rows, paddedTokens, hidden_size] f32 per layer.
+  /// inputs[l], outputs[l]: [rows, paddedTokens, hidden_size] f32 per layer
+  /// of the model (null for a layer that is not selected).
   bool step(const Batch &batch, const std::vector<const float *> &inputs,
             const std::vector<float *> &outputs, std::string &error);
 

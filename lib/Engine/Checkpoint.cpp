@@ -2,10 +2,12 @@
 
 #include "lib/Engine/Checkpoint.h"
 
+#include "lib/Config/JsonCheck.h"
+#include "runtime/FileIO.h"
 #include "runtime/SafeTensors.h"
 
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Path.h"
 
 #include <set>
@@ -37,37 +39,75 @@ static int64_t layerOfName(const ModelConfig &config, const std::string &name,
   return index < config.numHiddenLayers ? index : -1;
 }
 
+/// Whether a shard name stays inside the checkpoint's folder: relative, no
+/// ".." component, no empty component.
+static bool isShardInsideFolder(llvm::StringRef shard) {
+  if (shard.empty() || shard.starts_with("/") || shard.contains('\0'))
+    return false;
+  llvm::SmallVector<llvm::StringRef> parts;
+  shard.split(parts, '/');
+  return llvm::none_of(parts, [](llvm::StringRef part) {
+    return part.empty() || part == "." || part == "..";
+  });
+}
+
+/// Whether `path` is a JSON index rather than a safetensors file: safetensors
+/// starts with a binary length, an index with '{' (after blanks).
+static bool looksLikeIndex(const std::string &path) {
+  std::string error, prefix;
+  std::optional<io::InputFile> in = io::InputFile::open(path, "checkpoint", error);
+  if (!in || !in->isRegular() || !in->read(prefix, 64, error))
+    return false;
+  size_t first = prefix.find_first_not_of(" \t\r\n");
+  // A safetensors length is 8 bytes; a '{' followed by zero bytes is one.
+  return first != std::string::npos && prefix[first] == '{' &&
+         prefix.find('\0') == std::string::npos;
+}
+
 /// The checkpoint files holding attention tensors: `path` itself, or the
 /// shards a sharded index names for them.
 static bool checkpointFiles(const std::string &path,
                             std::vector<std::string> &files,
                             std::string &error) {
-  if (llvm::StringRef(path).ends_with(".json")) {
-    auto buffer = llvm::MemoryBuffer::getFile(path);
-    if (!buffer) {
-      error = path + ": cannot read";
-      return false;
-    }
-    auto index = llvm::json::parse((*buffer)->getBuffer());
-    const llvm::json::Object *root = index ? index->getAsObject() : nullptr;
-    const llvm::json::Object *map =
-        root ? root->getObject("weight_map") : nullptr;
-    if (!map) {
-      if (!index)
-        llvm::consumeError(index.takeError());
-      error = path + ": expected an index with a \"weight_map\" object";
-      return false;
-    }
-    std::set<std::string> shards;
-    for (const auto &[name, shard] : *map)
-      if (isAttentionTensor(name.str()) && shard.getAsString())
-        shards.insert(shard.getAsString()->str());
-    llvm::StringRef dir = llvm::sys::path::parent_path(path);
-    for (const std::string &shard : shards)
-      files.push_back(dir.empty() ? shard : (dir + "/" + shard).str());
+  if (!llvm::StringRef(path).ends_with(".json") && !looksLikeIndex(path)) {
+    files.push_back(path);
     return true;
   }
-  files.push_back(path);
+  std::optional<std::string> text =
+      io::readFile(path, io::kConfigLimit, "checkpoint index", error);
+  if (!text)
+    return false;
+  std::string structure;
+  if (!checkJsonStructure(*text, structure)) {
+    error = path + ": " + structure;
+    return false;
+  }
+  auto index = llvm::json::parse(*text);
+  const llvm::json::Object *root = index ? index->getAsObject() : nullptr;
+  const llvm::json::Object *map = root ? root->getObject("weight_map") : nullptr;
+  if (!map) {
+    if (!index)
+      llvm::consumeError(index.takeError());
+    error = path + ": expected an index with a \"weight_map\" object";
+    return false;
+  }
+  std::set<std::string> shards;
+  for (const auto &[name, shard] : *map) {
+    if (!isAttentionTensor(name.str()))
+      continue;
+    std::optional<llvm::StringRef> file = shard.getAsString();
+    if (!file || !isShardInsideFolder(*file)) {
+      error = path + ": weight_map[\"" + name.str() +
+              "\"] must name a file inside the checkpoint's folder (no "
+              "absolute path, no '..'), got " +
+              (file ? "'" + file->str() + "'" : std::string("a non-string"));
+      return false;
+    }
+    shards.insert(file->str());
+  }
+  llvm::StringRef dir = llvm::sys::path::parent_path(path);
+  for (const std::string &shard : shards)
+    files.push_back(dir.empty() ? shard : (dir + "/" + shard).str());
   return true;
 }
 

@@ -10,6 +10,7 @@
 #include "lib/Reference/Reference.h"
 #include "passes/Passes.h"
 #include "runtime/CpuModel.h"
+#include "runtime/FileIO.h"
 #include "runtime/Numerics.h"
 #include "runtime/TensorSpecs.h"
 
@@ -17,15 +18,18 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <set>
+#include <thread>
 
 namespace v4a {
 
 struct Engine::Impl {
   ModelConfig config;
-  std::vector<LayerSpec> layers;
+  std::vector<LayerSpec> layers, selected;
   EngineOptions options;
   plan::Plan plan;
   std::unique_ptr<jit::CpuJit> jit;
@@ -46,6 +50,39 @@ std::string Engine::objectHeader(const std::string &includeGuard) const {
 }
 
 const std::vector<LayerSpec> &Engine::layers() const { return impl->layers; }
+const std::vector<LayerSpec> &Engine::selectedLayers() const {
+  return impl->selected;
+}
+
+/// The layers `ids` names, each with every layer it reads from.
+static std::optional<std::vector<LayerSpec>>
+selectLayers(const std::vector<LayerSpec> &layers,
+             const std::vector<int64_t> &ids, std::string &error) {
+  if (ids.empty())
+    return layers;
+  std::set<int64_t> chosen;
+  for (int64_t id : ids) {
+    if (id < 0 || id >= static_cast<int64_t>(layers.size())) {
+      error = "layer " + std::to_string(id) + " is not a layer (valid: 0.." +
+              std::to_string(layers.size() - 1) + ")";
+      return std::nullopt;
+    }
+    chosen.insert(id);
+  }
+  std::vector<LayerSpec> selected;
+  for (int64_t id : chosen) {
+    const LayerSpec &layer = layers[id];
+    for (int64_t source : {layer.kvSource, layer.indexKSource,
+                           layer.indexSource, layer.candidateSource})
+      if (source >= 0 && !chosen.count(source)) {
+        error = "layer " + std::to_string(id) + " reads the caches or top-k "
+                "of layer " + std::to_string(source) + ": select it too";
+        return std::nullopt;
+      }
+    selected.push_back(layer);
+  }
+  return selected;
+}
 
 /// Imports the configuration and runs v4a-verify-topology on it.
 static bool verifyTopology(std::string_view json, const LayerOptions &options,
@@ -97,15 +134,20 @@ std::unique_ptr<Engine> Engine::create(std::string_view configJson,
   }
   if (!verifyTopology(configJson, layerOptions, error))
     return nullptr;
+  std::optional<std::vector<LayerSpec>> selected =
+      selectLayers(*layers, options.layers, error);
+  if (!selected)
+    return nullptr;
   auto impl = std::make_unique<Impl>();
   impl->config = *config;
   impl->layers = *layers;
+  impl->selected = *selected;
   impl->options = options;
   plan::PlanOptions planOptions;
   planOptions.contextTokens = options.contextTokens;
   planOptions.pageSize = options.pageSize;
   std::optional<plan::Plan> plan = plan::planCaches(
-      *layers, {config->headDim, config->indexHeadDim, config->slidingWindow},
+      *selected, {config->headDim, config->indexHeadDim, config->slidingWindow},
       planOptions, error);
   if (!plan)
     return nullptr;
@@ -144,7 +186,7 @@ static bool compileKernels(Engine::Impl &m, std::string &error) {
   want(module.hadamard(2, c.indexHeadDim), k.hadamardRows);
   want(module.compressStep(4, true), k.indexerCompress);
   std::set<int64_t> ratios, sparseRatios;
-  for (const LayerSpec &layer : m.layers) {
+  for (const LayerSpec &layer : m.selected) {
     if (layer.compressRatio > 1)
       ratios.insert(layer.compressRatio);
     if (layer.indexTopk > 0)
@@ -187,38 +229,66 @@ static bool compileKernels(Engine::Impl &m, std::string &error) {
 static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
                         std::string &error) {
   m.model =
-      rt::CpuModel::create(m.config, m.layers, m.kernels, std::move(tensors),
+      rt::CpuModel::create(m.config, m.selected, m.kernels, std::move(tensors),
                            m.plan, m.options.maxSequences, error);
   return m.model != nullptr;
 }
 
-bool Engine::loadRandomWeights(uint64_t seed, std::string &error) {
-  std::vector<rt::LayerTensors> tensors;
-  for (const LayerSpec &layer : impl->layers) {
-    ref::LayerWeights weights =
-        ref::randomLayerWeights(impl->config, layer, seed);
-    rt::LayerTensors host;
-    for (auto &[name, weight] : weights.tensors) {
-      rt::HostTensor values;
-      values.shape = weight.values.shape;
-      if (!weight.isFP8()) {
-        values.f32 = weight.values.data;
-        host[name] = std::move(values);
-        continue;
-      }
-      values.type = rt::HostTensor::Type::E4M3;
-      for (float v : weight.values.data)
-        values.bytes.push_back(num::toE4M3Bits(v));
-      rt::HostTensor scale;
-      scale.type = rt::HostTensor::Type::UE8M0;
-      scale.shape = weight.scale.shape;
-      for (float s : weight.scale.data)
-        scale.bytes.push_back(num::ue8m0CeilBits(s));
+/// A layer's random weights as the runtime holds them (fp8 as codes).
+static rt::LayerTensors randomHostTensors(const ModelConfig &config,
+                                          const LayerSpec &layer,
+                                          uint64_t seed) {
+  ref::LayerWeights weights = ref::randomLayerWeights(config, layer, seed);
+  rt::LayerTensors host;
+  for (auto &[name, weight] : weights.tensors) {
+    rt::HostTensor values;
+    values.shape = weight.values.shape;
+    if (!weight.isFP8()) {
+      values.f32 = std::move(weight.values.data);
       host[name] = std::move(values);
-      host[scaleTensorName(name)] = std::move(scale);
+      continue;
     }
-    tensors.push_back(std::move(host));
+    values.type = rt::HostTensor::Type::E4M3;
+    values.bytes.reserve(weight.values.data.size());
+    for (float v : weight.values.data)
+      values.bytes.push_back(num::toE4M3Bits(v));
+    rt::HostTensor scale;
+    scale.type = rt::HostTensor::Type::UE8M0;
+    scale.shape = weight.scale.shape;
+    for (float s : weight.scale.data)
+      scale.bytes.push_back(num::ue8m0CeilBits(s));
+    host[name] = std::move(values);
+    host[scaleTensorName(name)] = std::move(scale);
   }
+  return host;
+}
+
+bool Engine::loadRandomWeights(uint64_t seed, std::string &error,
+                               const ProgressFn &progress) {
+  if (!io::fitsInMemory(hostWeightBytes(impl->config, impl->selected),
+                        "the weights", error))
+    return false;
+  // Each layer's values depend on the seed and the layer only: threads take
+  // layers in any order and the result is the same.
+  std::vector<rt::LayerTensors> tensors(impl->config.numLayers());
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex reporting;
+  auto work = [&] {
+    for (size_t i; (i = next++) < impl->selected.size();) {
+      const LayerSpec &layer = impl->selected[i];
+      tensors[layer.id] = randomHostTensors(impl->config, layer, seed);
+      std::lock_guard<std::mutex> lock(reporting);
+      if (progress)
+        progress(++done, impl->selected.size());
+    }
+  };
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads && t < impl->selected.size(); ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &thread : pool)
+    thread.join();
   return attachModel(*impl, std::move(tensors), error);
 }
 

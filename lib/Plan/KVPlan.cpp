@@ -4,6 +4,8 @@
 
 #include "runtime/TensorSpecs.h"
 
+#include <algorithm>
+
 namespace v4a::plan {
 
 const char *componentName(Component component) {
@@ -59,8 +61,10 @@ public:
 
   void planLayer(const LayerSpec &layer, std::vector<Buffer> &out) {
     layout::RowKind mainKind = mainKindFor(layer);
+    // A window longer than the context never fills: cap it there.
     if (layer.useSwa)
-      out.push_back(make(layer.id, Component::Window, mainKind, dims.window,
+      out.push_back(make(layer.id, Component::Window, mainKind,
+                         std::min(dims.window, options.contextTokens),
                          dims.headDim, /*paged=*/false, -1));
     if (layer.compressRatio == 0)
       return;

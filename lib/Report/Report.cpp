@@ -3,6 +3,7 @@
 #include "lib/Report/Report.h"
 
 #include "lib/Plan/ModelPlan.h"
+#include "runtime/FileIO.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -77,8 +78,8 @@ std::optional<Report> report::buildReport(ModelOp model, int64_t contextTokens,
   report.mtpGroups = readGroups(model, kMtpScheduleAttrName);
   for (const std::vector<Group> *list : {&report.groups, &report.mtpGroups})
     for (const Group &group : *list)
-      if (!llvm::is_contained(report.kernels, group.kernel))
-        report.kernels.push_back(group.kernel);
+      if (!llvm::is_contained(report.kernels, group.key))
+        report.kernels.push_back(group.key);
 
   plan::PlanOptions options;
   options.contextTokens = contextTokens;
@@ -157,16 +158,17 @@ void report::printText(const Report &report, llvm::raw_ostream &os) {
     os << llvm::formatv("{0,-20} {1,6}  {2}\n", "mtp " + group.key,
                         group.layers.size(), formatIds(group.layers));
   os << report.groups.size() << " keys for the attention layers; "
-     << report.kernels.size() << " unique kernel variants:";
+     << report.kernels.size()
+     << " unique kernel variants (layers of one key share one):";
   for (const std::string &kernel : report.kernels)
     os << " " << kernel;
   os << "\n\nKV memory per sequence at " << report.contextTokens
-     << " tokens, attention layers (bytes; shared = aliased caches counted "
-        "once):\n";
-  os << llvm::formatv("{0,-5} {1,-17} {2,-21} {3,7} {4,11} {5,10} {6,6} "
-                      "{7,15} {8,15}\n",
-                      "kind", "component", "layout", "caches", "rows",
-                      "row_bytes", "dims", "shared", "unshared");
+     << " tokens, attention layers:\n";
+  std::string header = llvm::formatv(
+      "{0,-5} {1,-17} {2,-21} {3,7} {4,11} {5,10} {6,8} {7,11} {8,11}\n",
+      "kind", "component", "layout", "caches", "rows", "row_bytes", "dims",
+      "shared", "unshared");
+  os << header;
   for (const LayoutReport &layout : report.layouts) {
     if (!layout.unavailable.empty())
       os << layout.name << "  not available: " << layout.unavailable << "\n";
@@ -177,15 +179,20 @@ void report::printText(const Report &report, llvm::raw_ostream &os) {
       const Usage &usage = it->second;
       bool isTotal = StringRef(component) == "total";
       os << llvm::formatv(
-          "{0,-5} {1,-17} {2,-21} {3,7} {4,11} {5,10} {6,6} "
-          "{7,15} {8,15}\n",
+          "{0,-5} {1,-17} {2,-21} {3,7} {4,11} {5,10} {6,8} {7,11} {8,11}\n",
           layout.name, component, isTotal ? "-" : formatNames(usage.layouts),
           usage.cachesShared, isTotal ? "-" : std::to_string(usage.rowsShared),
           isTotal ? "-" : formatSet(usage.rowBytes),
-          isTotal ? "-" : formatSet(usage.dims), usage.bytesShared,
-          usage.bytesUnshared);
+          isTotal ? "-" : formatSet(usage.dims),
+          io::formatBytes(usage.bytesShared),
+          io::formatBytes(usage.bytesUnshared));
     }
   }
+  os << "\nmain_kv = window + compressed (the rows attention reads); total = "
+        "main_kv + index_keys +\ncompressor_state + indexer_state. shared "
+        "counts a cache that consumer layers alias once,\nunshared once per "
+        "layer. Window rings hold min(sliding_window, context) rows. Exact "
+        "bytes:\n--report=json.\n";
 }
 
 static llvm::json::Array toJson(const std::set<int64_t> &values) {
@@ -197,7 +204,6 @@ static llvm::json::Array toJson(const std::vector<Group> &groups) {
   for (const Group &group : groups)
     result.push_back(
         llvm::json::Object{{"key", group.key},
-                           {"kernel", group.kernel},
                            {"layers", llvm::json::Array(group.layers)},
                            {"metadata_layer", group.metadataLayer}});
   return result;

@@ -12,29 +12,29 @@
 // consumer of its caches, a packed C128 layer, and the MTP layer.
 // CHECK-LABEL: v4a.model @mixed
 // CHECK-SAME: v4a.kv_plan = #v4a.kv_plan<context_tokens = 1024, page_size = 64, alignment = 256, bytes = 1008896, buffers = [
-// CHECK-SAME: #v4a.buffer<layer = 0, component = window, layout = bf16, rows = 8, dim = 512, row_bytes = 1024, bytes = 8192, alias_of = -1>
-// CHECK-SAME: #v4a.buffer<layer = 1, component = window, layout = bf16, rows = 8, dim = 512, row_bytes = 1024, bytes = 8192, alias_of = -1>
-// CHECK-SAME: #v4a.buffer<layer = 1, component = compressed, layout = bf16, rows = 256, dim = 512, row_bytes = 1024, bytes = 262144, alias_of = -1>
-// CHECK-SAME: #v4a.buffer<layer = 1, component = compressor_state, layout = f32, rows = 8, dim = 2048, row_bytes = 8192, bytes = 65536, alias_of = -1>
-// CHECK-SAME: #v4a.buffer<layer = 1, component = index_keys, layout = index_bf16, rows = 256, dim = 128, row_bytes = 256, bytes = 65536, alias_of = -1>
-// CHECK-SAME: #v4a.buffer<layer = 1, component = indexer_state, layout = f32, rows = 8, dim = 512, row_bytes = 2048, bytes = 16384, alias_of = -1>
-// CHECK-SAME: #v4a.buffer<layer = 2, component = window, layout = bf16, rows = 8, dim = 512, row_bytes = 1024, bytes = 8192, alias_of = -1>
-// CHECK-SAME: #v4a.buffer<layer = 2, component = compressed, layout = bf16, rows = 256, dim = 512, row_bytes = 1024, bytes = 262144, alias_of = 1>
-// CHECK-SAME: #v4a.buffer<layer = 2, component = compressor_state, layout = f32, rows = 8, dim = 2048, row_bytes = 8192, bytes = 65536, alias_of = 1>
-// CHECK-SAME: #v4a.buffer<layer = 2, component = index_keys, layout = index_bf16, rows = 256, dim = 128, row_bytes = 256, bytes = 65536, alias_of = 1>
-// CHECK-SAME: #v4a.buffer<layer = 2, component = indexer_state, layout = f32, rows = 8, dim = 512, row_bytes = 2048, bytes = 16384, alias_of = 1>
-// CHECK-SAME: #v4a.buffer<layer = 3, component = window, layout = fp8_model1, rows = 8, dim = 512, row_bytes = 584, bytes = 4864, alias_of = -1>
-// CHECK-SAME: #v4a.buffer<layer = 3, component = compressed, layout = fp8_model1, rows = 64, dim = 512, row_bytes = 584, bytes = 37376, alias_of = -1>
-// CHECK-SAME: #v4a.buffer<layer = 3, component = compressor_state, layout = f32, rows = 128, dim = 1024, row_bytes = 4096, bytes = 524288, alias_of = -1>
-// CHECK-SAME: #v4a.buffer<layer = 4, component = window, layout = bf16, rows = 8, dim = 512, row_bytes = 1024, bytes = 8192, alias_of = -1>]>
+// CHECK-NEXT: #v4a.buffer<layer = 0, component = window, layout = bf16, rows = 8, dim = 512, row_bytes = 1024, bytes = 8192, alias_of = -1>
+// CHECK-NEXT: #v4a.buffer<layer = 1, component = window, layout = bf16, rows = 8, dim = 512, row_bytes = 1024, bytes = 8192, alias_of = -1>
+// CHECK-NEXT: #v4a.buffer<layer = 1, component = compressed, layout = bf16, rows = 256, dim = 512, row_bytes = 1024, bytes = 262144, alias_of = -1>
+// CHECK-NEXT: #v4a.buffer<layer = 1, component = compressor_state, layout = f32, rows = 8, dim = 2048, row_bytes = 8192, bytes = 65536, alias_of = -1>
+// CHECK-NEXT: #v4a.buffer<layer = 1, component = index_keys, layout = index_bf16, rows = 256, dim = 128, row_bytes = 256, bytes = 65536, alias_of = -1>
+// CHECK-NEXT: #v4a.buffer<layer = 1, component = indexer_state, layout = f32, rows = 8, dim = 512, row_bytes = 2048, bytes = 16384, alias_of = -1>
+// CHECK-NEXT: #v4a.buffer<layer = 2, component = window, layout = bf16, rows = 8, dim = 512, row_bytes = 1024, bytes = 8192, alias_of = -1>
+// CHECK-NEXT: #v4a.buffer<layer = 2, component = compressed, layout = bf16, rows = 256, dim = 512, row_bytes = 1024, bytes = 262144, alias_of = 1>
+// CHECK-NEXT: #v4a.buffer<layer = 2, component = compressor_state, layout = f32, rows = 8, dim = 2048, row_bytes = 8192, bytes = 65536, alias_of = 1>
+// CHECK-NEXT: #v4a.buffer<layer = 2, component = index_keys, layout = index_bf16, rows = 256, dim = 128, row_bytes = 256, bytes = 65536, alias_of = 1>
+// CHECK-NEXT: #v4a.buffer<layer = 2, component = indexer_state, layout = f32, rows = 8, dim = 512, row_bytes = 2048, bytes = 16384, alias_of = 1>
+// CHECK-NEXT: #v4a.buffer<layer = 3, component = window, layout = fp8_model1, rows = 8, dim = 512, row_bytes = 584, bytes = 4864, alias_of = -1>
+// CHECK-NEXT: #v4a.buffer<layer = 3, component = compressed, layout = fp8_model1, rows = 64, dim = 512, row_bytes = 584, bytes = 37376, alias_of = -1>
+// CHECK-NEXT: #v4a.buffer<layer = 3, component = compressor_state, layout = f32, rows = 128, dim = 1024, row_bytes = 4096, bytes = 524288, alias_of = -1>
+// CHECK-NEXT: #v4a.buffer<layer = 4, component = window, layout = bf16, rows = 8, dim = 512, row_bytes = 1024, bytes = 8192, alias_of = -1>]>
 
 // Compressed rows round up to whole pages (1000 / 4 = 250 -> 256 rows,
 // 1000 / 128 = 7 -> 64), sizes to the alignment, and fp8 index keys take
 // 128 + 4 bytes per row.
 // PAGED: #v4a.buffer<layer = 1, component = compressed, layout = bf16, rows = 256, dim = 512, row_bytes = 1024, bytes = 262144, alias_of = -1>
-// PAGED-SAME: #v4a.buffer<layer = 1, component = index_keys, layout = index_fp8, rows = 256, dim = 128, row_bytes = 132, bytes = 36864, alias_of = -1>
-// PAGED-SAME: #v4a.buffer<layer = 3, component = window, layout = fp8_model1, rows = 8, dim = 512, row_bytes = 584, bytes = 8192, alias_of = -1>
-// PAGED-SAME: #v4a.buffer<layer = 3, component = compressed, layout = fp8_model1, rows = 64, dim = 512, row_bytes = 584, bytes = 40960, alias_of = -1>
+// PAGED: #v4a.buffer<layer = 1, component = index_keys, layout = index_fp8, rows = 256, dim = 128, row_bytes = 132, bytes = 36864, alias_of = -1>
+// PAGED: #v4a.buffer<layer = 3, component = window, layout = fp8_model1, rows = 8, dim = 512, row_bytes = 584, bytes = 8192, alias_of = -1>
+// PAGED: #v4a.buffer<layer = 3, component = compressed, layout = fp8_model1, rows = 64, dim = 512, row_bytes = 584, bytes = 40960, alias_of = -1>
 
 
 v4a.model @mixed <{compress_rope_theta = 1.6e5 : f64, head_dim = 512 : i64,

@@ -32,8 +32,10 @@ enum class ReportKind { None, Text, Json };
 enum class KVLayoutKind { BF16, FP8 };
 } // namespace
 
+static cl::OptionCategory compileCategory("v4a-compile options");
 static cl::opt<std::string> inputPath(cl::Positional, cl::Required,
-                                      cl::desc("<config.json>"));
+                                      cl::desc("<config.json>"),
+                                      cl::cat(compileCategory));
 static cl::opt<EmitKind> emitKind(
     "emit", cl::desc("What to produce"), cl::init(EmitKind::V4A),
     cl::values(
@@ -43,27 +45,27 @@ static cl::opt<EmitKind> emitKind(
                    "v4a IR with the cache plan and the schedule attached"),
         clEnumValN(EmitKind::Plan, "plan", "the cache plan as JSON"),
         clEnumValN(EmitKind::Object, "obj",
-                   "the model's CPU kernels as an object file (needs -o)")));
+                   "the model's CPU kernels as an object file, and their C header beside it (needs -o)")), cl::cat(compileCategory));
 static cl::opt<ReportKind> reportKind(
     "report", cl::desc("Print the schedule and KV memory report instead"),
     cl::init(ReportKind::None), cl::ValueOptional,
     cl::values(clEnumValN(ReportKind::Text, "text", "a table (the default)"),
                clEnumValN(ReportKind::Json, "json", "JSON"),
-               clEnumValN(ReportKind::Text, "", "")));
+               clEnumValN(ReportKind::Text, "", "")), cl::cat(compileCategory));
 static cl::opt<int64_t>
     contextTokens("context", cl::desc("Maximum context per sequence, tokens"),
-                  cl::init(1 << 20));
+                  cl::init(1 << 20), cl::cat(compileCategory));
 static cl::opt<int64_t> pageSize("page-size",
                                  cl::desc("Rows per compressed cache page"),
-                                 cl::init(64));
+                                 cl::init(64), cl::cat(compileCategory));
 static cl::opt<KVLayoutKind> kvLayout(
     "kv-layout", cl::desc("Element layout of the compressed KV cache"),
     cl::init(KVLayoutKind::BF16),
     cl::values(clEnumValN(KVLayoutKind::BF16, "bf16", "bf16 rows"),
                clEnumValN(KVLayoutKind::FP8, "fp8",
-                          "packed fp8 MODEL1 rows (584 B at D = 512)")));
+                          "packed fp8 MODEL1 rows (584 B at D = 512)")), cl::cat(compileCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
-                                       cl::value_desc("file"), cl::init("-"));
+                                       cl::value_desc("file"), cl::init("-"), cl::cat(compileCategory));
 
 /// A symbol name from the config file's stem: "v4-flash.json" -> v4_flash;
 /// "model" for standard input.
@@ -127,7 +129,11 @@ static int writeObjectAndHeader(const std::string &config, bool packedKv) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(argc, argv, "v4a ahead-of-time compiler\n");
+  if (reportKind != ReportKind::None && emitKind.getNumOccurrences())
+    return fail("--report prints the report; it cannot be combined with "
+                "--emit");
 
   std::string readError;
   std::optional<std::string> config =

@@ -1,60 +1,89 @@
 //===- v4a-run.cpp - run a model's attention layers -----------------------===//
 //
-// v4a-run CONFIG.json --backend=cpu [--weights FILE | --random-weights SEED]
-//         [--prompt-len N --decode-steps M | --inputs FILE] [--outputs FILE]
-//         [--check [--tolerance T]]
+// v4a-run CONFIG.json [--backend=cpu] (--weights FILE | --random-weights SEED)
+//         [--prompt-len N --decode-steps M | --inputs FILE] [--context N]
+//         [--layers LIST] [--outputs FILE] [--check [--tolerance T]]
 //
-// Runs every attention layer through the compiled kernels. With --check the
-// reference implementation runs alongside and the largest absolute and
-// relative error of every layer's output is printed.
+// Runs the attention layers through the compiled kernels, printing each phase
+// and its time. With --check the reference implementation runs alongside
+// and the largest absolute and relative error of every layer is printed.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lib/Engine/Checkpoint.h"
 #include "lib/Reference/Reference.h"
+#include "runtime/CpuModel.h"
 #include "runtime/FileIO.h"
 #include "runtime/Numerics.h"
 #include "runtime/SafeTensors.h"
 #include "v4a/Engine.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <cmath>
 #include <optional>
+#include <set>
 
 using namespace llvm;
 using namespace v4a;
 
+static cl::OptionCategory runCategory("v4a-run options");
 static cl::opt<std::string> inputPath(cl::Positional, cl::Required,
-                                      cl::desc("<config.json>"));
-static cl::opt<std::string> backend("backend", cl::desc("cpu"),
-                                    cl::init("cpu"));
+                                      cl::desc("<config.json>"),
+                                      cl::cat(runCategory));
+static cl::opt<std::string> backend("backend",
+                                    cl::desc("Where to run: cpu (default)"),
+                                    cl::init("cpu"), cl::cat(runCategory));
 static cl::opt<std::string>
-    weightsPath("weights", cl::desc("Checkpoint (.safetensors or "
-                                    "model.safetensors.index.json)"));
+    weightsPath("weights",
+                cl::desc("Checkpoint: .safetensors, or a sharded "
+                         "checkpoint's model.safetensors.index.json"),
+                cl::value_desc("file"), cl::cat(runCategory));
 static cl::opt<int64_t> randomSeed("random-weights",
-                                   cl::desc("Seeded random weights"),
-                                   cl::init(-1));
-static cl::opt<int64_t> promptLen("prompt-len", cl::desc("Prefill tokens"),
-                                  cl::init(16));
-static cl::opt<int64_t> decodeSteps("decode-steps",
-                                    cl::desc("Single-token steps after it"),
-                                    cl::init(4));
+                                   cl::desc("Seeded random weights instead"),
+                                   cl::value_desc("seed"),
+                                   cl::cat(runCategory));
+static cl::opt<int64_t>
+    promptLen("prompt-len",
+              cl::desc("Random inputs: prefill tokens (default 16)"),
+              cl::init(16), cl::cat(runCategory));
+static cl::opt<int64_t> decodeSteps(
+    "decode-steps",
+    cl::desc("Random inputs: single-token steps after it (default 4)"),
+    cl::init(4), cl::cat(runCategory));
 static cl::opt<std::string>
-    inputsPath("inputs", cl::desc("x.step{k} [B, S, dim] inputs"));
+    inputsPath("inputs",
+               cl::desc("Inputs x.step{k} [B, S, dim] instead of random ones"),
+               cl::value_desc("file"), cl::cat(runCategory));
+static cl::opt<int64_t> contextOption(
+    "context",
+    cl::desc("Tokens per sequence the caches are planned for (default: the "
+             "run's tokens, rounded up to 64)"),
+    cl::cat(runCategory));
+static cl::opt<std::string>
+    layersOption("layers",
+                 cl::desc("Run only these layers, e.g. 0,2-5 (a layer's "
+                          "sharing sources must be listed too)"),
+                 cl::value_desc("list"), cl::cat(runCategory));
 static cl::opt<std::string>
     outputsPath("outputs",
-                cl::desc("Write y.step{k}.layer{l} [B, S, dim] f32 here"));
+                cl::desc("Write y.step{k}.layer{l} [B, S, dim] f32 here"),
+                cl::value_desc("file"), cl::cat(runCategory));
 static cl::opt<bool> check("check",
-                           cl::desc("Compare every layer with the reference"));
-static cl::opt<double>
-    tolerance("tolerance",
-              cl::desc("Largest accepted absolute error with --check"),
-              cl::init(0.0));
+                           cl::desc("Compare every layer with the reference"),
+                           cl::cat(runCategory));
+static cl::opt<double> tolerance(
+    "tolerance",
+    cl::desc("Largest accepted absolute error with --check (default 0)"),
+    cl::init(0.0), cl::cat(runCategory));
+
+/// A run's tokens per sequence stay below this (V4 plans 1M-token contexts).
+static constexpr int64_t kMaxContext = int64_t(1) << 24;
 
 static int fail(const Twine &message) {
   errs() << "v4a-run: error: " << message << "\n";
@@ -63,13 +92,66 @@ static int fail(const Twine &message) {
 
 namespace {
 
-/// One step: B rows of S tokens, each row with its own length; one input
-/// per layer.
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// Prints a phase when it ends, with its time; a long phase also reports
+/// its progress every few seconds.
+class Phase {
+public:
+  explicit Phase(StringRef name) : name(name.str()), start(Clock::now()) {}
+  void progress(int64_t done, int64_t total, StringRef unit) {
+    if (secondsSince(lastReport) < 5.0)
+      return;
+    lastReport = Clock::now();
+    outs() << formatv("v4a-run: {0}: {1}/{2} {3} ({4:f1} s)\n", name, done,
+                      total, unit, secondsSince(start));
+    outs().flush();
+  }
+  void done(const Twine &what) {
+    outs() << formatv("v4a-run: {0}: {1} ({2:f2} s)\n", name, what.str(),
+                      secondsSince(start));
+    outs().flush();
+  }
+
+private:
+  std::string name;
+  Clock::time_point start, lastReport = Clock::now();
+};
+
+/// One step: B rows of S tokens, each row with its own length. Inputs are
+/// per layer, read from a file or made when the step runs.
 struct Step {
   int64_t tokens = 0;
   std::vector<int64_t> lengths;
   std::vector<std::vector<float>> inputs; // per layer, [B * S * dim]
 };
+
+/// "0,2-5" -> {0, 2, 3, 4, 5}.
+bool parseLayerList(StringRef text, int64_t numLayers,
+                    std::vector<int64_t> &ids, std::string &error) {
+  SmallVector<StringRef> items;
+  text.split(items, ',');
+  std::set<int64_t> chosen;
+  for (StringRef item : items) {
+    auto [first, last] = item.trim().split('-');
+    int64_t begin, end;
+    if (first.getAsInteger(10, begin) ||
+        (last.empty() ? (end = begin, false) : last.getAsInteger(10, end)) ||
+        begin < 0 || end < begin || end >= numLayers) {
+      error = "--layers: '" + item.str() + "' is not a layer or range of "
+              "layers 0.." + std::to_string(numLayers - 1);
+      return false;
+    }
+    for (int64_t id = begin; id <= end; ++id)
+      chosen.insert(id);
+  }
+  ids.assign(chosen.begin(), chosen.end());
+  return true;
+}
 
 /// Reads an input tensor: [batch, tokens, dim], bf16 or f32.
 bool readActivations(const st::File &file, const std::string &name,
@@ -192,21 +274,68 @@ ref::LayerWeights toReference(const rt::LayerTensors &tensors) {
   return weights;
 }
 
+/// Checks the flags that do not need the configuration; an error names the
+/// flag and its valid values.
+std::optional<std::string> checkFlags() {
+  if (backend != "cpu")
+    return "--backend=" + backend +
+           ": only the cpu backend exists in this build";
+  bool random = randomSeed.getNumOccurrences() > 0;
+  if (weightsPath.empty() == !random)
+    return std::string(
+        "give exactly one of --weights FILE and --random-weights SEED");
+  if (random && randomSeed < 0)
+    return "--random-weights " + std::to_string(randomSeed) +
+           ": the seed must be >= 0";
+  bool stepFlags = promptLen.getNumOccurrences() > 0 ||
+                   decodeSteps.getNumOccurrences() > 0;
+  if (!inputsPath.empty() && stepFlags)
+    return std::string("--prompt-len and --decode-steps shape random inputs; "
+                       "they cannot be combined with --inputs");
+  if (promptLen < 0 || promptLen > kMaxContext || decodeSteps < 0 ||
+      decodeSteps > kMaxContext || promptLen + decodeSteps > kMaxContext)
+    return formatv("--prompt-len {0} and --decode-steps {1}: each must be in "
+                   "[0, {2}] and together at most {2} tokens",
+                   promptLen.getValue(), decodeSteps.getValue(), kMaxContext)
+        .str();
+  if (inputsPath.empty() && promptLen + decodeSteps == 0)
+    return std::string("--prompt-len 0 and --decode-steps 0: nothing to run");
+  if (contextOption.getNumOccurrences() &&
+      (contextOption <= 0 || contextOption > kMaxContext))
+    return formatv("--context {0}: must be in [1, {1}]",
+                   contextOption.getValue(), kMaxContext)
+        .str();
+  if (!std::isfinite(tolerance) || tolerance < 0)
+    return formatv("--tolerance {0}: must be a finite number >= 0",
+                   tolerance.getValue())
+        .str();
+  if (tolerance.getNumOccurrences() && !check)
+    return std::string("--tolerance applies to --check; give --check too");
+  if (check && !layersOption.empty())
+    return std::string("--check runs the reference over the whole model; "
+                       "it cannot be combined with --layers");
+  return std::nullopt;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
-  cl::ParseCommandLineOptions(argc, argv, "v4a runner\n");
-  if (backend != "cpu")
-    return fail("--backend=" + backend +
-                ": only the cpu backend exists in this build");
-  if (weightsPath.empty() == (randomSeed < 0))
-    return fail("give exactly one of --weights FILE and --random-weights SEED");
-  std::string readError;
+  cl::HideUnrelatedOptions(runCategory);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "v4a runner: runs a model's attention layers on the CPU.\n\n"
+      "Defaults: --backend=cpu, --prompt-len 16 --decode-steps 4 with random "
+      "inputs,\n--context of the run's tokens rounded up to 64, all layers, "
+      "--tolerance 0.\n");
+  if (std::optional<std::string> problem = checkFlags())
+    return fail(*problem);
+
+  std::string error;
   std::optional<std::string> text =
-      io::readFile(inputPath, io::kConfigLimit, "config", readError);
+      io::readFile(inputPath, io::kConfigLimit, "config", error);
   if (!text)
-    return fail(readError);
+    return fail(error);
   std::string config = std::move(*text);
   ConfigError configError;
   std::optional<ModelConfig> parsed = parseModelConfig(config, configError);
@@ -214,57 +343,103 @@ int main(int argc, char **argv) {
     return fail(inputPath + ": " + configError.str());
   int64_t dim = parsed->hiddenSize, layers = parsed->numLayers();
 
+  std::vector<int64_t> selectedIds;
+  if (!layersOption.empty() &&
+      !parseLayerList(layersOption, layers, selectedIds, error))
+    return fail(error);
+
+  // Steps: read from a file, or shaped by the flags (inputs made later).
   std::vector<Step> steps;
   int64_t batch = 1;
-  std::string error;
   if (!inputsPath.empty()) {
+    Phase phase("inputs");
     if (!readInputs(inputsPath, dim, layers, steps, batch, error))
       return fail(error);
+    phase.done(formatv("{0} steps of {1} sequences from {2}", steps.size(),
+                       batch, inputsPath.getValue()));
   } else {
-    if (promptLen < 0 || decodeSteps < 0)
-      return fail("--prompt-len and --decode-steps must be >= 0");
-    std::vector<int64_t> sizes = {promptLen};
-    sizes.insert(sizes.end(), decodeSteps, 1);
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      Step step;
-      step.tokens = sizes[k];
-      step.lengths = {sizes[k]};
-      for (int64_t l = 0; l < layers; ++l)
-        step.inputs.push_back(
-            ref::randomActivations(sizes[k] * dim, 1000 * k + l));
-      steps.push_back(std::move(step));
-    }
+    steps.resize(1 + decodeSteps);
+    steps[0].tokens = promptLen;
+    for (size_t k = 1; k < steps.size(); ++k)
+      steps[k].tokens = 1;
+    for (Step &step : steps)
+      step.lengths = {step.tokens};
   }
-  int64_t context = 0;
+  int64_t tokens = 0;
   for (const Step &step : steps)
-    context += step.tokens;
+    tokens += step.tokens;
+  if (tokens > kMaxContext)
+    return fail(formatv("the inputs hold {0} tokens per sequence, more than "
+                        "the limit of {1}",
+                        tokens, kMaxContext));
+  int64_t context = contextOption.getNumOccurrences()
+                        ? contextOption.getValue()
+                        : std::max<int64_t>(64, (tokens + 63) / 64 * 64);
+  if (tokens > context)
+    return fail(formatv("the run needs {0} tokens per sequence but --context "
+                        "is {1}",
+                        tokens, context));
+
+  Phase compile("compile");
   EngineOptions options;
   options.maxSequences = batch;
-  options.contextTokens = std::max<int64_t>(64, (context + 63) / 64 * 64);
+  options.contextTokens = context;
+  options.layers = selectedIds;
   std::unique_ptr<Engine> engine = Engine::create(config, options, error);
   if (!engine)
     return fail(inputPath + ": " + error);
+  const std::vector<LayerSpec> &selected = engine->selectedLayers();
+  compile.done(formatv("{0} of {1} layers, context {2} tokens, {3} sequence{4}",
+                       selected.size(), layers, context, batch,
+                       batch == 1 ? "" : "s"));
+  // Inputs and outputs of the largest step, and its workspace (twice with
+  // the reference alongside), must fit before anything is made.
+  int64_t position = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    double io = 2.0 * 4.0 * static_cast<double>(check ? layers : selected.size()) *
+                batch * steps[k].tokens * dim;
+    double workspace = rt::stepWorkspaceBytes(
+        engine->config(), selected, steps[k].tokens, position + steps[k].tokens);
+    position += steps[k].tokens;
+    if (!io::fitsInMemory(io + (check ? 2.0 : 1.0) * workspace,
+                          formatv("step {0} ({1} tokens per sequence)", k,
+                                  steps[k].tokens)
+                              .str(),
+                          error))
+      return fail(error);
+  }
 
+  Phase weights("weights");
   std::vector<ref::LayerWeights> referenceWeights;
   if (!weightsPath.empty()) {
     if (!engine->loadWeights(weightsPath, error))
       return fail(error);
     std::vector<rt::LayerTensors> tensors;
-    if (check && readCheckpoint(engine->config(), weightsPath, tensors, error))
-      for (const auto &layer : tensors)
-        referenceWeights.push_back(toReference(layer));
+    if (check && !readCheckpoint(engine->config(), weightsPath, tensors, error))
+      return fail(error);
+    for (const auto &layer : tensors)
+      referenceWeights.push_back(toReference(layer));
+    weights.done("loaded " + weightsPath);
   } else {
-    if (!engine->loadRandomWeights(randomSeed, error))
+    if (!engine->loadRandomWeights(randomSeed, error,
+                                   [&](int64_t done, int64_t total) {
+                                     weights.progress(done, total, "layers");
+                                   }))
       return fail(error);
     if (check)
       for (const LayerSpec &layer : engine->layers())
         referenceWeights.push_back(
             ref::randomLayerWeights(engine->config(), layer, randomSeed));
+    weights.done(formatv("random, seed {0}", randomSeed.getValue()));
   }
   std::optional<ref::Model> reference;
   std::vector<ref::SequenceState> states;
   if (check) {
-    reference.emplace(engine->config(), engine->layers(), referenceWeights);
+    // A window longer than the context behaves as one of the context's size.
+    ModelConfig referenceConfig = engine->config();
+    referenceConfig.slidingWindow =
+        std::min(referenceConfig.slidingWindow, context);
+    reference.emplace(referenceConfig, engine->layers(), referenceWeights);
     for (int64_t b = 0; b < batch; ++b)
       states.push_back(reference->newSequence());
   }
@@ -275,24 +450,39 @@ int main(int argc, char **argv) {
     if (sequences.back() < 0)
       return fail(error);
   }
+  std::vector<bool> runs(layers, false);
+  for (const LayerSpec &layer : selected)
+    runs[layer.id] = true;
+
   std::vector<double> maxAbs(layers, 0.0), maxRef(layers, 0.0);
   st::File written;
   int64_t totalTokens = 0;
+  Phase run("steps"), checking("check");
+  double checkSeconds = 0.0;
   for (size_t k = 0; k < steps.size(); ++k) {
     Step &step = steps[k];
+    if (step.inputs.empty())
+      for (int64_t l = 0; l < layers; ++l)
+        step.inputs.push_back(runs[l] || check
+                                  ? ref::randomActivations(step.tokens * dim,
+                                                           1000 * k + l)
+                                  : std::vector<float>());
     std::vector<std::vector<float>> out(layers);
-    std::vector<const float *> inputs;
-    std::vector<float *> outputs;
+    std::vector<const float *> inputs(layers, nullptr);
+    std::vector<float *> outputs(layers, nullptr);
     for (int64_t l = 0; l < layers; ++l) {
+      if (!runs[l])
+        continue;
       out[l].assign(batch * step.tokens * dim, 0.0f);
-      inputs.push_back(step.inputs[l].data());
-      outputs.push_back(out[l].data());
+      inputs[l] = step.inputs[l].data();
+      outputs[l] = out[l].data();
     }
     if (!engine->step({sequences, step.lengths, step.tokens}, inputs, outputs,
                       error))
       return fail("step " + std::to_string(k) + ": " + error);
     for (int64_t b = 0; b < batch; ++b)
       totalTokens += step.lengths[b];
+    Clock::time_point checkStart = Clock::now();
     for (int64_t b = 0; check && b < batch; ++b) {
       int64_t n = step.lengths[b];
       std::vector<ref::Tensor> x;
@@ -312,17 +502,26 @@ int main(int argc, char **argv) {
           maxRef[l] = std::max(maxRef[l], std::fabs(want));
         }
     }
-    for (int64_t l = 0; l < layers; ++l)
-      written[formatv("y.step{0}.layer{1}", k, l).str()] =
-          st::fromF32({batch, step.tokens, dim}, out[l]);
+    checkSeconds += secondsSince(checkStart);
+    if (!outputsPath.empty())
+      for (int64_t l = 0; l < layers; ++l)
+        if (runs[l])
+          written[formatv("y.step{0}.layer{1}", k, l).str()] =
+              st::fromF32({batch, step.tokens, dim}, out[l]);
+    step.inputs.clear();
+    step.inputs.shrink_to_fit();
+    run.progress(k + 1, steps.size(), "steps");
   }
+  run.done(formatv("{0} steps, {1} tokens", steps.size(), totalTokens));
   outs() << formatv("v4a-run: {0} layers, {1} steps, {2} tokens on the cpu "
                     "backend\n",
-                    layers, steps.size(), totalTokens);
+                    selected.size(), steps.size(), totalTokens);
   if (!outputsPath.empty() && !st::write(outputsPath, written, error))
     return fail(error);
   if (!check)
     return 0;
+  outs() << formatv("v4a-run: check: the reference alongside ({0:f2} s)\n",
+                    checkSeconds);
   double worst = 0.0;
   for (int64_t l = 0; l < layers; ++l) {
     double rel = maxRef[l] > 0 ? maxAbs[l] / maxRef[l] : maxAbs[l];

@@ -133,13 +133,16 @@ def V4A_KVPlanAttr : AttrDef<V4A_Dialect, "KVPlan"> {
     Example:
     ```mlir
     #v4a.kv_plan<context_tokens = 1048576, page_size = 64, alignment = 256,
-                 bytes = 123, buffers = [#v4a.buffer<...>, ...]>
+                 bytes = 123, buffers = [
+        #v4a.buffer<...>,
+        ...]>
     ```
   }];
   let parameters = (ins "int64_t":$context_tokens, "int64_t":$page_size,
                         "int64_t":$alignment, "int64_t":$bytes,
                         "::mlir::ArrayAttr":$buffers);
-  let assemblyFormat = "`<` struct(params) `>`";
+  // One buffer per line: a model's plan has hundreds of them.
+  let hasCustomAssemblyFormat = 1;
 }
 
 def V4A_SchedGroupAttr : AttrDef<V4A_Dialect, "SchedGroup"> {

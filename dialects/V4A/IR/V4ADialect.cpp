@@ -52,6 +52,44 @@ LogicalResult YarnAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+/// `keyword = value` of the plan's printed form.
+static ParseResult parseField(AsmParser &parser, StringRef keyword,
+                              int64_t &value) {
+  return failure(parser.parseKeyword(keyword) || parser.parseEqual() ||
+                 parser.parseInteger(value));
+}
+
+Attribute KVPlanAttr::parse(AsmParser &parser, Type) {
+  int64_t contextTokens, pageSize, alignment, bytes;
+  ArrayAttr buffers;
+  if (parser.parseLess() ||
+      parseField(parser, "context_tokens", contextTokens) ||
+      parser.parseComma() || parseField(parser, "page_size", pageSize) ||
+      parser.parseComma() || parseField(parser, "alignment", alignment) ||
+      parser.parseComma() || parseField(parser, "bytes", bytes) ||
+      parser.parseComma() || parser.parseKeyword("buffers") ||
+      parser.parseEqual() || parser.parseAttribute(buffers) ||
+      parser.parseGreater())
+    return {};
+  return KVPlanAttr::get(parser.getContext(), contextTokens, pageSize,
+                         alignment, bytes, buffers);
+}
+
+void KVPlanAttr::print(AsmPrinter &printer) const {
+  printer << "<context_tokens = " << getContextTokens()
+          << ", page_size = " << getPageSize()
+          << ", alignment = " << getAlignment() << ", bytes = " << getBytes()
+          << ", buffers = [";
+  llvm::interleave(
+      getBuffers(),
+      [&](Attribute buffer) {
+        printer.getStream() << "\n      ";
+        printer.printAttribute(buffer);
+      },
+      [&] { printer << ","; });
+  printer << "]>";
+}
+
 layout::RowKind v4a::toRowKind(CacheLayout layout) {
   switch (layout) {
   case CacheLayout::BF16:

@@ -20,6 +20,7 @@ def main():
     n = config["num_hidden_layers"]
     ratios = config["compress_ratios"][:n]
     D, Di, w = config["head_dim"], config["index_head_dim"], config["sliding_window"]
+    w = min(w, context)  # a window never holds more than the context
     kv_sources = config.get("kv_source_layer_ids")
 
     def kv_source(layer):
@@ -27,7 +28,7 @@ def main():
             return layer
         return max(s for s in kv_sources if s <= layer)
 
-    sparse = [0 < r < 128 for r in ratios]
+    sparse = [r in (1, 2, 4) for r in ratios]
     owners = [l for l in range(n) if ratios[l] > 0 and kv_source(l) == l]
     compressed = [l for l in range(n) if ratios[l] > 0]
     fp8_nope = D - 64

@@ -6,7 +6,8 @@
 //
 //   v4a-fixture write CONFIG --seed S --steps 9,1 [--lengths 9,4] [--batch B]
 //       [--fp8] [--shards N] --weights W --inputs I --expected E
-//   v4a-fixture compare ACTUAL EXPECTED [--tolerance T]
+//   v4a-fixture compare ACTUAL EXPECTED [--tolerance T] [--subset]
+//       (--subset: ACTUAL may hold only some of EXPECTED's tensors)
 //   v4a-fixture mutate IN OUT (--drop NAME | --dtype NAME DT |
 //       --shape NAME D0,D1,.. | --truncate BYTES)
 //
@@ -202,8 +203,13 @@ static int compare(int argc, char **argv) {
     return usage(error);
   double tolerance = std::stod(option(argc, argv, "--tolerance", "0"));
   double worst = 0;
+  bool subset = flag(argc, argv, "--subset");
+  size_t compared = 0;
   for (const auto &[name, want] : *expected) {
     auto it = actual->find(name);
+    if (subset && it == actual->end())
+      continue;
+    ++compared;
     if (it == actual->end() || it->second.shape != want.shape) {
       std::cout << "MISMATCH " << name << ": missing or misshapen\n";
       return 1;
@@ -213,8 +219,13 @@ static int compare(int argc, char **argv) {
       worst = std::max(
           worst, std::isnan(a[i]) ? INFINITY : std::fabs(double(a[i]) - b[i]));
   }
-  std::cout << (worst <= tolerance ? "MATCH" : "MISMATCH") << " "
-            << expected->size() << " tensors, max abs err " << worst << "\n";
+  if (compared != actual->size()) {
+    std::cout << "MISMATCH: " << actual->size() - compared
+              << " tensors are not expected\n";
+    return 1;
+  }
+  std::cout << (worst <= tolerance ? "MATCH" : "MISMATCH") << " " << compared
+            << " tensors, max abs err " << worst << "\n";
   return worst <= tolerance ? 0 : 1;
 }
 
