@@ -78,7 +78,6 @@ bool validateWeights(const ModelConfig &config,
   }
   for (const LayerSpec &layer : layers) {
     std::string prefix = layerTensorPrefix(config, layer.id);
-    const LayerTensors &mine = tensors[layer.id];
     for (const TensorSpec &spec : layerTensorSpecs(config, layer)) {
       // The dtype decides the kernel: projections may be e4m3 with block
       // scales, or bf16/f32; everything else is bf16/f32.

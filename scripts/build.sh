@@ -7,6 +7,6 @@ if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
-    -DLLVM_USE_LINKER=lld "$@"
+    -DLLVM_USE_LINKER=lld -DV4A_WERROR=ON "$@"
 fi
 ninja -C "$build"

@@ -10,7 +10,7 @@ if [ ! -f "$build/build.ninja" ]; then
     -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
-    -DLLVM_USE_LINKER=lld -DV4A_SANITIZE=ON -DV4A_FUZZ=ON
+    -DLLVM_USE_LINKER=lld -DV4A_SANITIZE=ON -DV4A_FUZZ=ON -DV4A_WERROR=ON
 fi
 ninja -C "$build"
 # LLVM's inline allocators poison memory that the uninstrumented libMLIR.so

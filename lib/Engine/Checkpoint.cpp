@@ -64,6 +64,39 @@ static bool looksLikeIndex(const std::string &path) {
          prefix.find('\0') == std::string::npos;
 }
 
+bool shardsOfIndex(std::string_view text, const std::string &dir,
+                   std::vector<std::string> &files, std::string &error) {
+  if (!checkJsonStructure(text, error))
+    return false;
+  auto index = llvm::json::parse(llvm::StringRef(text.data(), text.size()));
+  const llvm::json::Object *root = index ? index->getAsObject() : nullptr;
+  const llvm::json::Object *map = root ? root->getObject("weight_map") : nullptr;
+  if (!map) {
+    if (!index)
+      llvm::consumeError(index.takeError());
+    error = "expected an index with a \"weight_map\" object";
+    return false;
+  }
+  std::set<std::string> shards;
+  for (const auto &[name, shard] : *map) {
+    if (!isAttentionTensor(name.str()))
+      continue;
+    std::optional<llvm::StringRef> file = shard.getAsString();
+    if (!file || !isShardInsideFolder(*file)) {
+      error = "weight_map[\"" + name.str() +
+              "\"] must name a file inside the checkpoint's folder (no "
+              "absolute path, no '..'), got " +
+              (file ? "'" + file->str() + "'" : std::string("a non-string"));
+      return false;
+    }
+    shards.insert(file->str());
+  }
+  files.clear();
+  for (const std::string &shard : shards)
+    files.push_back(dir.empty() ? shard : dir + "/" + shard);
+  return true;
+}
+
 /// The checkpoint files holding attention tensors: `path` itself, or the
 /// shards a sharded index names for them.
 static bool checkpointFiles(const std::string &path,
@@ -77,37 +110,11 @@ static bool checkpointFiles(const std::string &path,
       io::readFile(path, io::kConfigLimit, "checkpoint index", error);
   if (!text)
     return false;
-  std::string structure;
-  if (!checkJsonStructure(*text, structure)) {
-    error = path + ": " + structure;
+  if (!shardsOfIndex(*text, llvm::sys::path::parent_path(path).str(), files,
+                     error)) {
+    error = path + ": " + error;
     return false;
   }
-  auto index = llvm::json::parse(*text);
-  const llvm::json::Object *root = index ? index->getAsObject() : nullptr;
-  const llvm::json::Object *map = root ? root->getObject("weight_map") : nullptr;
-  if (!map) {
-    if (!index)
-      llvm::consumeError(index.takeError());
-    error = path + ": expected an index with a \"weight_map\" object";
-    return false;
-  }
-  std::set<std::string> shards;
-  for (const auto &[name, shard] : *map) {
-    if (!isAttentionTensor(name.str()))
-      continue;
-    std::optional<llvm::StringRef> file = shard.getAsString();
-    if (!file || !isShardInsideFolder(*file)) {
-      error = path + ": weight_map[\"" + name.str() +
-              "\"] must name a file inside the checkpoint's folder (no "
-              "absolute path, no '..'), got " +
-              (file ? "'" + file->str() + "'" : std::string("a non-string"));
-      return false;
-    }
-    shards.insert(file->str());
-  }
-  llvm::StringRef dir = llvm::sys::path::parent_path(path);
-  for (const std::string &shard : shards)
-    files.push_back(dir.empty() ? shard : (dir + "/" + shard).str());
   return true;
 }
 

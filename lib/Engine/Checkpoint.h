@@ -7,6 +7,7 @@
 #include "v4a/ModelConfig.h"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace v4a {
@@ -17,6 +18,12 @@ namespace v4a {
 /// a layer the configuration lacks is an error naming it.
 bool readCheckpoint(const ModelConfig &config, const std::string &path,
                     std::vector<rt::LayerTensors> &tensors, std::string &error);
+
+/// The shard files (as `dir`/NAME) that a sharded checkpoint's index JSON
+/// names for attention tensors. Every name must stay inside `dir`: relative,
+/// without '.' or '..' components.
+bool shardsOfIndex(std::string_view text, const std::string &dir,
+                   std::vector<std::string> &files, std::string &error);
 
 } // namespace v4a
 

@@ -34,8 +34,9 @@ TEST(Numerics, E4M3CodesRoundTrip) {
       continue; // NaN
     float value = num::fromE4M3Bits(static_cast<uint8_t>(code));
     EXPECT_EQ(num::roundE4M3(value), value) << code;
-    if (value != 0.0f)
+    if (value != 0.0f) {
       EXPECT_EQ(num::toE4M3Bits(value), code) << code;
+    }
   }
   EXPECT_EQ(num::roundE4M3(1000.0f), 448.0f);
   EXPECT_EQ(num::roundE4M3(-1000.0f), -448.0f);

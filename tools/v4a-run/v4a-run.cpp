@@ -16,6 +16,7 @@
 #include "runtime/FileIO.h"
 #include "runtime/Numerics.h"
 #include "runtime/SafeTensors.h"
+#include "tools/v4a-run/RunOptions.h"
 #include "v4a/Engine.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -31,59 +32,7 @@
 
 using namespace llvm;
 using namespace v4a;
-
-static cl::OptionCategory runCategory("v4a-run options");
-static cl::opt<std::string> inputPath(cl::Positional, cl::Required,
-                                      cl::desc("<config.json>"),
-                                      cl::cat(runCategory));
-static cl::opt<std::string> backend("backend",
-                                    cl::desc("Where to run: cpu (default)"),
-                                    cl::init("cpu"), cl::cat(runCategory));
-static cl::opt<std::string>
-    weightsPath("weights",
-                cl::desc("Checkpoint: .safetensors, or a sharded "
-                         "checkpoint's model.safetensors.index.json"),
-                cl::value_desc("file"), cl::cat(runCategory));
-static cl::opt<int64_t> randomSeed("random-weights",
-                                   cl::desc("Seeded random weights instead"),
-                                   cl::value_desc("seed"),
-                                   cl::cat(runCategory));
-static cl::opt<int64_t>
-    promptLen("prompt-len",
-              cl::desc("Random inputs: prefill tokens (default 16)"),
-              cl::init(16), cl::cat(runCategory));
-static cl::opt<int64_t> decodeSteps(
-    "decode-steps",
-    cl::desc("Random inputs: single-token steps after it (default 4)"),
-    cl::init(4), cl::cat(runCategory));
-static cl::opt<std::string>
-    inputsPath("inputs",
-               cl::desc("Inputs x.step{k} [B, S, dim] instead of random ones"),
-               cl::value_desc("file"), cl::cat(runCategory));
-static cl::opt<int64_t> contextOption(
-    "context",
-    cl::desc("Tokens per sequence the caches are planned for (default: the "
-             "run's tokens, rounded up to 64)"),
-    cl::cat(runCategory));
-static cl::opt<std::string>
-    layersOption("layers",
-                 cl::desc("Run only these layers, e.g. 0,2-5 (a layer's "
-                          "sharing sources must be listed too)"),
-                 cl::value_desc("list"), cl::cat(runCategory));
-static cl::opt<std::string>
-    outputsPath("outputs",
-                cl::desc("Write y.step{k}.layer{l} [B, S, dim] f32 here"),
-                cl::value_desc("file"), cl::cat(runCategory));
-static cl::opt<bool> check("check",
-                           cl::desc("Compare every layer with the reference"),
-                           cl::cat(runCategory));
-static cl::opt<double> tolerance(
-    "tolerance",
-    cl::desc("Largest accepted absolute error with --check (default 0)"),
-    cl::init(0.0), cl::cat(runCategory));
-
-/// A run's tokens per sequence stay below this (V4 plans 1M-token contexts).
-static constexpr int64_t kMaxContext = int64_t(1) << 24;
+using namespace v4a::run;
 
 static int fail(const Twine &message) {
   errs() << "v4a-run: error: " << message << "\n";
@@ -129,29 +78,6 @@ struct Step {
   std::vector<int64_t> lengths;
   std::vector<std::vector<float>> inputs; // per layer, [B * S * dim]
 };
-
-/// "0,2-5" -> {0, 2, 3, 4, 5}.
-bool parseLayerList(StringRef text, int64_t numLayers,
-                    std::vector<int64_t> &ids, std::string &error) {
-  SmallVector<StringRef> items;
-  text.split(items, ',');
-  std::set<int64_t> chosen;
-  for (StringRef item : items) {
-    auto [first, last] = item.trim().split('-');
-    int64_t begin, end;
-    if (first.getAsInteger(10, begin) ||
-        (last.empty() ? (end = begin, false) : last.getAsInteger(10, end)) ||
-        begin < 0 || end < begin || end >= numLayers) {
-      error = "--layers: '" + item.str() + "' is not a layer or range of "
-              "layers 0.." + std::to_string(numLayers - 1);
-      return false;
-    }
-    for (int64_t id = begin; id <= end; ++id)
-      chosen.insert(id);
-  }
-  ids.assign(chosen.begin(), chosen.end());
-  return true;
-}
 
 /// Reads an input tensor: [batch, tokens, dim], bf16 or f32.
 bool readActivations(const st::File &file, const std::string &name,
@@ -272,49 +198,6 @@ ref::LayerWeights toReference(const rt::LayerTensors &tensors) {
     weights.tensors[name] = std::move(w);
   }
   return weights;
-}
-
-/// Checks the flags that do not need the configuration; an error names the
-/// flag and its valid values.
-std::optional<std::string> checkFlags() {
-  if (backend != "cpu")
-    return "--backend=" + backend +
-           ": only the cpu backend exists in this build";
-  bool random = randomSeed.getNumOccurrences() > 0;
-  if (weightsPath.empty() == !random)
-    return std::string(
-        "give exactly one of --weights FILE and --random-weights SEED");
-  if (random && randomSeed < 0)
-    return "--random-weights " + std::to_string(randomSeed) +
-           ": the seed must be >= 0";
-  bool stepFlags = promptLen.getNumOccurrences() > 0 ||
-                   decodeSteps.getNumOccurrences() > 0;
-  if (!inputsPath.empty() && stepFlags)
-    return std::string("--prompt-len and --decode-steps shape random inputs; "
-                       "they cannot be combined with --inputs");
-  if (promptLen < 0 || promptLen > kMaxContext || decodeSteps < 0 ||
-      decodeSteps > kMaxContext || promptLen + decodeSteps > kMaxContext)
-    return formatv("--prompt-len {0} and --decode-steps {1}: each must be in "
-                   "[0, {2}] and together at most {2} tokens",
-                   promptLen.getValue(), decodeSteps.getValue(), kMaxContext)
-        .str();
-  if (inputsPath.empty() && promptLen + decodeSteps == 0)
-    return std::string("--prompt-len 0 and --decode-steps 0: nothing to run");
-  if (contextOption.getNumOccurrences() &&
-      (contextOption <= 0 || contextOption > kMaxContext))
-    return formatv("--context {0}: must be in [1, {1}]",
-                   contextOption.getValue(), kMaxContext)
-        .str();
-  if (!std::isfinite(tolerance) || tolerance < 0)
-    return formatv("--tolerance {0}: must be a finite number >= 0",
-                   tolerance.getValue())
-        .str();
-  if (tolerance.getNumOccurrences() && !check)
-    return std::string("--tolerance applies to --check; give --check too");
-  if (check && !layersOption.empty())
-    return std::string("--check runs the reference over the whole model; "
-                       "it cannot be combined with --layers");
-  return std::nullopt;
 }
 
 } // namespace

@@ -87,7 +87,7 @@ LogicalResult ModelOp::verify() {
                          << ") must be smaller than head_dim (" << headDim
                          << ")";
   // R == Di is legal: the whole index head is rotated.
-  if (ropeDim > getIndexHeadDim())
+  if (ropeDim > static_cast<int64_t>(getIndexHeadDim()))
     return emitOpError() << "qk_rope_head_dim (" << ropeDim
                          << ") must be at most index_head_dim ("
                          << getIndexHeadDim() << ")";
@@ -121,7 +121,7 @@ LogicalResult ModelOp::verify() {
                          << getNumHiddenLayers() << ")";
 
   int64_t numLayers = getNumMappedLayers();
-  if (numLayers < getNumHiddenLayers())
+  if (numLayers < static_cast<int64_t>(getNumHiddenLayers()))
     return emitOpError() << "layer_kv_map has " << numLayers
                          << " entries, expected at least num_hidden_layers ("
                          << getNumHiddenLayers() << ")";
@@ -195,7 +195,7 @@ LogicalResult ModelOp::verifyRegions() {
   if (expectedId != numLayers)
     return emitOpError() << "holds " << expectedId
                          << " layers but the sharing maps cover " << numLayers;
-  if (numLayers - numMtp != getNumHiddenLayers())
+  if (numLayers - numMtp != static_cast<int64_t>(getNumHiddenLayers()))
     return emitOpError() << "holds " << numLayers - numMtp
                          << " attention layers, expected num_hidden_layers ("
                          << getNumHiddenLayers() << ")";

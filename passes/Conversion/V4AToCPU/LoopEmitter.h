@@ -82,8 +82,6 @@ public:
   mlir::Value exp(mlir::Value a);
   mlir::Value sqrt(mlir::Value a);
   mlir::Value indexToF32(mlir::Value a);
-  mlir::Value castIndex(mlir::Value integer);
-  mlir::Value indexTo(mlir::Type type, mlir::Value index);
 
   /// The nearest value of a float format with `mantissaBits` and minimum
   /// normal exponent `minExponent`, ties to even, saturating at +-maxValue.
@@ -95,6 +93,10 @@ public:
   mlir::Value roundBF16(mlir::Value value);
 
 private:
+  /// Integers loaded from buffers become indices, and back when stored.
+  mlir::Value castIndex(mlir::Value integer);
+  mlir::Value indexTo(mlir::Type type, mlir::Value index);
+
   mlir::OpBuilder &b;
   mlir::Location loc;
 };
