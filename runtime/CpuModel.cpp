@@ -279,8 +279,8 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
   if (!validateWeights(config, layers, weights, error) ||
       !kernelsComplete(config, layers, kernels, error))
     return nullptr;
-  for (LayerTensors &tensors : weights)
-    dequantizeInPlace(tensors, "wo_a.weight");
+  for (const LayerSpec &layer : layers)
+    dequantizeInPlace(weights[layer.id], "wo_a.weight");
   auto impl = std::make_unique<Impl>();
   // Buffers and weights are indexed by layer id; `layers` may be a subset.
   impl->buffers.resize(config.numLayers());
