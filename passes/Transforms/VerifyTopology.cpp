@@ -281,11 +281,12 @@ private:
           continue;
         int64_t source = sourceOf(layer, *map);
         int64_t expected = source == idOf(layer) ? -1 : source;
+        CacheComponent wanted = component;
         auto buffer =
             llvm::find_if(plan.getBuffers().getAsRange<CacheBufferAttr>(),
                           [&](CacheBufferAttr b) {
                             return b.getLayer() == idOf(layer) &&
-                                   b.getComponent() == component;
+                                   b.getComponent() == wanted;
                           });
         bool found =
             buffer != plan.getBuffers().getAsRange<CacheBufferAttr>().end();

@@ -7,6 +7,7 @@
 
 #include "lib/Engine/Checkpoint.h"
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdlib>

@@ -23,7 +23,10 @@ using namespace v4a::run;
 static bool isOwnArgument(const std::string &arg) {
   if (arg.empty() || arg[0] != '-')
     return true;
-  std::string name = arg.substr(arg.find_first_not_of('-'));
+  size_t start = arg.find_first_not_of('-');
+  if (start == std::string::npos)
+    return arg.size() <= 2; // "-" (a positional) or "--" (end of flags)
+  std::string name = arg.substr(start);
   name = name.substr(0, name.find('='));
   return llvm::is_contained(flagNames(), name);
 }
