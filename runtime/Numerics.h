@@ -32,6 +32,11 @@ uint8_t ue8m0CeilBits(float value);
 
 inline constexpr float kE4M3Max = 448.0f;
 inline constexpr float kE2M1Max = 6.0f;
+/// Block scales are pow2ceil(amax * (1 / max)) as the official kernels
+/// compute them: a multiplication by the f32 reciprocal (not a division),
+/// with amax floored at these values.
+inline constexpr float kE4M3AmaxFloor = 1e-4f;
+inline constexpr float kE2M1AmaxFloor = 6.0f * 0x1p-126f;
 
 } // namespace v4a::num
 

@@ -138,10 +138,10 @@ void encodeRow(const RowLayout &row, const float *values, uint8_t *valueBytes,
   case RowKind::FP8Model1: {
     int64_t blocks = row.quantDims / row.scaleBlock;
     for (int64_t b = 0; b < blocks; ++b) {
-      float amax = 1e-4f;
+      float amax = num::kE4M3AmaxFloor;
       for (int64_t i = b * row.scaleBlock; i < (b + 1) * row.scaleBlock; ++i)
         amax = std::max(amax, std::fabs(values[i]));
-      uint8_t code = num::ue8m0CeilBits(amax / num::kE4M3Max);
+      uint8_t code = num::ue8m0CeilBits(amax * (1.0f / num::kE4M3Max));
       float scale = num::fromUE8M0Bits(code);
       scaleBytes[b] = code;
       for (int64_t i = b * row.scaleBlock; i < (b + 1) * row.scaleBlock; ++i)

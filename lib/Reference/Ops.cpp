@@ -52,10 +52,11 @@ static void project(const float *x, int64_t in, const Weight &w,
   std::vector<float> xq(in), xs(blocks);
   for (int64_t b = 0; b < blocks; ++b) {
     int64_t end = std::min(in, (b + 1) * 128);
-    float amax = 1e-4f;
+    float amax = num::kE4M3AmaxFloor;
     for (int64_t k = b * 128; k < end; ++k)
       amax = std::max(amax, std::fabs(x[k]));
-    float scale = num::fromUE8M0Bits(num::ue8m0CeilBits(amax / num::kE4M3Max));
+    float scale =
+        num::fromUE8M0Bits(num::ue8m0CeilBits(amax * (1.0f / num::kE4M3Max)));
     xs[b] = scale;
     for (int64_t k = b * 128; k < end; ++k)
       xq[k] = num::roundE4M3(x[k] / scale);
@@ -205,10 +206,11 @@ Tensor actQuant(const Tensor &x, QuantFormat format, int64_t block,
   for (int64_t r = 0; r < rowsOf(x); ++r) {
     float *row = y.row(r);
     for (int64_t b = 0; b < quantDims; b += block) {
-      float amax = 1e-4f;
+      float amax = format == QuantFormat::E4M3 ? num::kE4M3AmaxFloor
+                                               : num::kE2M1AmaxFloor;
       for (int64_t i = b; i < b + block; ++i)
         amax = std::max(amax, std::fabs(row[i]));
-      float scale = amax / fmax;
+      float scale = amax * (1.0f / fmax);
       if (pow2Scale)
         scale = num::fromUE8M0Bits(num::ue8m0CeilBits(scale));
       for (int64_t i = b; i < b + block; ++i) {

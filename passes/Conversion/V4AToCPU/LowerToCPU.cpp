@@ -41,7 +41,9 @@ using IP = arith::CmpIPredicate;
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+// The official kernels' constants (runtime/Numerics.h has the reasons).
 constexpr double kE4M3Max = 448.0, kE2M1Max = 6.0;
+constexpr float kE4M3AmaxFloor = 1e-4f, kE2M1AmaxFloor = 6.0f * 0x1p-126f;
 
 /// Quantizes `x` to the fp8 grid of an activation block: `scale` is the ue8m0
 /// scale of the block.
@@ -87,12 +89,12 @@ void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
   e.loop(zero, blocks, [&](Value blk) {
     Value begin = e.mul(blk, c128);
     Value end = e.min(in, e.add(begin, c128));
-    Value amax = e.loop(begin, end, {e.f32(1e-4)},
+    Value amax = e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
                         [&](Value k, ValueRange a) -> SmallVector<Value> {
                           Value v = e.load(x, {row, e.add(inOffset, k)});
                           return {e.max(a[0], e.abs(v))};
                         })[0];
-    Value s = e.ceilPowerOfTwo(e.div(amax, e.f32(kE4M3Max)));
+    Value s = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
     e.store(s, xs, {blk});
     e.loop(begin, end, [&](Value k) {
       e.store(quantizeE4M3(e, e.load(x, {row, e.add(inOffset, k)}), s), xq,
@@ -347,11 +349,11 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
       e.loop(zero, e.div(quantDims, block), [&](Value blk) {
         Value begin = e.mul(blk, block), end = e.add(begin, block);
         Value amax =
-            e.loop(begin, end, {e.f32(1e-4)},
+            e.loop(begin, end, {e.f32(e4m3 ? kE4M3AmaxFloor : kE2M1AmaxFloor)},
                    [&](Value i, ValueRange a) -> SmallVector<Value> {
                      return {e.max(a[0], e.abs(e.load(x, withLast(lead, i))))};
                    })[0];
-        Value scale = e.div(amax, e.f32(fmax));
+        Value scale = e.mul(amax, e.f32(1.0f / static_cast<float>(fmax)));
         if (op.getPow2Scale())
           scale = e.ceilPowerOfTwo(scale);
         e.loop(begin, end, [&](Value i) {
