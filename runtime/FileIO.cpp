@@ -16,11 +16,30 @@ namespace v4a::io {
 
 static std::string systemError() { return std::strerror(errno); }
 
+/// A cgroup's memory limit (v2, then v1), when one is set.
+static std::optional<uint64_t> cgroupMemoryLimit() {
+  for (const char *path : {"/sys/fs/cgroup/memory.max",
+                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::FILE *file = std::fopen(path, "r");
+    if (!file)
+      continue;
+    unsigned long long limit = 0;
+    bool number = std::fscanf(file, "%llu", &limit) == 1;
+    std::fclose(file);
+    if (number)
+      return static_cast<uint64_t>(limit);
+  }
+  return std::nullopt;
+}
+
 std::optional<uint64_t> physicalMemory() {
   long pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
   if (pages <= 0 || pageSize <= 0)
     return std::nullopt;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
+  uint64_t physical =
+      static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
+  std::optional<uint64_t> cgroup = cgroupMemoryLimit();
+  return cgroup ? std::min(physical, *cgroup) : physical;
 }
 
 bool fitsInMemory(double bytes, const std::string &what, std::string &error) {
@@ -97,6 +116,26 @@ bool InputFile::read(std::string &out, uint64_t count, std::string &error) {
     if (got == 0)
       return true;
     out.append(chunk.data(), got);
+    count -= got;
+  }
+  return true;
+}
+
+bool InputFile::readAt(uint8_t *out, uint64_t offset, uint64_t count,
+                       std::string &error) {
+  while (count > 0) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(count, 1 << 30));
+    ssize_t got = ::pread(fd, out, want, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      error = path + ": cannot read " + std::to_string(count) +
+              " bytes at offset " + std::to_string(offset) +
+              (got == 0 ? ": the file ends first" : ": " + systemError());
+      return false;
+    }
+    out += got;
+    offset += got;
     count -= got;
   }
   return true;
@@ -192,7 +231,10 @@ static bool replaceRegular(const std::string &path, const std::string &target,
   std::string dir = slash == std::string::npos ? "." : target.substr(0, slash);
   std::string base =
       slash == std::string::npos ? target : target.substr(slash + 1);
-  std::string temporary = dir + "/." + base + ".XXXXXX";
+  // ".NAME.XXXXXX" tells whose temporary it is; a name near NAME_MAX gets a
+  // short one.
+  std::string temporary = dir + "/." + (base.size() > 200 ? "v4a" : base) +
+                          ".XXXXXX";
   std::vector<char> name(temporary.begin(), temporary.end());
   name.push_back('\0');
   Descriptor out(::mkstemp(name.data()));

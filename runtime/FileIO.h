@@ -24,7 +24,8 @@ namespace v4a::io {
 /// the machine's memory.
 constexpr uint64_t kConfigLimit = uint64_t(64) << 20;
 
-/// The machine's physical memory in bytes, or nothing when unknown.
+/// The memory this process may use, in bytes: the machine's physical memory,
+/// or a smaller cgroup limit; nothing when unknown.
 std::optional<uint64_t> physicalMemory();
 
 /// Whether `bytes` fit in the machine's memory; otherwise `error` says
@@ -52,6 +53,10 @@ public:
   uint64_t size() const { return bytes; }
   /// Appends up to `count` bytes to `out`; fewer only at the end of the file.
   bool read(std::string &out, uint64_t count, std::string &error);
+  /// Reads exactly `count` bytes at `offset` of a regular file into `out`
+  /// (without moving the file's position, which standard input shares).
+  bool readAt(uint8_t *out, uint64_t offset, uint64_t count,
+              std::string &error);
 
 private:
   InputFile(std::string path, int fd, bool regular, uint64_t bytes)

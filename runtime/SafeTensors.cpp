@@ -222,7 +222,9 @@ private:
   }
   bool value(Json &out, int depth) {
     skip();
-    if (p == end || depth > 16)
+    // Each value costs about a hundred bytes parsed: bound their number so
+    // that a header of a million tiny values cannot take gigabytes.
+    if (p == end || depth > 16 || ++values > kMaxValues)
       return false;
     if (*p == '{') {
       out.kind = Json::Object;
@@ -276,8 +278,10 @@ private:
     return number(out);
   }
 
+  static constexpr size_t kMaxValues = size_t(4) << 20;
   const char *p, *end;
   const char *start = p;
+  size_t values = 0;
 };
 
 } // namespace
@@ -286,6 +290,9 @@ static bool fail(std::string &error, const std::string &message) {
   error = message;
   return false;
 }
+
+/// No tensor of a checkpoint or input has more dimensions.
+constexpr size_t kMaxRank = 8;
 
 static bool readEntry(const std::string &name, const Json &entry,
                       uint64_t dataSize, Tensor &tensor,
@@ -307,6 +314,10 @@ static bool readEntry(const std::string &name, const Json &entry,
     }
   if (!known)
     return fail(error, name + ": unsupported dtype '" + dtype->text + "'");
+  if (shape->items.size() > kMaxRank)
+    return fail(error, name + ": shape has " +
+                           std::to_string(shape->items.size()) +
+                           " dimensions, more than " + std::to_string(kMaxRank));
   uint64_t count = 1;
   for (const Json &dim : shape->items) {
     if (dim.kind != Json::Number || !dim.integral || dim.integer < 0 ||
@@ -411,7 +422,7 @@ static bool headerDataEnd(const char *text, uint64_t headerSize,
 }
 
 std::optional<File> parse(const uint8_t *bytes, size_t size, std::string &error,
-                          bool (*only)(const std::string &)) {
+                          const TensorFilter &only) {
   if (size < 8) {
     error = "file too short for a safetensors header (" + std::to_string(size) +
             " bytes)";
@@ -483,23 +494,77 @@ static std::optional<std::string> readStream(io::InputFile &in,
   return bytes;
 }
 
+/// A regular file: the header first, then only the kept tensors' bytes, each
+/// read into its own buffer after their total is checked against memory.
+static std::optional<File> readRegular(io::InputFile &in,
+                                       const std::string &path,
+                                       const TensorFilter &only,
+                                       std::string &error) {
+  uint64_t size = in.size();
+  uint8_t prefix[8];
+  if (size < 8) {
+    error = "file too short for a safetensors header (" +
+            std::to_string(size) + " bytes)";
+    return std::nullopt;
+  }
+  if (!in.readAt(prefix, 0, 8, error))
+    return std::nullopt;
+  uint64_t headerSize = 0;
+  for (int i = 7; i >= 0; --i)
+    headerSize = (headerSize << 8) | prefix[i];
+  if (headerSize > size - 8 || headerSize > kMaxHeaderBytes) {
+    error = "header length " + std::to_string(headerSize) +
+            " exceeds the file (" + std::to_string(size) +
+            " bytes): truncated or not a safetensors file";
+    return std::nullopt;
+  }
+  std::string header(headerSize, '\0');
+  if (!in.readAt(reinterpret_cast<uint8_t *>(header.data()), 8, headerSize,
+                 error))
+    return std::nullopt;
+  std::vector<Entry> entries;
+  if (!parseHeader(header.data(), headerSize, size - 8 - headerSize, entries,
+                   error))
+    return std::nullopt;
+  double kept = 0.0;
+  for (const Entry &entry : entries)
+    if (!only || only(entry.name))
+      kept += static_cast<double>(entry.range.second - entry.range.first);
+  if (!io::fitsInMemory(kept, "its tensors", error))
+    return std::nullopt;
+  File file;
+  for (Entry &entry : entries) {
+    if (only && !only(entry.name))
+      continue;
+    uint64_t bytes = entry.range.second - entry.range.first;
+    entry.tensor.data.resize(bytes);
+    if (!in.readAt(entry.tensor.data.data(), 8 + headerSize + entry.range.first,
+                   bytes, error))
+      return std::nullopt;
+    file.emplace(entry.name, std::move(entry.tensor));
+  }
+  return file;
+}
+
 std::optional<File> read(const std::string &path, std::string &error,
-                         bool (*only)(const std::string &)) {
-  // A file larger than the machine's memory cannot be loaded; say so first.
-  uint64_t limit = io::physicalMemory().value_or(uint64_t(1) << 40);
+                         const TensorFilter &only) {
   std::optional<io::InputFile> in =
       io::InputFile::open(path, "safetensors", error);
   if (!in)
     return std::nullopt;
-  std::optional<std::string> bytes =
-      in->isRegular() ? io::readFile(path, limit, "safetensors", error)
-                      : readStream(*in, path, limit, error);
-  if (!bytes)
-    return std::nullopt;
-  std::optional<File> file =
-      parse(reinterpret_cast<const uint8_t *>(bytes->data()), bytes->size(),
-            error, only);
-  if (!file)
+  std::optional<File> file;
+  if (in->isRegular()) {
+    file = readRegular(*in, path, only, error);
+  } else {
+    // A FIFO or device: read what the header says, then parse in memory.
+    uint64_t limit = io::physicalMemory().value_or(uint64_t(1) << 40);
+    std::optional<std::string> bytes = readStream(*in, path, limit, error);
+    if (!bytes)
+      return std::nullopt;
+    file = parse(reinterpret_cast<const uint8_t *>(bytes->data()),
+                 bytes->size(), error, only);
+  }
+  if (!file && error.rfind(path + ":", 0) != 0)
     error = path + ": " + error;
   return file;
 }

@@ -10,6 +10,7 @@
 #define V4A_RUNTIME_SAFETENSORS_H
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -33,13 +34,19 @@ struct Tensor {
 
 using File = std::map<std::string, Tensor>;
 
+/// Which tensors to keep (all when empty).
+using TensorFilter = std::function<bool(const std::string &name)>;
+
 /// Parses safetensors bytes; on failure returns nothing and sets `error`
 /// (naming the tensor when one is at fault). `only`, when given, keeps just
 /// the tensors it accepts.
 std::optional<File> parse(const uint8_t *bytes, size_t size, std::string &error,
-                          bool (*only)(const std::string &) = nullptr);
+                          const TensorFilter &only = {});
+/// Reads a file: the header, then only the kept tensors' bytes (their total
+/// checked against memory first). A FIFO or device is read as far as its
+/// header says.
 std::optional<File> read(const std::string &path, std::string &error,
-                         bool (*only)(const std::string &) = nullptr);
+                         const TensorFilter &only = {});
 
 /// Serializes tensors in name order (deterministic bytes).
 std::vector<uint8_t> serialize(const File &file);

@@ -260,6 +260,9 @@ static void checkSizeLimits(FieldReader &reader, const ModelConfig &config) {
                                     " must be positive and finite");
 }
 
+/// MTP layers after the attention layers (V4 ships one).
+constexpr int64_t kMaxMtpLayers = 16;
+
 static void readLayerCounts(FieldReader &reader, ModelConfig &config) {
   reader.readIntList("compress_ratios", config.compressRatios);
   if (reader.failed())
@@ -271,9 +274,11 @@ static void readLayerCounts(FieldReader &reader, ModelConfig &config) {
     return;
   int64_t attention = config.numHiddenLayers;
   if (numMtp) {
-    if (*numMtp < 0)
+    if (*numMtp < 0 || *numMtp > kMaxMtpLayers)
       return reader.fail("num_nextn_predict_layers",
-                         "must be >= 0, got " + std::to_string(*numMtp));
+                         llvm::formatv("{0} is outside [0, {1}]", *numMtp,
+                                       kMaxMtpLayers)
+                             .str());
     if (numRatios != attention + *numMtp)
       return reader.fail(
           "compress_ratios",

@@ -10,6 +10,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <set>
 
 namespace v4a {
@@ -54,9 +55,15 @@ static bool isShardInsideFolder(llvm::StringRef shard) {
 /// Whether `path` is a JSON index rather than a safetensors file: safetensors
 /// starts with a binary length, an index with '{' (after blanks).
 static bool looksLikeIndex(const std::string &path) {
-  std::string error, prefix;
+  std::string error, prefix(64, '\0');
   std::optional<io::InputFile> in = io::InputFile::open(path, "checkpoint", error);
-  if (!in || !in->isRegular() || !in->read(prefix, 64, error))
+  // Only regular files are sniffed, at offset 0 without moving the position
+  // (standard input shares it); a FIFO or "-" is a safetensors stream.
+  if (!in || !in->isRegular())
+    return false;
+  prefix.resize(std::min<uint64_t>(in->size(), prefix.size()));
+  if (!in->readAt(reinterpret_cast<uint8_t *>(prefix.data()), 0, prefix.size(),
+                  error))
     return false;
   size_t first = prefix.find_first_not_of(" \t\r\n");
   // A safetensors length is 8 bytes; a '{' followed by zero bytes is one.
@@ -119,14 +126,24 @@ static bool checkpointFiles(const std::string &path,
 }
 
 bool readCheckpoint(const ModelConfig &config, const std::string &path,
-                    std::vector<rt::LayerTensors> &tensors,
-                    std::string &error) {
+                    std::vector<rt::LayerTensors> &tensors, std::string &error,
+                    const std::vector<int64_t> &layers) {
   std::vector<std::string> files;
   if (!checkpointFiles(path, files, error))
     return false;
   tensors.assign(config.numLayers(), {});
+  std::vector<bool> wanted(config.numLayers(), layers.empty());
+  for (int64_t id : layers)
+    if (id >= 0 && id < config.numLayers())
+      wanted[id] = true;
+  // Tensors of layers the configuration lacks are kept, to be reported.
+  st::TensorFilter keep = [&](const std::string &name) {
+    std::string rest;
+    int64_t layer = layerOfName(config, name, rest);
+    return isAttentionTensor(name) && (layer < 0 || wanted[layer]);
+  };
   for (const std::string &file : files) {
-    std::optional<st::File> contents = st::read(file, error, isAttentionTensor);
+    std::optional<st::File> contents = st::read(file, error, keep);
     if (!contents)
       return false;
     for (auto &[name, tensor] : *contents) {

@@ -293,8 +293,14 @@ bool Engine::loadRandomWeights(uint64_t seed, std::string &error,
 }
 
 bool Engine::loadWeights(const std::string &path, std::string &error) {
+  if (!io::fitsInMemory(hostWeightBytes(impl->config, impl->selected),
+                        "the weights", error))
+    return false;
+  std::vector<int64_t> ids;
+  for (const LayerSpec &layer : impl->selected)
+    ids.push_back(layer.id);
   std::vector<rt::LayerTensors> tensors;
-  if (!readCheckpoint(impl->config, path, tensors, error))
+  if (!readCheckpoint(impl->config, path, tensors, error, ids))
     return false;
   return attachModel(*impl, std::move(tensors), error);
 }

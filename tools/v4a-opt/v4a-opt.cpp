@@ -3,25 +3,26 @@
 #include "dialects/V4A/IR/V4ADialect.h"
 #include "lib/Pipeline/Pipelines.h"
 #include "passes/Passes.h"
+#include "runtime/FileIO.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
-#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 /// MLIR's parser recurses once per nested region, list or attribute; far
 /// deeper input than any real IR would run it out of stack.
 static constexpr int kMaxNesting = 256;
+/// Far more IR than a model's attention block takes.
+static constexpr uint64_t kInputLimit = uint64_t(1) << 30;
 
-/// Where (), [] and {} outside strings and comments first nest deeper than
-/// kMaxNesting, or npos.
+/// Where (), [], {} and <> (not the '>' of "->") outside strings and
+/// comments first nest deeper than kMaxNesting, or npos.
 static size_t firstTooDeep(llvm::StringRef text) {
   int depth = 0;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -34,10 +35,12 @@ static size_t firstTooDeep(llvm::StringRef text) {
       i = text.find('\n', i);
       if (i == llvm::StringRef::npos)
         break;
-    } else if (c == '(' || c == '[' || c == '{') {
+    } else if (c == '(' || c == '[' || c == '{' || c == '<') {
       if (++depth > kMaxNesting)
         return i;
-    } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
+    } else if ((c == ')' || c == ']' || c == '}' ||
+                (c == '>' && (i == 0 || text[i - 1] != '-'))) &&
+               depth > 0) {
       --depth;
     }
   }
@@ -56,28 +59,33 @@ int main(int argc, char **argv) {
       argc, argv, "v4a optimizer driver\n", registry);
 
   std::string message;
-  std::unique_ptr<llvm::MemoryBuffer> input =
-      mlir::openInputFile(inputPath, &message);
-  if (!input) {
+  std::optional<std::string> text =
+      v4a::io::readFile(inputPath, kInputLimit, "MLIR", message);
+  if (!text) {
     llvm::errs() << "v4a-opt: error: " << message << "\n";
     return 1;
   }
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      llvm::MemoryBuffer::getMemBufferCopy(*text, inputPath);
+  text.reset();
   if (size_t where = firstTooDeep(input->getBuffer());
       where != llvm::StringRef::npos) {
     llvm::errs() << "v4a-opt: error: " << inputPath << ": nesting deeper than "
                  << kMaxNesting << " levels (at byte " << where << ")\n";
     return 1;
   }
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      mlir::openOutputFile(outputPath, &message);
-  if (!output) {
+  // The output is written only when everything succeeded, through the same
+  // safe write as the other tools: a failure leaves an existing file as it
+  // was, and devices, FIFOs and symlinks keep their type.
+  std::string result;
+  llvm::raw_string_ostream output(result);
+  if (mlir::failed(mlir::MlirOptMain(
+          output, std::move(input), registry,
+          mlir::MlirOptMainConfig::createFromCLOptions())))
+    return 1;
+  if (!v4a::io::writeFile(outputPath, result, message)) {
     llvm::errs() << "v4a-opt: error: " << message << "\n";
     return 1;
   }
-  if (mlir::failed(mlir::MlirOptMain(
-          output->os(), std::move(input), registry,
-          mlir::MlirOptMainConfig::createFromCLOptions())))
-    return 1;
-  output->keep();
   return 0;
 }

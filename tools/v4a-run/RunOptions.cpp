@@ -97,6 +97,10 @@ std::optional<std::string> checkFlags() {
   if (backend != "cpu")
     return "--backend=" + backend +
            ": only the cpu backend exists in this build";
+  for (cl::opt<std::string> *path :
+       {&weightsPath, &inputsPath, &outputsPath, &layersOption})
+    if (path->getNumOccurrences() && path->empty())
+      return "--" + path->ArgStr.str() + ": empty value";
   bool random = randomSeed.getNumOccurrences() > 0;
   if (weightsPath.empty() == !random)
     return std::string(
@@ -128,6 +132,9 @@ std::optional<std::string> checkFlags() {
         .str();
   if (tolerance.getNumOccurrences() && !check)
     return std::string("--tolerance applies to --check; give --check too");
+  if (check && weightsPath == "-")
+    return std::string("--check reads the checkpoint a second time for the "
+                       "reference; give a file, not standard input");
   if (check && !layersOption.empty())
     return std::string("--check runs the reference over the whole model; "
                        "it cannot be combined with --layers");

@@ -19,6 +19,8 @@ namespace v4a::run {
 
 /// A run's tokens per sequence stay within this (V4 plans 1M-token contexts).
 constexpr int64_t kMaxContext = int64_t(1) << 24;
+/// Sequences in one run's batch.
+constexpr int64_t kMaxBatch = int64_t(1) << 16;
 
 extern llvm::cl::OptionCategory runCategory;
 extern llvm::cl::opt<std::string> inputPath, backend, weightsPath, inputsPath,

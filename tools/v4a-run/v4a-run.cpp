@@ -26,6 +26,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <memory>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -76,7 +77,8 @@ private:
 struct Step {
   int64_t tokens = 0;
   std::vector<int64_t> lengths;
-  std::vector<std::vector<float>> inputs; // per layer, [B * S * dim]
+  /// Per layer, [B * S * dim]; layers without their own input share one.
+  std::vector<std::shared_ptr<const std::vector<float>>> inputs;
 };
 
 /// Reads an input tensor: [batch, tokens, dim], bf16 or f32.
@@ -113,20 +115,29 @@ bool readInputs(const std::string &path, int64_t dim, int64_t layers,
   for (int64_t k = 0; file->count("x.step" + std::to_string(k)); ++k) {
     Step step;
     std::string base = "x.step" + std::to_string(k);
-    std::vector<float> shared;
-    if (!readActivations(*file, base, batch, dim, step, shared, error))
+    std::vector<float> values;
+    if (!readActivations(*file, base, batch, dim, step, values, error))
       return false;
     batch = file->at(base).shape[0];
+    if (batch < 1 || batch > kMaxBatch || step.tokens > kMaxContext) {
+      error = path + ": " + base + " holds " + std::to_string(batch) +
+              " sequences of " + std::to_string(step.tokens) +
+              " tokens; a run takes 1 to " + std::to_string(kMaxBatch) +
+              " sequences of at most " + std::to_string(kMaxContext) +
+              " tokens";
+      return false;
+    }
+    auto shared = std::make_shared<const std::vector<float>>(std::move(values));
     for (int64_t l = 0; l < layers; ++l) {
       std::string own = base + ".layer" + std::to_string(l);
       if (!file->count(own)) {
         step.inputs.push_back(shared);
         continue;
       }
-      std::vector<float> values;
       if (!readActivations(*file, own, batch, dim, step, values, error))
         return false;
-      step.inputs.push_back(std::move(values));
+      step.inputs.push_back(
+          std::make_shared<const std::vector<float>>(std::move(values)));
     }
     step.lengths.assign(batch, step.tokens);
     std::string lengths = "lengths.step" + std::to_string(k);
@@ -278,13 +289,18 @@ int main(int argc, char **argv) {
   // Inputs and outputs of the largest step, and its workspace (twice with
   // the reference alongside), must fit before anything is made.
   int64_t position = 0;
+  double outputsBytes = 0.0;
   for (size_t k = 0; k < steps.size(); ++k) {
+    // --outputs keeps every step's outputs, and serializing copies them.
+    if (!outputsPath.empty())
+      outputsBytes += 2.0 * 4.0 * static_cast<double>(selected.size()) * batch *
+                      steps[k].tokens * dim;
     double io = 2.0 * 4.0 * static_cast<double>(check ? layers : selected.size()) *
                 batch * steps[k].tokens * dim;
     double workspace = rt::stepWorkspaceBytes(
         engine->config(), selected, steps[k].tokens, position + steps[k].tokens);
     position += steps[k].tokens;
-    if (!io::fitsInMemory(io + (check ? 2.0 : 1.0) * workspace,
+    if (!io::fitsInMemory(outputsBytes + io + (check ? 2.0 : 1.0) * workspace,
                           formatv("step {0} ({1} tokens per sequence)", k,
                                   steps[k].tokens)
                               .str(),
@@ -346,10 +362,11 @@ int main(int argc, char **argv) {
     Step &step = steps[k];
     if (step.inputs.empty())
       for (int64_t l = 0; l < layers; ++l)
-        step.inputs.push_back(runs[l] || check
-                                  ? ref::randomActivations(step.tokens * dim,
-                                                           1000 * k + l)
-                                  : std::vector<float>());
+        step.inputs.push_back(
+            runs[l] || check ? std::make_shared<const std::vector<float>>(
+                                   ref::randomActivations(step.tokens * dim,
+                                                          1000 * k + l))
+                             : nullptr);
     std::vector<std::vector<float>> out(layers);
     std::vector<const float *> inputs(layers, nullptr);
     std::vector<float *> outputs(layers, nullptr);
@@ -357,7 +374,7 @@ int main(int argc, char **argv) {
       if (!runs[l])
         continue;
       out[l].assign(batch * step.tokens * dim, 0.0f);
-      inputs[l] = step.inputs[l].data();
+      inputs[l] = step.inputs[l]->data();
       outputs[l] = out[l].data();
     }
     if (!engine->step({sequences, step.lengths, step.tokens}, inputs, outputs,
@@ -371,7 +388,7 @@ int main(int argc, char **argv) {
       std::vector<ref::Tensor> x;
       for (int64_t l = 0; l < layers; ++l) {
         ref::Tensor t({n, dim});
-        std::copy_n(step.inputs[l].begin() + b * step.tokens * dim, n * dim,
+        std::copy_n(step.inputs[l]->begin() + b * step.tokens * dim, n * dim,
                     t.data.begin());
         x.push_back(std::move(t));
       }
@@ -403,6 +420,8 @@ int main(int argc, char **argv) {
     return fail(error);
   if (!check)
     return 0;
+  if (totalTokens == 0)
+    return fail("--check compared nothing: every sequence has length 0");
   outs() << formatv("v4a-run: check: the reference alongside ({0:f2} s)\n",
                     checkSeconds);
   double worst = 0.0;

@@ -71,6 +71,11 @@ Attribute KVPlanAttr::parse(AsmParser &parser, Type) {
       parser.parseEqual() || parser.parseAttribute(buffers) ||
       parser.parseGreater())
     return {};
+  if (!llvm::all_of(buffers, llvm::IsaPred<CacheBufferAttr>)) {
+    parser.emitError(parser.getNameLoc(),
+                     "kv_plan buffers must all be #v4a.buffer attributes");
+    return {};
+  }
   return KVPlanAttr::get(parser.getContext(), contextTokens, pageSize,
                          alignment, bytes, buffers);
 }

@@ -63,7 +63,7 @@ if "$bin/v4a-run" "$examples/tiny.json" --random-weights 1 --prompt-len 3 \
 fi
 [ "$(wc -l < run-full.err)" = 1 ] || { cat run-full.err; fail "run: not one line"; }
 
-# A directory in a file's place, and a file in an unwritable directory.
+# A directory in a file's place is refused and kept.
 mkdir adir
 if compile -o adir 2> dir.err; then fail "wrote over a directory"; fi
 grep -q "adir: is a directory" dir.err || { cat dir.err; fail "directory message"; }
