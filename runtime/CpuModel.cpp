@@ -2,10 +2,10 @@
 
 #include "runtime/CpuModel.h"
 
-#include "lib/Layout/CacheLayout.h"
-#include "runtime/FileIO.h"
-#include "runtime/Numerics.h"
-#include "runtime/TensorSpecs.h"
+#include "core/CacheLayout.h"
+#include "core/FileIO.h"
+#include "core/Numerics.h"
+#include "core/TensorSpecs.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 #ifndef V4A_RUNTIME_CPUMODEL_H
 #define V4A_RUNTIME_CPUMODEL_H
 
-#include "lib/Plan/KVPlan.h"
+#include "core/KVPlan.h"
 #include "runtime/KernelTable.h"
 #include "v4a/ModelConfig.h"
 

@@ -3,7 +3,7 @@
 #include "lib/Engine/Checkpoint.h"
 
 #include "lib/Config/JsonCheck.h"
-#include "runtime/FileIO.h"
+#include "core/FileIO.h"
 #include "runtime/SafeTensors.h"
 
 #include "llvm/Support/JSON.h"

@@ -1,8 +1,8 @@
 //===- Layer.cpp - reference implementation of whole layers ---------------===//
 
 #include "lib/Reference/Reference.h"
-#include "runtime/Numerics.h"
-#include "runtime/TensorSpecs.h"
+#include "core/Numerics.h"
+#include "core/TensorSpecs.h"
 
 #include <cassert>
 #include <cmath>

@@ -14,7 +14,7 @@
 #ifndef V4A_LIB_REFERENCE_REFERENCE_H
 #define V4A_LIB_REFERENCE_REFERENCE_H
 
-#include "runtime/TensorSpecs.h"
+#include "core/TensorSpecs.h"
 #include "v4a/ModelConfig.h"
 
 #include <cstdint>

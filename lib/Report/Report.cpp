@@ -3,7 +3,7 @@
 #include "lib/Report/Report.h"
 
 #include "lib/Plan/ModelPlan.h"
-#include "runtime/FileIO.h"
+#include "core/FileIO.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"

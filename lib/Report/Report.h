@@ -4,7 +4,7 @@
 #define V4A_LIB_REPORT_REPORT_H
 
 #include "dialects/V4A/IR/V4AOps.h"
-#include "lib/Plan/KVPlan.h"
+#include "core/KVPlan.h"
 
 #include "llvm/Support/raw_ostream.h"
 

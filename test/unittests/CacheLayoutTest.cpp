@@ -1,6 +1,6 @@
 //===- CacheLayoutTest.cpp - row layouts ----------------------------------===//
 
-#include "lib/Layout/CacheLayout.h"
+#include "core/CacheLayout.h"
 
 #include <gtest/gtest.h>
 

@@ -9,10 +9,10 @@
 
 #include "lib/JIT/CpuJit.h"
 #include "lib/JIT/Kernels.h"
-#include "lib/Layout/CacheLayout.h"
+#include "core/CacheLayout.h"
 #include "lib/Reference/Reference.h"
 #include "runtime/Memref.h"
-#include "runtime/Numerics.h"
+#include "core/Numerics.h"
 
 #include <gtest/gtest.h>
 

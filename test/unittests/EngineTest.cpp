@@ -9,7 +9,7 @@
 
 #include "v4a/Engine.h"
 #include "lib/Reference/Reference.h"
-#include "runtime/Numerics.h"
+#include "core/Numerics.h"
 
 #include <gtest/gtest.h>
 

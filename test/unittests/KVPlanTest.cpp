@@ -1,6 +1,6 @@
 //===- KVPlanTest.cpp - cache planning ------------------------------------===//
 
-#include "lib/Plan/KVPlan.h"
+#include "core/KVPlan.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lib/Reference/Reference.h"
-#include "runtime/Numerics.h"
+#include "core/Numerics.h"
 
 #include <gtest/gtest.h>
 

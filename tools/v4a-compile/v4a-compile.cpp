@@ -10,7 +10,7 @@
 #include "lib/Plan/ModelPlan.h"
 #include "lib/Report/Report.h"
 #include "passes/Passes.h"
-#include "runtime/FileIO.h"
+#include "core/FileIO.h"
 #include "v4a/Engine.h"
 
 #include "mlir/IR/Diagnostics.h"

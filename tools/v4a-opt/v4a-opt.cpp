@@ -3,7 +3,7 @@
 #include "dialects/V4A/IR/V4ADialect.h"
 #include "lib/Pipeline/Pipelines.h"
 #include "passes/Passes.h"
-#include "runtime/FileIO.h"
+#include "core/FileIO.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

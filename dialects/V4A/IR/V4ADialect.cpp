@@ -2,7 +2,7 @@
 
 #include "dialects/V4A/IR/V4ADialect.h"
 #include "dialects/V4A/IR/V4AOps.h"
-#include "lib/Layout/CacheLayout.h"
+#include "core/CacheLayout.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"

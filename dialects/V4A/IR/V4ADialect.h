@@ -7,7 +7,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 
-#include "lib/Layout/CacheLayout.h"
+#include "core/CacheLayout.h"
 
 #include "dialects/V4A/IR/V4ADialect.h.inc"
 #include "dialects/V4A/IR/V4AEnums.h.inc"

@@ -41,7 +41,7 @@ using IP = arith::CmpIPredicate;
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-// The official kernels' constants (runtime/Numerics.h has the reasons).
+// The official kernels' constants (core/Numerics.h has the reasons).
 constexpr double kE4M3Max = 448.0, kE2M1Max = 6.0;
 constexpr float kE4M3AmaxFloor = 1e-4f, kE2M1AmaxFloor = 6.0f * 0x1p-126f;
 
@@ -831,7 +831,7 @@ struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
 
 //===----------------------------------------------------------------------===//
 // Caches: a !v4a.kv_cache is its bytes, memref<?xi8>, in the row layout of
-// lib/Layout/CacheLayout.h. Layouts whose rows are plain elements (bf16,
+// core/CacheLayout.h. Layouts whose rows are plain elements (bf16,
 // index_bf16, f32) are viewed as [rows, dim] arrays of that element.
 //===----------------------------------------------------------------------===//
 

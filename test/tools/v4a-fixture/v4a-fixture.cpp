@@ -14,9 +14,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "lib/Reference/Reference.h"
-#include "runtime/Numerics.h"
+#include "core/Numerics.h"
 #include "runtime/SafeTensors.h"
-#include "runtime/TensorSpecs.h"
+#include "core/TensorSpecs.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 //===- TensorSpecs.h - the checkpoint tensors of a layer --------*- C++ -*-===//
 
-#ifndef V4A_RUNTIME_TENSORSPECS_H
-#define V4A_RUNTIME_TENSORSPECS_H
+#ifndef V4A_CORE_TENSORSPECS_H
+#define V4A_CORE_TENSORSPECS_H
 
 #include "v4a/ModelConfig.h"
 
@@ -54,4 +54,4 @@ inline bool hasIndexerCompressor(const LayerSpec &layer) {
 
 } // namespace v4a
 
-#endif // V4A_RUNTIME_TENSORSPECS_H
+#endif // V4A_CORE_TENSORSPECS_H

@@ -1,4 +1,4 @@
-//===- FileIO.h - bounded reads and writes that never damage a target -*- C++ -*-===//
+//===- FileIO.h - bounded reads and safe writes ------------------*- C++ -*-===//
 //
 // Every file the tools read or write goes through here. Reads refuse
 // directories and stop at a stated limit, so `/dev/zero` or a huge file is
@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef V4A_RUNTIME_FILEIO_H
-#define V4A_RUNTIME_FILEIO_H
+#ifndef V4A_CORE_FILEIO_H
+#define V4A_CORE_FILEIO_H
 
 #include <cstdint>
 #include <optional>
@@ -79,4 +79,4 @@ bool writeFile(const std::string &path, std::string_view bytes,
 
 } // namespace v4a::io
 
-#endif // V4A_RUNTIME_FILEIO_H
+#endif // V4A_CORE_FILEIO_H

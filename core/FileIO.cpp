@@ -1,6 +1,6 @@
 //===- FileIO.cpp - bounded reads and writes that never damage a target ---===//
 
-#include "runtime/FileIO.h"
+#include "core/FileIO.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,8 +1,8 @@
 //===- KVPlan.cpp - per-sequence cache plan of a model --------------------===//
 
-#include "lib/Plan/KVPlan.h"
+#include "core/KVPlan.h"
 
-#include "runtime/TensorSpecs.h"
+#include "core/TensorSpecs.h"
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 //===- TensorSpecs.cpp - the checkpoint tensors of a layer ----------------===//
 
-#include "runtime/TensorSpecs.h"
+#include "core/TensorSpecs.h"
 
 namespace v4a {
 

@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef V4A_RUNTIME_NUMERICS_H
-#define V4A_RUNTIME_NUMERICS_H
+#ifndef V4A_CORE_NUMERICS_H
+#define V4A_CORE_NUMERICS_H
 
 #include <cstdint>
 
@@ -40,4 +40,4 @@ inline constexpr float kE2M1AmaxFloor = 6.0f * 0x1p-126f;
 
 } // namespace v4a::num
 
-#endif // V4A_RUNTIME_NUMERICS_H
+#endif // V4A_CORE_NUMERICS_H

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef V4A_LIB_LAYOUT_CACHELAYOUT_H
-#define V4A_LIB_LAYOUT_CACHELAYOUT_H
+#ifndef V4A_CORE_CACHELAYOUT_H
+#define V4A_CORE_CACHELAYOUT_H
 
 #include <cstdint>
 #include <optional>
@@ -74,4 +74,4 @@ void decodeRow(const RowLayout &row, const uint8_t *valueBytes,
 
 } // namespace v4a::layout
 
-#endif // V4A_LIB_LAYOUT_CACHELAYOUT_H
+#endif // V4A_CORE_CACHELAYOUT_H

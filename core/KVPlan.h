@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef V4A_LIB_PLAN_KVPLAN_H
-#define V4A_LIB_PLAN_KVPLAN_H
+#ifndef V4A_CORE_KVPLAN_H
+#define V4A_CORE_KVPLAN_H
 
-#include "lib/Layout/CacheLayout.h"
+#include "core/CacheLayout.h"
 #include "v4a/ModelConfig.h"
 
 #include <cstdint>
@@ -83,4 +83,4 @@ std::optional<Plan> planCaches(const std::vector<LayerSpec> &layers,
 
 } // namespace v4a::plan
 
-#endif // V4A_LIB_PLAN_KVPLAN_H
+#endif // V4A_CORE_KVPLAN_H

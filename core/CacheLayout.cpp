@@ -1,8 +1,8 @@
 //===- CacheLayout.cpp - byte layout of one cache row ---------------------===//
 
-#include "lib/Layout/CacheLayout.h"
+#include "core/CacheLayout.h"
 
-#include "runtime/Numerics.h"
+#include "core/Numerics.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 //===- Numerics.cpp - rounding to the low-precision formats ---------------===//
 
-#include "runtime/Numerics.h"
+#include "core/Numerics.h"
 
 #include <cmath>
 #include <cstring>
