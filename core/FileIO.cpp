@@ -83,7 +83,8 @@ std::optional<InputFile> InputFile::open(const std::string &path,
   }
   if (S_ISDIR(status.st_mode)) {
     ::close(fd);
-    error = path + ": is a directory, expected a " + std::string(what) + " file";
+    error =
+        path + ": is a directory, expected a " + std::string(what) + " file";
     return std::nullopt;
   }
   bool regular = S_ISREG(status.st_mode);
@@ -148,8 +149,8 @@ std::optional<std::string> readFile(const std::string &path, uint64_t limit,
     return std::nullopt;
   std::string limitText = std::string(what) + " limit of " + formatBytes(limit);
   if (file->isRegular() && file->size() > limit) {
-    error = path + ": " + formatBytes(file->size()) + " exceeds the " +
-            limitText;
+    error =
+        path + ": " + formatBytes(file->size()) + " exceeds the " + limitText;
     return std::nullopt;
   }
   std::string bytes;
@@ -233,8 +234,8 @@ static bool replaceRegular(const std::string &path, const std::string &target,
       slash == std::string::npos ? target : target.substr(slash + 1);
   // ".NAME.XXXXXX" tells whose temporary it is; a name near NAME_MAX gets a
   // short one.
-  std::string temporary = dir + "/." + (base.size() > 200 ? "v4a" : base) +
-                          ".XXXXXX";
+  std::string temporary =
+      dir + "/." + (base.size() > 200 ? "v4a" : base) + ".XXXXXX";
   std::vector<char> name(temporary.begin(), temporary.end());
   name.push_back('\0');
   Descriptor out(::mkstemp(name.data()));

@@ -1,4 +1,4 @@
-//===- FileIO.h - bounded reads and safe writes ------------------*- C++ -*-===//
+//===- FileIO.h - bounded reads and safe writes -----------------*- C++ -*-===//
 //
 // Every file the tools read or write goes through here. Reads refuse
 // directories and stop at a stated limit, so `/dev/zero` or a huge file is
@@ -41,9 +41,8 @@ class InputFile {
 public:
   /// Opens `path` ("-" is standard input); a directory or an unreadable file
   /// is an error naming the path and `what` it should be.
-  static std::optional<InputFile> open(const std::string &path,
-                                       std::string_view what,
-                                       std::string &error);
+  static std::optional<InputFile>
+  open(const std::string &path, std::string_view what, std::string &error);
   InputFile(InputFile &&other) noexcept;
   InputFile &operator=(InputFile &&) = delete;
   ~InputFile();

@@ -112,7 +112,8 @@ static void dequantizeInPlace(LayerTensors &tensors, const std::string &name) {
   int64_t cols = weight.shape[1], scaleCols = scale.shape[1];
   weight.f32.resize(weight.bytes.size());
   for (size_t i = 0; i < weight.bytes.size(); ++i) {
-    int64_t r = static_cast<int64_t>(i) / cols, c = static_cast<int64_t>(i) % cols;
+    int64_t r = static_cast<int64_t>(i) / cols,
+            c = static_cast<int64_t>(i) % cols;
     weight.f32[i] =
         num::fromE4M3Bits(weight.bytes[i]) *
         num::fromUE8M0Bits(scale.bytes[(r / 128) * scaleCols + c / 128]);
@@ -294,8 +295,7 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
               "index_bf16 are)";
       return nullptr;
     }
-    if (buffer.layer < 0 ||
-        buffer.layer >= config.numLayers() ||
+    if (buffer.layer < 0 || buffer.layer >= config.numLayers() ||
         buffer.aliasOf >= config.numLayers()) {
       error = "the cache plan names a layer outside the model";
       return nullptr;
@@ -338,7 +338,8 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
     }
   if (!io::fitsInMemory(static_cast<double>(impl->slotBytes) * maxSequences,
                         "the KV caches of " + std::to_string(maxSequences) +
-                            " sequences at " + std::to_string(plan.options.contextTokens) +
+                            " sequences at " +
+                            std::to_string(plan.options.contextTokens) +
                             " tokens",
                         error))
     return nullptr;
@@ -760,10 +761,10 @@ double stepWorkspaceBytes(const ModelConfig &c,
     double selected = layer.indexTopk > 0 ? layer.indexTopk : rows;
     double window =
         static_cast<double>(std::min<int64_t>(c.slidingWindow, context));
-    double perToken = 8.0 * heads + 4.0 * c.hiddenSize + 2.0 * c.qLoraRank +
-                      4.0 * c.headDim +
-                      4.0 * c.indexNHeads * static_cast<double>(c.indexHeadDim) +
-                      (window + selected) + (layer.indexTopk > 0 ? rows : 0.0);
+    double perToken =
+        8.0 * heads + 4.0 * c.hiddenSize + 2.0 * c.qLoraRank + 4.0 * c.headDim +
+        4.0 * c.indexNHeads * static_cast<double>(c.indexHeadDim) +
+        (window + selected) + (layer.indexTopk > 0 ? rows : 0.0);
     double table = (t + window + rows) * c.headDim;
     worst = std::max(worst, 4.0 * (t * perToken + table));
   }
@@ -797,8 +798,8 @@ bool CpuModel::step(const StepBatch &batch,
   for (const LayerSpec &layer : m.layers)
     if ((!inputs[layer.id] || !outputs[layer.id]) && batch.paddedTokens > 0 &&
         rows > 0) {
-      error = "layer " + std::to_string(layer.id) +
-              ": null input or output buffer";
+      error =
+          "layer " + std::to_string(layer.id) + ": null input or output buffer";
       return false;
     }
   if (batch.paddedTokens < 0) {

@@ -315,9 +315,9 @@ static bool readEntry(const std::string &name, const Json &entry,
   if (!known)
     return fail(error, name + ": unsupported dtype '" + dtype->text + "'");
   if (shape->items.size() > kMaxRank)
-    return fail(error, name + ": shape has " +
-                           std::to_string(shape->items.size()) +
-                           " dimensions, more than " + std::to_string(kMaxRank));
+    return fail(error,
+                name + ": shape has " + std::to_string(shape->items.size()) +
+                    " dimensions, more than " + std::to_string(kMaxRank));
   uint64_t count = 1;
   for (const Json &dim : shape->items) {
     if (dim.kind != Json::Number || !dim.integral || dim.integer < 0 ||
@@ -387,18 +387,17 @@ static bool parseHeader(const char *text, uint64_t headerSize,
   std::vector<const Entry *> byOffset;
   for (const Entry &entry : entries)
     byOffset.push_back(&entry);
-  std::sort(byOffset.begin(), byOffset.end(),
-            [](const Entry *a, const Entry *b) {
-              return a->range != b->range ? a->range < b->range
-                                          : a->name < b->name;
-            });
+  std::sort(
+      byOffset.begin(), byOffset.end(), [](const Entry *a, const Entry *b) {
+        return a->range != b->range ? a->range < b->range : a->name < b->name;
+      });
   for (size_t i = 1; i < byOffset.size(); ++i) {
     const Entry &before = *byOffset[i - 1], &after = *byOffset[i];
     if (after.range.first < before.range.second)
       return fail(error, after.name + ": data_offsets [" +
                              std::to_string(after.range.first) + ", " +
-                             std::to_string(after.range.second) +
-                             ") overlap " + before.name + " [" +
+                             std::to_string(after.range.second) + ") overlap " +
+                             before.name + " [" +
                              std::to_string(before.range.first) + ", " +
                              std::to_string(before.range.second) + ")");
   }
@@ -485,8 +484,7 @@ static std::optional<std::string> readStream(io::InputFile &in,
   }
   if (dataEnd > limit) {
     error = path + ": the header needs " + io::formatBytes(dataEnd) +
-            " of data, more than the memory limit of " +
-            io::formatBytes(limit);
+            " of data, more than the memory limit of " + io::formatBytes(limit);
     return std::nullopt;
   }
   if (!in.read(bytes, dataEnd, error))
@@ -503,8 +501,8 @@ static std::optional<File> readRegular(io::InputFile &in,
   uint64_t size = in.size();
   uint8_t prefix[8];
   if (size < 8) {
-    error = "file too short for a safetensors header (" +
-            std::to_string(size) + " bytes)";
+    error = "file too short for a safetensors header (" + std::to_string(size) +
+            " bytes)";
     return std::nullopt;
   }
   if (!in.readAt(prefix, 0, 8, error))

@@ -65,7 +65,8 @@ bool checkJsonStructure(std::string_view text, std::string &error,
     bool isKey = next < text.size() && text[next] == ':' && !open.empty() &&
                  open.back().object;
     if (isKey && !open.back().keys.insert(value).second) {
-      error = "duplicate key \"" + value + "\" at byte " + std::to_string(begin);
+      error =
+          "duplicate key \"" + value + "\" at byte " + std::to_string(begin);
       return false;
     }
   }

@@ -161,9 +161,9 @@ static void readRopeScaling(FieldReader &reader, ModelConfig &config,
     return nested.fail("type", "missing (expected \"yarn\", the only "
                                "rope scaling V4 uses)");
   if (!kindName || *kindName != "yarn")
-    return nested.fail(kindKey,
-                       (kindName ? "\"" + kindName->str() + "\"" : "a non-string") +
-                           " is not supported (expected \"yarn\")");
+    return nested.fail(
+        kindKey, (kindName ? "\"" + kindName->str() + "\"" : "a non-string") +
+                     " is not supported (expected \"yarn\")");
   YarnConfig yarn;
   nested.readNumber("factor", yarn.factor);
   if (!nested.failed() && !scaling->get("original_max_position_embeddings"))
@@ -186,9 +186,9 @@ static void readRopeScaling(FieldReader &reader, ModelConfig &config,
                        llvm::formatv("{0} is outside [1, 2^40]",
                                      yarn.originalMaxPositionEmbeddings)
                            .str());
-  for (auto [key, beta] : {std::pair<llvm::StringRef, double>{
-                               "beta_fast", yarn.betaFast},
-                           {"beta_slow", yarn.betaSlow}})
+  for (auto [key, beta] :
+       {std::pair<llvm::StringRef, double>{"beta_fast", yarn.betaFast},
+        {"beta_slow", yarn.betaSlow}})
     if (!(beta > 0.0 && beta <= 1e6))
       return nested.fail(key, formatNumber(beta) + " is outside (0, 1e6]");
   config.ropeScaling = yarn;
@@ -246,18 +246,17 @@ static void checkSizeLimits(FieldReader &reader, const ModelConfig &config) {
     int64_t value = config.*limit.member;
     int64_t min = limit.member == &ModelConfig::indexTopk ? 0 : 1;
     if (value < min || value > limit.max)
-      return reader.fail(limit.field,
-                         llvm::formatv("{0} is outside [{1}, {2}]", value, min,
-                                       limit.max)
-                             .str());
+      return reader.fail(limit.field, llvm::formatv("{0} is outside [{1}, {2}]",
+                                                    value, min, limit.max)
+                                          .str());
   }
   for (auto [field, value] :
        {std::pair<const char *, double>{"rope_theta", config.ropeTheta},
         {"compress_rope_theta", config.compressRopeTheta},
         {"rms_norm_eps", config.rmsNormEps}})
     if (!(value > 0.0 && value < 1e30))
-      return reader.fail(field, formatNumber(value) +
-                                    " must be positive and finite");
+      return reader.fail(field,
+                         formatNumber(value) + " must be positive and finite");
 }
 
 /// MTP layers after the attention layers (V4 ships one).
@@ -275,10 +274,10 @@ static void readLayerCounts(FieldReader &reader, ModelConfig &config) {
   int64_t attention = config.numHiddenLayers;
   if (numMtp) {
     if (*numMtp < 0 || *numMtp > kMaxMtpLayers)
-      return reader.fail("num_nextn_predict_layers",
-                         llvm::formatv("{0} is outside [0, {1}]", *numMtp,
-                                       kMaxMtpLayers)
-                             .str());
+      return reader.fail(
+          "num_nextn_predict_layers",
+          llvm::formatv("{0} is outside [0, {1}]", *numMtp, kMaxMtpLayers)
+              .str());
     if (numRatios != attention + *numMtp)
       return reader.fail(
           "compress_ratios",
@@ -330,10 +329,11 @@ std::optional<ModelConfig> v4a::parseModelConfig(std::string_view json,
   if (const Value *type = root->get("model_type")) {
     std::optional<llvm::StringRef> name = type->getAsString();
     if (!name || *name != "deepseek_v4")
-      reader.fail("model_type",
-                  (name ? "\"" + name->str() + "\"" : std::string("a non-string")) +
-                      " is not a DeepSeek-V4 attention model (expected "
-                      "\"deepseek_v4\")");
+      reader.fail(
+          "model_type",
+          (name ? "\"" + name->str() + "\"" : std::string("a non-string")) +
+              " is not a DeepSeek-V4 attention model (expected "
+              "\"deepseek_v4\")");
   }
   reader.readInt("hidden_size", config.hiddenSize);
   reader.readInt("num_hidden_layers", config.numHiddenLayers);

@@ -2,12 +2,12 @@
 
 #include "lib/Engine/Checkpoint.h"
 
-#include "lib/Config/JsonCheck.h"
 #include "core/FileIO.h"
+#include "lib/Config/JsonCheck.h"
 #include "runtime/SafeTensors.h"
 
-#include "llvm/Support/JSON.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
@@ -56,7 +56,8 @@ static bool isShardInsideFolder(llvm::StringRef shard) {
 /// starts with a binary length, an index with '{' (after blanks).
 static bool looksLikeIndex(const std::string &path) {
   std::string error, prefix(64, '\0');
-  std::optional<io::InputFile> in = io::InputFile::open(path, "checkpoint", error);
+  std::optional<io::InputFile> in =
+      io::InputFile::open(path, "checkpoint", error);
   // Only regular files are sniffed, at offset 0 without moving the position
   // (standard input shares it); a FIFO or "-" is a safetensors stream.
   if (!in || !in->isRegular())
@@ -77,7 +78,8 @@ bool shardsOfIndex(std::string_view text, const std::string &dir,
     return false;
   auto index = llvm::json::parse(llvm::StringRef(text.data(), text.size()));
   const llvm::json::Object *root = index ? index->getAsObject() : nullptr;
-  const llvm::json::Object *map = root ? root->getObject("weight_map") : nullptr;
+  const llvm::json::Object *map =
+      root ? root->getObject("weight_map") : nullptr;
   if (!map) {
     if (!index)
       llvm::consumeError(index.takeError());

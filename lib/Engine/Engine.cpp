@@ -2,17 +2,17 @@
 
 #include "v4a/Engine.h"
 
+#include "core/FileIO.h"
+#include "core/KVPlan.h"
+#include "core/Numerics.h"
+#include "core/TensorSpecs.h"
 #include "lib/Engine/Checkpoint.h"
 #include "lib/Import/ConfigImport.h"
 #include "lib/JIT/CpuJit.h"
 #include "lib/JIT/Kernels.h"
-#include "core/KVPlan.h"
 #include "lib/Reference/Reference.h"
 #include "passes/Passes.h"
 #include "runtime/CpuModel.h"
-#include "core/FileIO.h"
-#include "core/Numerics.h"
-#include "core/TensorSpecs.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -75,8 +75,10 @@ selectLayers(const std::vector<LayerSpec> &layers,
     for (int64_t source : {layer.kvSource, layer.indexKSource,
                            layer.indexSource, layer.candidateSource})
       if (source >= 0 && !chosen.count(source)) {
-        error = "layer " + std::to_string(id) + " reads the caches or top-k "
-                "of layer " + std::to_string(source) + ": select it too";
+        error = "layer " + std::to_string(id) +
+                " reads the caches or top-k "
+                "of layer " +
+                std::to_string(source) + ": select it too";
         return std::nullopt;
       }
     selected.push_back(layer);

@@ -32,8 +32,8 @@
 #include "llvm/IR/Module.h"
 #include "llvm/Support/TargetSelect.h"
 
-#include <set>
 #include "llvm/Target/TargetMachine.h"
+#include <set>
 
 using namespace mlir;
 
@@ -155,7 +155,8 @@ bool CpuJit::objectCode(std::string &bytes, std::string &error) const {
                                                   machine->get());
   if (llvm::Error failure =
           makeOptimizingTransformer(2, 0, machine->get())(llvmModule.get())) {
-    error = "cannot optimize the kernels: " + llvm::toString(std::move(failure));
+    error =
+        "cannot optimize the kernels: " + llvm::toString(std::move(failure));
     return false;
   }
   llvm::SmallVector<char, 0> buffer;
@@ -196,18 +197,16 @@ std::string CpuJit::declareEntryPoints(ModuleOp module) {
     fs << "void _mlir_ciface_" << func.getName() << "(";
     for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
       auto memref = dyn_cast<MemRefType>(type);
-      auto [element, shortName] = memref
-                                      ? cElementType(memref.getElementType())
-                                      : std::pair<std::string, std::string>{
-                                            "uint8_t", "u8"};
+      auto [element, shortName] =
+          memref ? cElementType(memref.getElementType())
+                 : std::pair<std::string, std::string>{"uint8_t", "u8"};
       int64_t rank = memref ? memref.getRank() : 1;
       std::string name =
           "v4a_memref_" + shortName + "_" + std::to_string(rank) + "d";
       if (descriptors.insert(name).second)
-        os << "typedef struct {\n  " << element << " *allocated;\n  "
-           << element << " *aligned;\n  int64_t offset;\n  int64_t sizes["
-           << rank << "];\n  int64_t strides[" << rank << "];\n} " << name
-           << ";\n";
+        os << "typedef struct {\n  " << element << " *allocated;\n  " << element
+           << " *aligned;\n  int64_t offset;\n  int64_t sizes[" << rank
+           << "];\n  int64_t strides[" << rank << "];\n} " << name << ";\n";
       fs << (index ? ", " : "") << name << " *a" << index;
     }
     fs << ");\n";
@@ -223,8 +222,8 @@ std::string CpuJit::cHeader(llvm::StringRef guard) const {
           "\n\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" "
           "{\n#endif\n\n";
   text += declarations;
-  text += "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* " + guard.str() +
-          " */\n";
+  text +=
+      "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* " + guard.str() + " */\n";
   return text;
 }
 

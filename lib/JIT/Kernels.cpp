@@ -167,14 +167,14 @@ std::string KernelModule::rmsNorm(bool weighted, double eps) {
 std::string KernelModule::rope(int rank, int64_t ropeDim, double theta,
                                const std::optional<YarnConfig> &yarn,
                                bool inverse) {
-  std::string name = formatv("rope_r{0}_d{1}_t{2}", rank, ropeDim,
-                             symbolNumber(theta));
-  name += yarn ? formatv("_yarn_f{0}_o{1}_bf{2}_bs{3}", symbolNumber(yarn->factor),
-                         yarn->originalMaxPositionEmbeddings,
-                         symbolNumber(yarn->betaFast),
-                         symbolNumber(yarn->betaSlow))
-                     .str()
-               : "_plain";
+  std::string name =
+      formatv("rope_r{0}_d{1}_t{2}", rank, ropeDim, symbolNumber(theta));
+  name +=
+      yarn ? formatv("_yarn_f{0}_o{1}_bf{2}_bs{3}", symbolNumber(yarn->factor),
+                     yarn->originalMaxPositionEmbeddings,
+                     symbolNumber(yarn->betaFast), symbolNumber(yarn->betaSlow))
+                 .str()
+           : "_plain";
   if (inverse)
     name += "_inverse";
   Arg x = rank == 2 ? f32r2 : f32r3;

@@ -3,8 +3,8 @@
 #ifndef V4A_LIB_PLAN_MODELPLAN_H
 #define V4A_LIB_PLAN_MODELPLAN_H
 
-#include "dialects/V4A/IR/V4AOps.h"
 #include "core/KVPlan.h"
+#include "dialects/V4A/IR/V4AOps.h"
 
 #include "llvm/Support/raw_ostream.h"
 

@@ -1,8 +1,8 @@
 //===- Layer.cpp - reference implementation of whole layers ---------------===//
 
-#include "lib/Reference/Reference.h"
 #include "core/Numerics.h"
 #include "core/TensorSpecs.h"
+#include "lib/Reference/Reference.h"
 
 #include <cassert>
 #include <cmath>

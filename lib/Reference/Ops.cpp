@@ -1,7 +1,7 @@
 //===- Ops.cpp - reference implementation of the ops ----------------------===//
 
-#include "lib/Reference/Reference.h"
 #include "core/Numerics.h"
+#include "lib/Reference/Reference.h"
 
 #include <algorithm>
 #include <cmath>

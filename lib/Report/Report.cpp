@@ -2,8 +2,8 @@
 
 #include "lib/Report/Report.h"
 
-#include "lib/Plan/ModelPlan.h"
 #include "core/FileIO.h"
+#include "lib/Plan/ModelPlan.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"

@@ -3,8 +3,8 @@
 #ifndef V4A_LIB_REPORT_REPORT_H
 #define V4A_LIB_REPORT_REPORT_H
 
-#include "dialects/V4A/IR/V4AOps.h"
 #include "core/KVPlan.h"
+#include "dialects/V4A/IR/V4AOps.h"
 
 #include "llvm/Support/raw_ostream.h"
 

@@ -282,12 +282,11 @@ private:
         int64_t source = sourceOf(layer, *map);
         int64_t expected = source == idOf(layer) ? -1 : source;
         CacheComponent wanted = component;
-        auto buffer =
-            llvm::find_if(plan.getBuffers().getAsRange<CacheBufferAttr>(),
-                          [&](CacheBufferAttr b) {
-                            return b.getLayer() == idOf(layer) &&
-                                   b.getComponent() == wanted;
-                          });
+        auto buffer = llvm::find_if(
+            plan.getBuffers().getAsRange<CacheBufferAttr>(),
+            [&](CacheBufferAttr b) {
+              return b.getLayer() == idOf(layer) && b.getComponent() == wanted;
+            });
         bool found =
             buffer != plan.getBuffers().getAsRange<CacheBufferAttr>().end();
         if (found && (*buffer).getAliasOf() == expected)

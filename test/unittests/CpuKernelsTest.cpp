@@ -7,12 +7,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/CacheLayout.h"
+#include "core/Numerics.h"
 #include "lib/JIT/CpuJit.h"
 #include "lib/JIT/Kernels.h"
-#include "core/CacheLayout.h"
 #include "lib/Reference/Reference.h"
 #include "runtime/Memref.h"
-#include "core/Numerics.h"
 
 #include <gtest/gtest.h>
 
@@ -315,8 +315,8 @@ TEST_F(Kernels, GroupedOutput) {
   Tensor woB = random({48, 2 * 16}, 24, 0.2f), y({3, 48});
   auto mo = mem<3>(o);
   auto ma = mem<2>(woA), mb = mem<2>(woB), my = mem<2>(y);
-  kernel<void(M3 *, M2 *, M2 *, M2 *)>("grouped_output_g2_bf16_bf16")(
-      &mo, &ma, &mb, &my);
+  kernel<void(M3 *, M2 *, M2 *, M2 *)>("grouped_output_g2_bf16_bf16")(&mo, &ma,
+                                                                      &mb, &my);
   EXPECT_EQ(maxDiff(y, groupedOutput(o, {woA, {}}, {woB, {}}, 2)), 0.0f);
 }
 
@@ -379,9 +379,9 @@ TEST_F(Kernels, GroupedOutputWithAnFP8WoBQuantizesItsInput) {
   Tensor want = groupedOutput(o, {woA, {}}, woB.weight, 2);
   EXPECT_EQ(maxDiff(y, want), 0.0f);
   // Without the activation quantization the result differs.
-  EXPECT_GT(maxDiff(want, groupedOutput(o, {woA, {}},
-                                        dequantized(woB.weight), 2)),
-            0.0f);
+  EXPECT_GT(
+      maxDiff(want, groupedOutput(o, {woA, {}}, dequantized(woB.weight), 2)),
+      0.0f);
 }
 
 TEST_F(Kernels, CacheStoreAndGatherUseTheRowLayout) {
@@ -427,8 +427,8 @@ TEST_F(Kernels, RoPEWideRotation) {
     Tensor k = random({40, 128}, seed), ky({40, 128});
     auto mk = mem<2>(k), mky = mem<2>(ky);
     auto mp = view<int64_t, 1>(positions.data(), {40});
-    kernel<void(M2 *, Memref<int64_t, 1> *, M2 *)>("rope_r2_d64_t160000_yarn_f4_o64_bf32_bs1")(
-        &mk, &mp, &mky);
+    kernel<void(M2 *, Memref<int64_t, 1> *, M2 *)>(
+        "rope_r2_d64_t160000_yarn_f4_o64_bf32_bs1")(&mk, &mp, &mky);
     ASSERT_EQ(maxDiff(ky, rope(k, positions, params)), 0.0f) << seed;
   }
 }

@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "v4a/Engine.h"
-#include "lib/Reference/Reference.h"
 #include "core/Numerics.h"
+#include "lib/Reference/Reference.h"
 
 #include <gtest/gtest.h>
 

@@ -57,8 +57,8 @@ TEST(ModelConfig, ErrorsNameTheField) {
                  R"(, "rope_scaling": {"type": "yarn", "factor": 4})"),
       error));
   EXPECT_EQ(error.field, "rope_scaling.original_max_position_embeddings");
-  EXPECT_FALSE(parseModelConfig(tinyConfig("[0, 4, 4, 4]", R"(, "hidden_size": 5)"),
-                                error));
+  EXPECT_FALSE(parseModelConfig(
+      tinyConfig("[0, 4, 4, 4]", R"(, "hidden_size": 5)"), error));
   EXPECT_NE(error.message.find("duplicate key \"hidden_size\""),
             std::string::npos);
 }

@@ -5,12 +5,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/FileIO.h"
 #include "lib/Import/ConfigImport.h"
 #include "lib/Pipeline/Pipelines.h"
 #include "lib/Plan/ModelPlan.h"
 #include "lib/Report/Report.h"
 #include "passes/Passes.h"
-#include "core/FileIO.h"
 #include "v4a/Engine.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -45,13 +45,16 @@ static cl::opt<EmitKind> emitKind(
                    "v4a IR with the cache plan and the schedule attached"),
         clEnumValN(EmitKind::Plan, "plan", "the cache plan as JSON"),
         clEnumValN(EmitKind::Object, "obj",
-                   "the model's CPU kernels as an object file, and their C header beside it (needs -o)")), cl::cat(compileCategory));
+                   "the model's CPU kernels as an object file, and their C "
+                   "header beside it (needs -o)")),
+    cl::cat(compileCategory));
 static cl::opt<ReportKind> reportKind(
     "report", cl::desc("Print the schedule and KV memory report instead"),
     cl::init(ReportKind::None), cl::ValueOptional,
     cl::values(clEnumValN(ReportKind::Text, "text", "a table (the default)"),
                clEnumValN(ReportKind::Json, "json", "JSON"),
-               clEnumValN(ReportKind::Text, "", "")), cl::cat(compileCategory));
+               clEnumValN(ReportKind::Text, "", "")),
+    cl::cat(compileCategory));
 static cl::opt<int64_t>
     contextTokens("context", cl::desc("Maximum context per sequence, tokens"),
                   cl::init(1 << 20), cl::cat(compileCategory));
@@ -63,9 +66,11 @@ static cl::opt<KVLayoutKind> kvLayout(
     cl::init(KVLayoutKind::BF16),
     cl::values(clEnumValN(KVLayoutKind::BF16, "bf16", "bf16 rows"),
                clEnumValN(KVLayoutKind::FP8, "fp8",
-                          "packed fp8 MODEL1 rows (584 B at D = 512)")), cl::cat(compileCategory));
+                          "packed fp8 MODEL1 rows (584 B at D = 512)")),
+    cl::cat(compileCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
-                                       cl::value_desc("file"), cl::init("-"), cl::cat(compileCategory));
+                                       cl::value_desc("file"), cl::init("-"),
+                                       cl::cat(compileCategory));
 
 /// A symbol name from the config file's stem: "v4-flash.json" -> v4_flash;
 /// "model" for standard input.
@@ -120,9 +125,9 @@ static int writeObjectAndHeader(const std::string &config, bool packedKv) {
     return fail(inputPath + ": " + error);
   std::optional<std::string> header = headerPathFor(outputPath);
   if (!v4a::io::writeFile(outputPath, object, error) ||
-      (header && !v4a::io::writeFile(
-                     *header, engine->objectHeader(includeGuardFor(*header)),
-                     error)))
+      (header &&
+       !v4a::io::writeFile(
+           *header, engine->objectHeader(includeGuardFor(*header)), error)))
     return fail(error);
   return 0;
 }
@@ -152,10 +157,9 @@ int main(int argc, char **argv) {
 
   v4a::LayerOptions options;
   options.packedKv = kvLayout == KVLayoutKind::FP8;
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      v4a::importConfig(&context, *config,
-                        mlir::FileLineColLoc::get(&context, inputPath, 1, 1),
-                        modelNameFor(inputPath), options);
+  mlir::OwningOpRef<mlir::ModuleOp> module = v4a::importConfig(
+      &context, *config, mlir::FileLineColLoc::get(&context, inputPath, 1, 1),
+      modelNameFor(inputPath), options);
   if (!module)
     return 1;
 

@@ -1,9 +1,9 @@
 //===- v4a-opt.cpp - the v4a optimizer driver -----------------------------===//
 
+#include "core/FileIO.h"
 #include "dialects/V4A/IR/V4ADialect.h"
 #include "lib/Pipeline/Pipelines.h"
 #include "passes/Passes.h"
-#include "core/FileIO.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -79,9 +79,9 @@ int main(int argc, char **argv) {
   // was, and devices, FIFOs and symlinks keep their type.
   std::string result;
   llvm::raw_string_ostream output(result);
-  if (mlir::failed(mlir::MlirOptMain(
-          output, std::move(input), registry,
-          mlir::MlirOptMainConfig::createFromCLOptions())))
+  if (mlir::failed(
+          mlir::MlirOptMain(output, std::move(input), registry,
+                            mlir::MlirOptMainConfig::createFromCLOptions())))
     return 1;
   if (!v4a::io::writeFile(outputPath, result, message)) {
     llvm::errs() << "v4a-opt: error: " << message << "\n";

@@ -13,20 +13,17 @@ namespace v4a::run {
 
 cl::OptionCategory runCategory("v4a-run options");
 cl::opt<std::string> inputPath(cl::Positional, cl::Required,
-                                      cl::desc("<config.json>"),
-                                      cl::cat(runCategory));
-cl::opt<std::string> backend("backend",
-                                    cl::desc("Where to run: cpu (default)"),
-                                    cl::init("cpu"), cl::cat(runCategory));
+                               cl::desc("<config.json>"), cl::cat(runCategory));
+cl::opt<std::string> backend("backend", cl::desc("Where to run: cpu (default)"),
+                             cl::init("cpu"), cl::cat(runCategory));
 cl::opt<std::string>
     weightsPath("weights",
                 cl::desc("Checkpoint: .safetensors, or a sharded "
                          "checkpoint's model.safetensors.index.json"),
                 cl::value_desc("file"), cl::cat(runCategory));
 cl::opt<int64_t> randomSeed("random-weights",
-                                   cl::desc("Seeded random weights instead"),
-                                   cl::value_desc("seed"),
-                                   cl::cat(runCategory));
+                            cl::desc("Seeded random weights instead"),
+                            cl::value_desc("seed"), cl::cat(runCategory));
 cl::opt<int64_t>
     promptLen("prompt-len",
               cl::desc("Random inputs: prefill tokens (default 16)"),
@@ -53,21 +50,18 @@ cl::opt<std::string>
     outputsPath("outputs",
                 cl::desc("Write y.step{k}.layer{l} [B, S, dim] f32 here"),
                 cl::value_desc("file"), cl::cat(runCategory));
-cl::opt<bool> check("check",
-                           cl::desc("Compare every layer with the reference"),
-                           cl::cat(runCategory));
+cl::opt<bool> check("check", cl::desc("Compare every layer with the reference"),
+                    cl::cat(runCategory));
 cl::opt<double> tolerance(
     "tolerance",
     cl::desc("Largest accepted absolute error with --check (default 0)"),
     cl::init(0.0), cl::cat(runCategory));
 
-
-
 const std::vector<std::string> &flagNames() {
   static const std::vector<std::string> names = {
-      "backend", "weights", "random-weights", "prompt-len", "decode-steps",
-      "inputs",  "context", "layers",         "outputs",    "check",
-      "tolerance"};
+      "backend",      "weights", "random-weights", "prompt-len",
+      "decode-steps", "inputs",  "context",        "layers",
+      "outputs",      "check",   "tolerance"};
   return names;
 }
 
@@ -82,8 +76,10 @@ bool parseLayerList(StringRef text, int64_t numLayers,
     if (first.getAsInteger(10, begin) ||
         (last.empty() ? (end = begin, false) : last.getAsInteger(10, end)) ||
         begin < 0 || end < begin || end >= numLayers) {
-      error = "--layers: '" + item.str() + "' is not a layer or range of "
-              "layers 0.." + std::to_string(numLayers - 1);
+      error = "--layers: '" + item.str() +
+              "' is not a layer or range of "
+              "layers 0.." +
+              std::to_string(numLayers - 1);
       return false;
     }
     for (int64_t id = begin; id <= end; ++id)
@@ -108,8 +104,8 @@ std::optional<std::string> checkFlags() {
   if (random && randomSeed < 0)
     return "--random-weights " + std::to_string(randomSeed) +
            ": the seed must be >= 0";
-  bool stepFlags = promptLen.getNumOccurrences() > 0 ||
-                   decodeSteps.getNumOccurrences() > 0;
+  bool stepFlags =
+      promptLen.getNumOccurrences() > 0 || decodeSteps.getNumOccurrences() > 0;
   if (!inputsPath.empty() && stepFlags)
     return std::string("--prompt-len and --decode-steps shape random inputs; "
                        "they cannot be combined with --inputs");

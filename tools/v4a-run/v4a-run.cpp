@@ -10,11 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/FileIO.h"
+#include "core/Numerics.h"
 #include "lib/Engine/Checkpoint.h"
 #include "lib/Reference/Reference.h"
 #include "runtime/CpuModel.h"
-#include "core/FileIO.h"
-#include "core/Numerics.h"
 #include "runtime/SafeTensors.h"
 #include "tools/v4a-run/RunOptions.h"
 #include "v4a/Engine.h"
@@ -26,8 +26,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
-#include <memory>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -295,16 +295,18 @@ int main(int argc, char **argv) {
     if (!outputsPath.empty())
       outputsBytes += 2.0 * 4.0 * static_cast<double>(selected.size()) * batch *
                       steps[k].tokens * dim;
-    double io = 2.0 * 4.0 * static_cast<double>(check ? layers : selected.size()) *
-                batch * steps[k].tokens * dim;
-    double workspace = rt::stepWorkspaceBytes(
-        engine->config(), selected, steps[k].tokens, position + steps[k].tokens);
+    double io = 2.0 * 4.0 *
+                static_cast<double>(check ? layers : selected.size()) * batch *
+                steps[k].tokens * dim;
+    double workspace =
+        rt::stepWorkspaceBytes(engine->config(), selected, steps[k].tokens,
+                               position + steps[k].tokens);
     position += steps[k].tokens;
-    if (!io::fitsInMemory(outputsBytes + io + (check ? 2.0 : 1.0) * workspace,
-                          formatv("step {0} ({1} tokens per sequence)", k,
-                                  steps[k].tokens)
-                              .str(),
-                          error))
+    if (!io::fitsInMemory(
+            outputsBytes + io + (check ? 2.0 : 1.0) * workspace,
+            formatv("step {0} ({1} tokens per sequence)", k, steps[k].tokens)
+                .str(),
+            error))
       return fail(error);
   }
 
@@ -363,10 +365,10 @@ int main(int argc, char **argv) {
     if (step.inputs.empty())
       for (int64_t l = 0; l < layers; ++l)
         step.inputs.push_back(
-            runs[l] || check ? std::make_shared<const std::vector<float>>(
-                                   ref::randomActivations(step.tokens * dim,
-                                                          1000 * k + l))
-                             : nullptr);
+            runs[l] || check
+                ? std::make_shared<const std::vector<float>>(
+                      ref::randomActivations(step.tokens * dim, 1000 * k + l))
+                : nullptr);
     std::vector<std::vector<float>> out(layers);
     std::vector<const float *> inputs(layers, nullptr);
     std::vector<float *> outputs(layers, nullptr);

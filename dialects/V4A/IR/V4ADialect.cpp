@@ -1,8 +1,8 @@
 //===- V4ADialect.cpp - v4a dialect, attributes and types -----------------===//
 
 #include "dialects/V4A/IR/V4ADialect.h"
-#include "dialects/V4A/IR/V4AOps.h"
 #include "core/CacheLayout.h"
+#include "dialects/V4A/IR/V4AOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"

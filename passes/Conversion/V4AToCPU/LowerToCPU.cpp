@@ -75,8 +75,8 @@ void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
           [&](Value k, ValueRange a) -> SmallVector<Value> {
             Value weight = e.load(w, {wRow, k});
             if (scale)
-              weight = e.mul(weight, e.load(scale, {e.div(wRow, c128),
-                                                    e.div(k, c128)}));
+              weight = e.mul(
+                  weight, e.load(scale, {e.div(wRow, c128), e.div(k, c128)}));
             return {e.add(a[0],
                           e.mul(e.load(x, {row, e.add(inOffset, k)}), weight))};
           })[0];

@@ -13,10 +13,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lib/Reference/Reference.h"
 #include "core/Numerics.h"
-#include "runtime/SafeTensors.h"
 #include "core/TensorSpecs.h"
+#include "lib/Reference/Reference.h"
+#include "runtime/SafeTensors.h"
 
 #include <algorithm>
 #include <cmath>
