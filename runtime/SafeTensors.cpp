@@ -2,8 +2,8 @@
 
 #include "runtime/SafeTensors.h"
 
-#include "runtime/FileIO.h"
-#include "runtime/Numerics.h"
+#include "core/FileIO.h"
+#include "core/Numerics.h"
 
 #include <algorithm>
 #include <cctype>
