@@ -210,7 +210,7 @@ static bool compileKernels(Engine::Impl &m, std::string &error) {
   // The runtime dequantizes an fp8 wo_a at load; wo_b may be either.
   want(module.groupedOutput(c.oGroups, false, false), k.groupedOutput);
   want(module.groupedOutput(c.oGroups, false, true), k.groupedOutputFP8WoB);
-  m.jit = jit::CpuJit::compile(module.source(), error);
+  m.jit = jit::CpuJit::compile(std::move(module), error);
   if (!m.jit)
     return false;
   for (auto &[key, slot] : wanted) {

@@ -18,10 +18,10 @@
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -75,28 +75,32 @@ static bool lowerToLLVMDialect(ModuleOp module, std::string &error) {
   return succeeded(pm.run(module));
 }
 
-std::unique_ptr<CpuJit> CpuJit::compile(llvm::StringRef source,
-                                        std::string &error) {
+std::unique_ptr<MLIRContext> createKernelContext() {
   registerOnce();
-  std::unique_ptr<CpuJit> jit(new CpuJit());
   DialectRegistry registry;
   registerAllDialects(registry);
   registerAllExtensions(registry);
   registry.insert<V4ADialect>();
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
-  jit->context = std::make_unique<MLIRContext>(registry);
-  jit->context->loadAllAvailableDialects();
+  auto context = std::make_unique<MLIRContext>(registry);
+  context->loadAllAvailableDialects();
+  return context;
+}
+
+std::unique_ptr<CpuJit> CpuJit::compile(KernelModule kernels,
+                                        std::string &error) {
+  std::unique_ptr<CpuJit> jit(new CpuJit());
+  jit->context = kernels.releaseContext();
+  OwningOpRef<ModuleOp> module = kernels.releaseModule();
   std::string diagnostics;
   llvm::raw_string_ostream stream(diagnostics);
   ScopedDiagnosticHandler handler(jit->context.get(), [&](Diagnostic &diag) {
     stream << diag.str() << "\n";
     return success();
   });
-  OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(source, jit->context.get());
-  if (!module) {
-    error = "cannot parse the kernel module: " + diagnostics;
+  if (failed(verify(*module))) {
+    error = "invalid kernel module: " + diagnostics;
     return nullptr;
   }
   jit->declarations = declareEntryPoints(*module);

@@ -3,6 +3,8 @@
 #ifndef V4A_LIB_JIT_CPUJIT_H
 #define V4A_LIB_JIT_CPUJIT_H
 
+#include "lib/JIT/Kernels.h"
+
 #include "llvm/ADT/StringRef.h"
 
 #include <memory>
@@ -16,14 +18,17 @@ class ModuleOp;
 
 namespace v4a::jit {
 
-/// Kernels compiled in-process from a module of `func.func`s (memref
+/// A context with every dialect the kernels and their lowering use.
+std::unique_ptr<mlir::MLIRContext> createKernelContext();
+
+/// Kernels compiled in-process from a KernelModule (`func.func`s over memref
 /// arguments, v4a ops inside) through the CPU lowering to LLVM.
 class CpuJit {
 public:
   ~CpuJit();
-  /// Parses, lowers and compiles `source`; on failure returns null and
-  /// describes the problem in `error`.
-  static std::unique_ptr<CpuJit> compile(llvm::StringRef source,
+  /// Verifies, lowers and compiles the kernels (taking over their context);
+  /// on failure returns null and describes the problem in `error`.
+  static std::unique_ptr<CpuJit> compile(KernelModule kernels,
                                          std::string &error);
   /// The C-interface entry point of kernel `name`, or null.
   void *lookup(llvm::StringRef name) const;

@@ -2,49 +2,43 @@
 
 #include "lib/JIT/Kernels.h"
 
-#include "llvm/ADT/StringExtras.h"
+#include "dialects/V4A/IR/V4ADialect.h"
+#include "dialects/V4A/IR/V4AOps.h"
+#include "lib/JIT/CpuJit.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <vector>
+#include <functional>
 
+using namespace mlir;
 using llvm::formatv;
 
 namespace v4a::jit {
 
 namespace {
 
-/// One buffer argument: its element type and rank (all dims dynamic), or a
-/// static shape when `shape` is given.
+constexpr int64_t kDyn = ShapedType::kDynamic;
+
+/// One buffer argument: its element type and shape (dynamic dims as kDyn).
 struct Arg {
-  std::string element;
-  int rank;
-  std::string shape; // "?x?" style prefix, derived from rank when empty
+  Type element;
+  SmallVector<int64_t> shape;
 
-  std::string dims() const {
-    if (!shape.empty())
-      return shape;
-    std::string text;
-    for (int i = 0; i < rank; ++i)
-      text += "?x";
-    return text;
+  MemRefType memref() const { return MemRefType::get(shape, element); }
+  RankedTensorType tensor(Type elementType) const {
+    return RankedTensorType::get(shape, elementType);
   }
-  std::string memref() const { return "memref<" + dims() + element + ">"; }
-  std::string tensor(const std::string &element) const {
-    return "tensor<" + dims() + element + ">";
-  }
-  std::string tensor() const { return tensor(element); }
+  RankedTensorType tensor() const { return tensor(element); }
 };
-
-/// Enough digits that the attribute holds exactly `value`.
-std::string formatDouble(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.17e", value);
-  return text;
-}
 
 /// A number as part of a symbol: the shortest text that reads back as exactly
 /// `value`, with '.' as 'p' and '-' as 'm' (1e-06 -> 1em06, 0.5 -> 0p5).
@@ -69,104 +63,136 @@ std::string symbolNumber(double value) {
   return symbol;
 }
 
-/// A kernel: arguments %a0.. become tensors %t0..; `body` computes the
-/// results %r0.. (with `resultTypes`), which are widened to the output
-/// buffers' element types and written into them.
-std::string kernel(const std::string &name, const std::vector<Arg> &inputs,
-                   const std::vector<Arg> &outputs,
-                   const std::vector<std::string> &resultTypes,
-                   const std::string &body) {
-  std::string text = "func.func @" + name + "(";
-  std::vector<std::string> params;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    params.push_back(formatv("%a{0}: {1}", i, inputs[i].memref()));
-  for (size_t i = 0; i < outputs.size(); ++i)
-    params.push_back(formatv("%o{0}: {1}", i, outputs[i].memref()));
-  text += llvm::join(params, ", ") + ") attributes {llvm.emit_c_interface} {\n";
-  for (size_t i = 0; i < inputs.size(); ++i)
-    text += formatv("  %t{0} = bufferization.to_tensor %a{0} restrict : {1} to "
-                    "{2}\n",
-                    i, inputs[i].memref(), inputs[i].tensor());
-  text += body;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    std::string result = formatv("%r{0}", i);
-    std::string wanted = outputs[i].tensor();
-    if (resultTypes[i] != wanted) {
-      bool isFloat = outputs[i].element == "f32";
-      text += formatv("  %w{0} = arith.{1} %r{0} : {2} to {3}\n", i,
-                      isFloat ? "extf" : "extui", resultTypes[i], wanted);
-      result = formatv("%w{0}", i);
-    }
-    text += formatv("  bufferization.materialize_in_destination {0} in "
-                    "restrict writable %o{1} : ({2}, {3}) -> ()\n",
-                    result, i, wanted, outputs[i].memref());
-  }
-  return text + "  return\n}\n";
-}
-
-const Arg f32r1{"f32", 1, ""}, f32r2{"f32", 2, ""}, f32r3{"f32", 3, ""};
-const Arg i64r1{"i64", 1, ""}, i32r2{"i32", 2, ""};
-
-std::string tensorType(int rank, const std::string &element) {
-  return Arg{element, rank, ""}.tensor();
-}
+/// Computes a kernel's results from its inputs as tensors.
+using BodyFn = std::function<SmallVector<Value>(OpBuilder &, Location,
+                                                ArrayRef<Value> inputs)>;
 
 } // namespace
 
-std::string KernelModule::add(const std::string &name,
-                              const std::string &text) {
-  if (!known[name]) {
-    known[name] = true;
-    body += text;
+struct KernelModule::Impl {
+  std::unique_ptr<MLIRContext> context = createKernelContext();
+  OwningOpRef<ModuleOp> module =
+      ModuleOp::create(UnknownLoc::get(context.get()));
+  std::map<std::string, bool> known;
+
+  MLIRContext *ctx() { return context.get(); }
+  Type f32() { return Float32Type::get(ctx()); }
+  Type bf16() { return BFloat16Type::get(ctx()); }
+  Type i64() { return IntegerType::get(ctx(), 64); }
+  Type i32() { return IntegerType::get(ctx(), 32); }
+  Type e4m3() { return Float8E4M3FNType::get(ctx()); }
+  Type ue8m0() { return Float8E8M0FNUType::get(ctx()); }
+  /// An all-dynamic buffer of `rank` f32 (or `element`) values.
+  Arg dynamic(int rank, Type element = {}) {
+    return {element ? element : f32(), SmallVector<int64_t>(rank, kDyn)};
   }
-  return name;
+
+  /// Adds `name` once: a func.func over memrefs (inputs, then outputs) that
+  /// reads the inputs as tensors, computes `body`, widens each result to its
+  /// output's element type and writes it into the output buffer.
+  std::string define(const std::string &name, ArrayRef<Arg> inputs,
+                     ArrayRef<Arg> outputs, const BodyFn &body) {
+    if (known[name])
+      return name;
+    known[name] = true;
+    OpBuilder b(ctx());
+    Location loc = NameLoc::get(b.getStringAttr(name));
+    b.setInsertionPointToEnd(module->getBody());
+    SmallVector<Type> argTypes;
+    for (const Arg &arg : inputs)
+      argTypes.push_back(arg.memref());
+    for (const Arg &arg : outputs)
+      argTypes.push_back(arg.memref());
+    auto func =
+        func::FuncOp::create(b, loc, name, b.getFunctionType(argTypes, {}));
+    func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+    Block *entry = func.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    SmallVector<Value> tensors;
+    for (auto [index, arg] : llvm::enumerate(inputs))
+      tensors.push_back(bufferization::ToTensorOp::create(
+          b, loc, arg.tensor(), entry->getArgument(index), /*restrict=*/true));
+    SmallVector<Value> results = body(b, loc, tensors);
+    for (auto [index, output] : llvm::enumerate(outputs)) {
+      Value result = results[index];
+      RankedTensorType wanted = output.tensor();
+      if (result.getType() != wanted)
+        result =
+            isa<FloatType>(output.element)
+                ? arith::ExtFOp::create(b, loc, wanted, result).getResult()
+                : arith::ExtUIOp::create(b, loc, wanted, result).getResult();
+      Value destination = entry->getArgument(inputs.size() + index);
+      bufferization::MaterializeInDestinationOp::create(
+          b, loc, /*result=*/Type(), result, destination, /*restrict=*/true,
+          /*writable=*/true);
+    }
+    func::ReturnOp::create(b, loc);
+    return name;
+  }
+
+  /// `value` rounded to bf16 (the ops compute in the precision of their
+  /// result type).
+  Value toBF16(OpBuilder &b, Location loc, Value value) {
+    auto type = cast<RankedTensorType>(value.getType());
+    return arith::TruncFOp::create(b, loc, type.clone(bf16()), value);
+  }
+  RankedTensorType like(Value value, Type element) {
+    return cast<RankedTensorType>(value.getType()).clone(element);
+  }
+};
+
+KernelModule::KernelModule() : impl(std::make_unique<Impl>()) {}
+KernelModule::KernelModule(KernelModule &&) noexcept = default;
+KernelModule::~KernelModule() = default;
+
+std::unique_ptr<MLIRContext> KernelModule::releaseContext() {
+  return std::move(impl->context);
 }
 
-std::string KernelModule::source() const { return "module {\n" + body + "}\n"; }
+OwningOpRef<ModuleOp> KernelModule::releaseModule() {
+  return std::move(impl->module);
+}
 
 std::string KernelModule::linear(bool fp8, bool f32Result) {
+  Impl &m = *impl;
   std::string name = formatv("linear_{0}_{1}", fp8 ? "fp8" : "bf16",
                              f32Result ? "f32" : "bf16");
-  std::string out = f32Result ? "f32" : "bf16";
-  std::vector<Arg> inputs = {f32r2, fp8 ? Arg{"f8E4M3FN", 2, ""} : f32r2};
-  std::string scale;
-  if (fp8) {
-    inputs.push_back(Arg{"f8E8M0FNU", 2, ""});
-    scale = " scale %t2";
-  }
-  std::string scaleType = fp8 ? ", " + inputs[2].tensor() : "";
-  std::string body = formatv("  %r0 = v4a.linear %t0, %t1{0} : {1}, {2}{3} -> "
-                             "{4}\n",
-                             scale, inputs[0].tensor(), inputs[1].tensor(),
-                             scaleType, tensorType(2, out));
-  return add(name, kernel(name, inputs, {f32r2}, {tensorType(2, out)}, body));
+  SmallVector<Arg> inputs = {m.dynamic(2),
+                             m.dynamic(2, fp8 ? m.e4m3() : m.f32())};
+  if (fp8)
+    inputs.push_back(m.dynamic(2, m.ue8m0()));
+  return m.define(name, inputs, {m.dynamic(2)},
+                  [&](OpBuilder &b, Location loc, ArrayRef<Value> t) {
+                    Type result =
+                        m.dynamic(2).tensor(f32Result ? m.f32() : m.bf16());
+                    return SmallVector<Value>{v4a::LinearOp::create(
+                        b, loc, result, t[0], t[1], fp8 ? t[2] : Value())};
+                  });
 }
 
 std::string KernelModule::rmsNorm(bool weighted, double eps) {
-  std::string name = formatv("rms_norm_{0}", weighted ? "weighted" : "heads");
-  Arg x = weighted ? f32r2 : f32r3;
-  std::vector<Arg> inputs = {x};
+  Impl &m = *impl;
+  std::string name =
+      formatv("rms_norm_{0}_eps{1}", weighted ? "weighted" : "heads",
+              symbolNumber(eps));
+  Arg x = m.dynamic(weighted ? 2 : 3);
+  SmallVector<Arg> inputs = {x};
   if (weighted)
-    inputs.push_back(f32r1);
-  std::string result = x.tensor("bf16");
-  std::string body =
-      formatv("  %r0 = v4a.rms_norm %t0{0} {{eps = {1} : f64} : {2}{3}\n",
-              weighted ? " weight %t1" : "", formatDouble(eps), x.tensor(),
-              weighted ? ", " + f32r1.tensor() : "");
-  // rms_norm keeps the input type: round through a bf16 copy.
-  body = formatv("  %x0 = arith.truncf %t0 : {0} to {1}\n", x.tensor(), result)
-             .str() +
-         formatv("  %r0 = v4a.rms_norm %x0{0} {{eps = {1} : f64} : {2}{3}\n",
-                 weighted ? " weight %t1" : "", formatDouble(eps), result,
-                 weighted ? ", " + f32r1.tensor() : "")
-             .str();
-  name += "_eps" + symbolNumber(eps);
-  return add(name, kernel(name, inputs, {x}, {result}, body));
+    inputs.push_back(m.dynamic(1));
+  return m.define(name, inputs, {x},
+                  [&](OpBuilder &b, Location loc, ArrayRef<Value> t) {
+                    // rms_norm keeps the input type: round through bf16.
+                    Value input = m.toBF16(b, loc, t[0]);
+                    return SmallVector<Value>{v4a::RMSNormOp::create(
+                        b, loc, input.getType(), input,
+                        weighted ? t[1] : Value(), b.getF64FloatAttr(eps))};
+                  });
 }
 
 std::string KernelModule::rope(int rank, int64_t ropeDim, double theta,
                                const std::optional<YarnConfig> &yarn,
                                bool inverse) {
+  Impl &m = *impl;
   std::string name =
       formatv("rope_r{0}_d{1}_t{2}", rank, ropeDim, symbolNumber(theta));
   name +=
@@ -177,176 +203,196 @@ std::string KernelModule::rope(int rank, int64_t ropeDim, double theta,
            : "_plain";
   if (inverse)
     name += "_inverse";
-  Arg x = rank == 2 ? f32r2 : f32r3;
-  std::string result = x.tensor("bf16");
-  std::string attrs = formatv("rope_dim = {0} : i64, theta = {1} : f64",
-                              ropeDim, formatDouble(theta));
-  if (inverse)
-    attrs += ", inverse";
-  if (yarn)
-    attrs +=
-        formatv(", yarn = #v4a.yarn<factor = {0}, original_max_position = "
-                "{1}, beta_fast = {2}, beta_slow = {3}>",
-                formatDouble(yarn->factor), yarn->originalMaxPositionEmbeddings,
-                formatDouble(yarn->betaFast), formatDouble(yarn->betaSlow))
-            .str();
-  std::string body = formatv("  %x0 = arith.truncf %t0 : {0} to {1}\n"
-                             "  %r0 = v4a.rope %x0, %t1 {{{2}} : {1}, {3}\n",
-                             x.tensor(), result, attrs, i64r1.tensor());
-  return add(name, kernel(name, {x, i64r1}, {x}, {result}, body));
+  Arg x = m.dynamic(rank);
+  return m.define(name, {x, m.dynamic(1, m.i64())}, {x},
+                  [&](OpBuilder &b, Location loc, ArrayRef<Value> t) {
+                    Value input = m.toBF16(b, loc, t[0]);
+                    v4a::YarnAttr yarnAttr;
+                    if (yarn)
+                      yarnAttr = v4a::YarnAttr::get(
+                          m.ctx(), llvm::APFloat(yarn->factor),
+                          yarn->originalMaxPositionEmbeddings,
+                          llvm::APFloat(yarn->betaFast),
+                          llvm::APFloat(yarn->betaSlow));
+                    return SmallVector<Value>{v4a::RoPEOp::create(
+                        b, loc, input.getType(), input, t[1],
+                        b.getI64IntegerAttr(ropeDim), b.getF64FloatAttr(theta),
+                        inverse ? b.getUnitAttr() : UnitAttr(), yarnAttr)};
+                  });
 }
 
 std::string KernelModule::actQuant(int rank, bool e4m3, int64_t block,
                                    int64_t quantDims) {
+  Impl &m = *impl;
   std::string name = formatv("act_quant_r{0}_{1}_b{2}_q{3}", rank,
                              e4m3 ? "e4m3" : "e2m1", block, quantDims);
-  Arg x = rank == 2 ? f32r2 : f32r3;
-  std::string result = x.tensor("bf16");
-  std::string quant =
-      quantDims > 0 ? formatv(", quant_dims = {0} : i64", quantDims).str() : "";
-  std::string body =
-      formatv("  %x0 = arith.truncf %t0 : {0} to {1}\n"
-              "  %r0 = v4a.act_quant %x0 {{format = #v4a<quant_format {2}>, "
-              "block_size = {3} : i64{4}, pow2_scale} : {1}\n",
-              x.tensor(), result, e4m3 ? "e4m3" : "e2m1", block, quant);
-  return add(name, kernel(name, {x}, {x}, {result}, body));
+  Arg x = m.dynamic(rank);
+  return m.define(
+      name, {x}, {x}, [&](OpBuilder &b, Location loc, ArrayRef<Value> t) {
+        Value input = m.toBF16(b, loc, t[0]);
+        return SmallVector<Value>{v4a::ActQuantOp::create(
+            b, loc, input.getType(), input,
+            e4m3 ? v4a::QuantFormat::E4M3 : v4a::QuantFormat::E2M1,
+            static_cast<uint64_t>(block),
+            quantDims > 0 ? b.getI64IntegerAttr(quantDims) : IntegerAttr(),
+            /*pow2_scale=*/true)};
+      });
 }
 
 std::string KernelModule::hadamard(int rank, int64_t width) {
+  Impl &m = *impl;
   std::string name = formatv("hadamard_r{0}_n{1}", rank, width);
-  Arg x{"f32", rank,
-        rank == 2 ? formatv("?x{0}x", width).str()
-                  : formatv("?x?x{0}x", width).str()};
-  std::string result = x.tensor("bf16");
-  std::string body = formatv("  %x0 = arith.truncf %t0 : {0} to {1}\n"
-                             "  %r0 = v4a.hadamard %x0 : {1}\n",
-                             x.tensor(), result);
-  return add(name, kernel(name, {x}, {x}, {result}, body));
+  Arg x = m.dynamic(rank);
+  x.shape.back() = width;
+  return m.define(
+      name, {x}, {x}, [&](OpBuilder &b, Location loc, ArrayRef<Value> t) {
+        Value input = m.toBF16(b, loc, t[0]);
+        return SmallVector<Value>{
+            v4a::HadamardOp::create(b, loc, input.getType(), input)};
+      });
 }
 
 std::string KernelModule::compressStep(int64_t ratio, bool overlap) {
+  Impl &m = *impl;
   std::string name =
       formatv("compress_step_r{0}{1}", ratio, overlap ? "_overlap" : "");
-  std::vector<Arg> inputs = {f32r2, f32r2, f32r2, i64r1, f32r3, f32r3};
-  Arg emitted{"i32", 1, ""};
-  std::vector<Arg> outputs = {f32r2, emitted, f32r3, f32r3};
-  std::string body = formatv(
-      "  %r0, %b1, %r2, %r3 = v4a.compress_step %t0, %t1, %t2, %t3, %t4, %t5 "
-      "{{ratio = {0} : i64{1}} : {2}, {2}, {3}, {4} -> {2}, tensor<?xi1>\n"
-      "  %r1 = arith.extui %b1 : tensor<?xi1> to tensor<?xi32>\n",
-      ratio, overlap ? ", overlap" : "", f32r2.tensor(), i64r1.tensor(),
-      f32r3.tensor());
-  return add(name, kernel(name, inputs, outputs,
-                          {f32r2.tensor(), emitted.tensor(), f32r3.tensor(),
-                           f32r3.tensor()},
-                          body));
+  Arg rows = m.dynamic(2), state = m.dynamic(3);
+  Arg positions = m.dynamic(1, m.i64()), emitted = m.dynamic(1, m.i32());
+  return m.define(name, {rows, rows, rows, positions, state, state},
+                  {rows, emitted, state, state},
+                  [&](OpBuilder &b, Location loc, ArrayRef<Value> t) {
+                    auto op = v4a::CompressStepOp::create(
+                        b, loc, rows.tensor(), emitted.tensor(b.getI1Type()),
+                        state.tensor(), state.tensor(), t[0], t[1], t[2], t[3],
+                        t[4], t[5], static_cast<uint64_t>(ratio), overlap);
+                    return SmallVector<Value>(op->getResults());
+                  });
 }
 
 std::string KernelModule::indexerScore(int64_t ratio) {
+  Impl &m = *impl;
   std::string name = formatv("indexer_score_r{0}", ratio);
-  std::string body = formatv(
-      "  %r0 = v4a.indexer_score %t0, %t1, %t2, %t3 {{ratio = {0} : i64} : "
-      "{1}, {2}, {2}, {3} -> {2}\n",
-      ratio, f32r3.tensor(), f32r2.tensor(), i64r1.tensor());
-  return add(name, kernel(name, {f32r3, f32r2, f32r2, i64r1}, {f32r2},
-                          {f32r2.tensor()}, body));
+  return m.define(
+      name, {m.dynamic(3), m.dynamic(2), m.dynamic(2), m.dynamic(1, m.i64())},
+      {m.dynamic(2)}, [&](OpBuilder &b, Location loc, ArrayRef<Value> t) {
+        return SmallVector<Value>{v4a::IndexerScoreOp::create(
+            b, loc, m.dynamic(2).tensor(), t[0], t[1], t[2], t[3],
+            static_cast<uint64_t>(ratio))};
+      });
 }
 
 std::string KernelModule::topk(int64_t k,
                                std::optional<int64_t> candidateBlockSize) {
+  Impl &m = *impl;
   std::string name = formatv("topk_k{0}", k);
-  Arg out{"i32", 2, formatv("?x{0}x", k).str()};
-  std::vector<Arg> inputs = {f32r2};
-  std::string body;
+  SmallVector<Arg> inputs = {m.dynamic(2)};
   if (candidateBlockSize) {
     name += formatv("_c{0}", *candidateBlockSize).str();
-    inputs.push_back(i32r2);
-    body = formatv("  %r0 = v4a.topk %t0 candidates %t1 {{k = {0} : i64, "
-                   "candidate_block_size = {1} : i64} : {2}, {3} -> {4}\n",
-                   k, *candidateBlockSize, f32r2.tensor(), i32r2.tensor(),
-                   out.tensor());
-  } else {
-    body = formatv("  %r0 = v4a.topk %t0 {{k = {0} : i64} : {1} -> {2}\n", k,
-                   f32r2.tensor(), out.tensor());
+    inputs.push_back(m.dynamic(2, m.i32()));
   }
-  return add(name, kernel(name, inputs, {out}, {out.tensor()}, body));
+  Arg out{m.i32(), {kDyn, k}};
+  return m.define(
+      name, inputs, {out}, [&](OpBuilder &b, Location loc, ArrayRef<Value> t) {
+        return SmallVector<Value>{v4a::TopKOp::create(
+            b, loc, out.tensor(), t[0], candidateBlockSize ? t[1] : Value(),
+            static_cast<uint64_t>(k),
+            candidateBlockSize ? b.getI64IntegerAttr(*candidateBlockSize)
+                               : IntegerAttr())};
+      });
 }
 
 std::string KernelModule::blockTopk(int64_t blockSize, int64_t numBlocks) {
+  Impl &m = *impl;
   std::string name = formatv("block_topk_b{0}_n{1}", blockSize, numBlocks);
-  Arg out{"i32", 2, formatv("?x{0}x", numBlocks).str()};
-  std::string body = formatv(
-      "  %r0 = v4a.block_topk %t0 {{block_size = {0} : i64, num_blocks = {1} "
-      ": i64} : {2} -> {3}\n",
-      blockSize, numBlocks, f32r2.tensor(), out.tensor());
-  return add(name, kernel(name, {f32r2}, {out}, {out.tensor()}, body));
+  Arg out{m.i32(), {kDyn, numBlocks}};
+  return m.define(name, {m.dynamic(2)}, {out},
+                  [&](OpBuilder &b, Location loc, ArrayRef<Value> t) {
+                    return SmallVector<Value>{v4a::BlockTopKOp::create(
+                        b, loc, out.tensor(), t[0],
+                        static_cast<uint64_t>(blockSize),
+                        static_cast<uint64_t>(numBlocks))};
+                  });
 }
 
 std::string KernelModule::sparseAttention(double scale) {
+  Impl &m = *impl;
   std::string name = "sparse_attention_s" + symbolNumber(scale);
-  std::string result = f32r3.tensor("bf16");
-  std::string body = formatv(
-      "  %q0 = arith.truncf %t0 : {0} to {1}\n"
-      "  %k0 = arith.truncf %t1 : {2} to {3}\n"
-      "  %r0 = v4a.sparse_attention %q0, %k0, %t2, %t3 {{scale = {4} : f64} "
-      ": {1}, {3}, {5}, {6} -> {1}\n",
-      f32r3.tensor(), result, f32r2.tensor(), f32r2.tensor("bf16"),
-      formatDouble(scale), i32r2.tensor(), f32r1.tensor());
-  return add(name, kernel(name, {f32r3, f32r2, i32r2, f32r1}, {f32r3}, {result},
-                          body));
+  return m.define(
+      name, {m.dynamic(3), m.dynamic(2), m.dynamic(2, m.i32()), m.dynamic(1)},
+      {m.dynamic(3)}, [&](OpBuilder &b, Location loc, ArrayRef<Value> t) {
+        Value query = m.toBF16(b, loc, t[0]), kv = m.toBF16(b, loc, t[1]);
+        return SmallVector<Value>{v4a::SparseAttentionOp::create(
+            b, loc, query.getType(), query, kv, t[2], t[3],
+            b.getF64FloatAttr(scale))};
+      });
 }
 
 std::string KernelModule::groupedOutput(int64_t groups, bool fp8WoA,
                                         bool fp8WoB) {
+  Impl &m = *impl;
   std::string name = formatv("grouped_output_g{0}_{1}_{2}", groups,
                              fp8WoA ? "fp8" : "bf16", fp8WoB ? "fp8" : "bf16");
-  Arg fp8Weight{"f8E4M3FN", 2, ""}, scale{"f8E8M0FNU", 2, ""};
-  std::vector<Arg> inputs = {f32r3};
-  std::string operands = "%t0", types = f32r3.tensor();
+  // (o, wo_a[, wo_a scale], wo_b[, wo_b scale]): where each weight sits.
+  SmallVector<Arg> inputs = {m.dynamic(3)};
+  SmallVector<int> weightAt, scaleAt;
   for (bool fp8 : {fp8WoA, fp8WoB}) {
-    Arg weight = fp8 ? fp8Weight : f32r2;
-    std::string index = std::to_string(inputs.size());
-    operands += ", %t" + index;
-    types += ", " + weight.tensor();
-    inputs.push_back(weight);
-    if (!fp8)
-      continue;
-    operands += " scale %t" + std::to_string(inputs.size());
-    types += " scale " + scale.tensor();
-    inputs.push_back(scale);
+    weightAt.push_back(inputs.size());
+    inputs.push_back(m.dynamic(2, fp8 ? m.e4m3() : m.f32()));
+    scaleAt.push_back(fp8 ? static_cast<int>(inputs.size()) : -1);
+    if (fp8)
+      inputs.push_back(m.dynamic(2, m.ue8m0()));
   }
-  std::string body =
-      formatv("  %r0 = v4a.grouped_output {0} {{groups = {1} : i64} : {2} -> "
-              "{3}\n",
-              operands, groups, types, f32r2.tensor("bf16"))
-          .str();
-  return add(name, kernel(name, inputs, {f32r2}, {f32r2.tensor("bf16")}, body));
+  return m.define(name, inputs, {m.dynamic(2)},
+                  [&](OpBuilder &b, Location loc, ArrayRef<Value> t) {
+                    auto scale = [&](int i) {
+                      return scaleAt[i] < 0 ? Value() : t[scaleAt[i]];
+                    };
+                    return SmallVector<Value>{v4a::GroupedOutputOp::create(
+                        b, loc, m.dynamic(2).tensor(m.bf16()), t[0],
+                        t[weightAt[0]], scale(0), t[weightAt[1]], scale(1),
+                        static_cast<uint64_t>(groups))};
+                  });
 }
 
 std::string KernelModule::cacheStoreGather(const std::string &layout,
                                            int64_t dim) {
+  Impl &m = *impl;
   std::string name = formatv("cache_store_gather_{0}_d{1}", layout, dim);
-  std::string cache =
-      formatv("!v4a.kv_cache<{0}, dim = {1}, page_size = 64>", layout, dim);
-  std::string rows = formatv("tensor<?x{0}xf32>", dim);
-  std::string out = formatv("tensor<?x?x{0}xf32>", dim);
-  std::string text = formatv(
-      "func.func @{0}(%c: {1}, %a0: memref<?x{2}xf32>, %a1: memref<?xi64>, "
-      "%a2: memref<?x?xi32>, %o0: memref<?x?x{2}xf32>) attributes "
-      "{{llvm.emit_c_interface} {{\n"
-      "  %t0 = bufferization.to_tensor %a0 restrict : memref<?x{2}xf32> to "
-      "{3}\n"
-      "  %t1 = bufferization.to_tensor %a1 restrict : memref<?xi64> to "
-      "tensor<?xi64>\n"
-      "  %t2 = bufferization.to_tensor %a2 restrict : memref<?x?xi32> to "
-      "tensor<?x?xi32>\n"
-      "  v4a.cache_store %c, %t0, %t1 : {1}, {3}, tensor<?xi64>\n"
-      "  %r0 = v4a.cache_gather %c, %t2 : {1}, tensor<?x?xi32> -> {4}\n"
-      "  bufferization.materialize_in_destination %r0 in restrict writable "
-      "%o0 : ({4}, memref<?x?x{2}xf32>) -> ()\n"
-      "  return\n}\n",
-      name, cache, dim, rows, out);
-  return add(name, text);
+  if (m.known[name])
+    return name;
+  m.known[name] = true;
+  std::optional<v4a::CacheLayout> cacheLayout =
+      v4a::symbolizeCacheLayout(layout);
+  if (!cacheLayout)
+    llvm::report_fatal_error(("unknown cache layout " + layout).c_str());
+  OpBuilder b(m.ctx());
+  Location loc = NameLoc::get(b.getStringAttr(name));
+  b.setInsertionPointToEnd(m.module->getBody());
+  auto cache = v4a::KVCacheType::get(m.ctx(), *cacheLayout, dim, 64);
+  Arg rows{m.f32(), {kDyn, dim}}, ids = m.dynamic(1, m.i64());
+  Arg indices = m.dynamic(2, m.i32()), out{m.f32(), {kDyn, kDyn, dim}};
+  auto func = func::FuncOp::create(
+      b, loc, name,
+      b.getFunctionType(
+          {cache, rows.memref(), ids.memref(), indices.memref(), out.memref()},
+          {}));
+  func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  auto tensor = [&](const Arg &arg, int index) -> Value {
+    return bufferization::ToTensorOp::create(
+        b, loc, arg.tensor(), entry->getArgument(index), /*restrict=*/true);
+  };
+  Value rowTensor = tensor(rows, 1), idTensor = tensor(ids, 2);
+  Value indexTensor = tensor(indices, 3);
+  v4a::CacheStoreOp::create(b, loc, entry->getArgument(0), rowTensor, idTensor);
+  Value gathered = v4a::CacheGatherOp::create(
+      b, loc, out.tensor(), entry->getArgument(0), indexTensor);
+  bufferization::MaterializeInDestinationOp::create(
+      b, loc, Type(), gathered, entry->getArgument(4), /*restrict=*/true,
+      /*writable=*/true);
+  func::ReturnOp::create(b, loc);
+  return name;
 }
 
 } // namespace v4a::jit

@@ -1,10 +1,10 @@
 //===- Kernels.h - the CPU kernels a model needs ----------------*- C++ -*-===//
 //
-// Builds the source of a module of CPU kernels: one func.func per op and
-// attribute set, taking row-major f32 buffers (i64 positions, i32 indices,
-// e4m3/ue8m0 bytes for fp8 weights) and writing its result into the last
-// buffer argument. The kernel body is the v4a op itself; rounding to bf16
-// happens where the op's result type is bf16.
+// Builds, with MLIR builders, a module of CPU kernels: one func.func per op
+// and attribute set, taking row-major f32 buffers (i64 positions, i32
+// indices, e4m3/ue8m0 bytes for fp8 weights) and writing its result into the
+// last buffer argument. The kernel body is the v4a op itself; rounding to
+// bf16 happens where the op's result type is bf16.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,13 +15,27 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+
+namespace mlir {
+class MLIRContext;
+class ModuleOp;
+template <typename OpTy> class OwningOpRef;
+} // namespace mlir
 
 namespace v4a::jit {
 
 class KernelModule {
 public:
+  /// An empty module in a context of its own with every dialect the CPU
+  /// lowering needs.
+  KernelModule();
+  KernelModule(KernelModule &&) noexcept;
+  ~KernelModule();
+
+  /// Each method adds its kernel once and returns the kernel's name.
   /// y[T,N] = x[T,K] @ w[N,K]^T; w f32 (bf16 values) or e4m3 bytes with a
   /// ue8m0 scale; bf16-rounded unless `f32Result`.
   std::string linear(bool fp8, bool f32Result);
@@ -43,13 +57,15 @@ public:
   /// rows [T, S] (-1: zero) from them: (bytes, rows, ids, indices, out).
   std::string cacheStoreGather(const std::string &layout, int64_t dim);
 
-  /// The module holding every kernel requested so far, in request order.
-  std::string source() const;
+  /// Hands the context and the module over (to the JIT); the KernelModule is
+  /// empty afterwards.
+  std::unique_ptr<mlir::MLIRContext> releaseContext();
+  mlir::OwningOpRef<mlir::ModuleOp> releaseModule();
+
+  struct Impl;
 
 private:
-  std::string add(const std::string &name, const std::string &text);
-  std::map<std::string, bool> known;
-  std::string body;
+  std::unique_ptr<Impl> impl;
 };
 
 } // namespace v4a::jit

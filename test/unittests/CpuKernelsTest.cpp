@@ -87,7 +87,7 @@ protected:
     module.actQuant(2, true, 64, 64);
     module.rope(3, 64, 160000.0, YarnConfig{4.0, 64, 32.0, 1.0}, false);
     std::string error;
-    compiled = jit::CpuJit::compile(module.source(), error).release();
+    compiled = jit::CpuJit::compile(std::move(module), error).release();
     ASSERT_TRUE(compiled) << error;
   }
   static YarnConfig yarn() { return {4.0, 64, 32.0, 1.0}; }
