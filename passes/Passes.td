@@ -72,7 +72,8 @@ def LowerToCPU : Pass<"v4a-lower-to-cpu", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::func::FuncDialect",
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
-    "::mlir::bufferization::BufferizationDialect"
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::vector::VectorDialect"
   ];
 }
 

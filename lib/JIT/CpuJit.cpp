@@ -42,7 +42,8 @@ namespace v4a::jit {
 static const char *const kLoweringPipeline =
     "v4a-lower-to-cpu,canonicalize,convert-elementwise-to-linalg,"
     "one-shot-bufferize,buffer-deallocation-pipeline,convert-linalg-to-loops,"
-    "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+    "expand-strided-metadata,lower-affine,convert-vector-to-scf,"
+    "convert-scf-to-cf,convert-vector-to-llvm,"
     "arith-expand{include-bf16=true},convert-math-to-llvm,"
     "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
     "convert-func-to-llvm,convert-index-to-llvm,reconcile-unrealized-casts";

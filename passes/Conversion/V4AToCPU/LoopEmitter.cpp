@@ -2,6 +2,8 @@
 
 #include "passes/Conversion/V4AToCPU/LoopEmitter.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -173,32 +175,32 @@ Value LoopEmitter::select(Value condition, Value a, Value c) {
 }
 
 Value LoopEmitter::add(Value a, Value c) {
-  if (isa<FloatType>(a.getType()))
+  if (isa<FloatType>(getElementTypeOrSelf(a.getType())))
     return arith::AddFOp::create(b, loc, a, c);
   return arith::AddIOp::create(b, loc, a, c);
 }
 Value LoopEmitter::sub(Value a, Value c) {
-  if (isa<FloatType>(a.getType()))
+  if (isa<FloatType>(getElementTypeOrSelf(a.getType())))
     return arith::SubFOp::create(b, loc, a, c);
   return arith::SubIOp::create(b, loc, a, c);
 }
 Value LoopEmitter::mul(Value a, Value c) {
-  if (isa<FloatType>(a.getType()))
+  if (isa<FloatType>(getElementTypeOrSelf(a.getType())))
     return arith::MulFOp::create(b, loc, a, c);
   return arith::MulIOp::create(b, loc, a, c);
 }
 Value LoopEmitter::div(Value a, Value c) {
-  if (isa<FloatType>(a.getType()))
+  if (isa<FloatType>(getElementTypeOrSelf(a.getType())))
     return arith::DivFOp::create(b, loc, a, c);
   return arith::DivSIOp::create(b, loc, a, c);
 }
 Value LoopEmitter::max(Value a, Value c) {
-  if (isa<FloatType>(a.getType()))
+  if (isa<FloatType>(getElementTypeOrSelf(a.getType())))
     return arith::MaximumFOp::create(b, loc, a, c);
   return arith::MaxSIOp::create(b, loc, a, c);
 }
 Value LoopEmitter::min(Value a, Value c) {
-  if (isa<FloatType>(a.getType()))
+  if (isa<FloatType>(getElementTypeOrSelf(a.getType())))
     return arith::MinimumFOp::create(b, loc, a, c);
   return arith::MinSIOp::create(b, loc, a, c);
 }

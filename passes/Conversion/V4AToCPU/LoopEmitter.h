@@ -66,7 +66,7 @@ public:
   void ifThen(mlir::Value condition, const std::function<void()> &body);
   mlir::Value select(mlir::Value condition, mlir::Value a, mlir::Value b);
 
-  // Arithmetic shorthands.
+  // Arithmetic shorthands (floats and vectors of floats, or integers).
   mlir::Value add(mlir::Value a, mlir::Value b);
   mlir::Value sub(mlir::Value a, mlir::Value b);
   mlir::Value mul(mlir::Value a, mlir::Value b);

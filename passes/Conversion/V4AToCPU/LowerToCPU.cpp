@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -59,28 +60,55 @@ enum class FP8Mode {
   DequantizeWeight,
 };
 
+/// Output rows one scalar projection step computes together: independent
+/// sums that hide the latency of each other's additions.
+constexpr int64_t kRows = 8;
+
+/// Calls `body(n0, rows)` for rows [n0, n0 + rows) covering [0, count):
+/// groups of kRows, then single rows.
+void forRowGroups(LoopEmitter &e, Value count,
+                  const std::function<void(Value, int64_t)> &body) {
+  Value zero = e.index(0), group = e.index(kRows);
+  e.loop(zero, e.div(count, group),
+         [&](Value g) { body(e.mul(g, group), kRows); });
+  e.loop(e.mul(e.div(count, group), group), count,
+         [&](Value n) { body(n, 1); });
+}
+
 /// out[row, outOffset + n] = x[row, inOffset + :] . w[rowBegin + n, :] for n
 /// in [0, count): a bf16 weight, or an e4m3 weight with ue8m0 block scales
 /// used as `mode` says (the quantized activation lives in xq, xs scratch).
+/// Each output sums in k-ascending order, kRows outputs side by side.
 void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
              Value w, Value scale, Value rowBegin, Value count, Value out,
              Value outRow, Value outOffset,
              FP8Mode mode = FP8Mode::QuantizeInput) {
   Value zero = e.index(0), c128 = e.index(128);
+  auto store = [&](Value n0, ValueRange sums) {
+    for (auto [r, sum] : llvm::enumerate(sums))
+      e.store(sum, out, {outRow, e.add(outOffset, e.add(n0, e.index(r)))});
+  };
+  auto weightRow = [&](Value n0, int64_t r) {
+    return e.add(rowBegin, e.add(n0, e.index(r)));
+  };
   if (!scale || mode == FP8Mode::DequantizeWeight) {
-    e.loop(zero, count, [&](Value n) {
-      Value wRow = e.add(rowBegin, n);
-      Value acc = e.loop(
-          zero, in, {e.f32(0.0)},
-          [&](Value k, ValueRange a) -> SmallVector<Value> {
-            Value weight = e.load(w, {wRow, k});
-            if (scale)
-              weight = e.mul(
-                  weight, e.load(scale, {e.div(wRow, c128), e.div(k, c128)}));
-            return {e.add(a[0],
-                          e.mul(e.load(x, {row, e.add(inOffset, k)}), weight))};
-          })[0];
-      e.store(acc, out, {outRow, e.add(outOffset, n)});
+    forRowGroups(e, count, [&](Value n0, int64_t rows) {
+      SmallVector<Value> init(rows, e.f32(0.0));
+      store(n0, e.loop(zero, in, init,
+                       [&](Value k, ValueRange a) -> SmallVector<Value> {
+                         Value xv = e.load(x, {row, e.add(inOffset, k)});
+                         SmallVector<Value> next;
+                         for (int64_t r = 0; r < rows; ++r) {
+                           Value wRow = weightRow(n0, r);
+                           Value weight = e.load(w, {wRow, k});
+                           if (scale)
+                             weight =
+                                 e.mul(weight, e.load(scale, {e.div(wRow, c128),
+                                                              e.div(k, c128)}));
+                           next.push_back(e.add(a[r], e.mul(xv, weight)));
+                         }
+                         return next;
+                       }));
     });
     return;
   }
@@ -101,25 +129,152 @@ void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
               {k});
     });
   });
+  forRowGroups(e, count, [&](Value n0, int64_t rows) {
+    SmallVector<Value> init(rows, e.f32(0.0));
+    store(n0,
+          e.loop(zero, blocks, init,
+                 [&](Value blk, ValueRange a) -> SmallVector<Value> {
+                   Value begin = e.mul(blk, c128);
+                   Value end = e.min(in, e.add(begin, c128));
+                   SmallVector<Value> partials = e.loop(
+                       begin, end, init,
+                       [&](Value k, ValueRange p) -> SmallVector<Value> {
+                         Value xv = e.load(xq, {k});
+                         SmallVector<Value> next;
+                         for (int64_t r = 0; r < rows; ++r)
+                           next.push_back(e.add(
+                               p[r],
+                               e.mul(xv, e.load(w, {weightRow(n0, r), k}))));
+                         return next;
+                       });
+                   Value xScale = e.load(xs, {blk});
+                   SmallVector<Value> next;
+                   for (int64_t r = 0; r < rows; ++r) {
+                     Value scaleRow = e.div(weightRow(n0, r), c128);
+                     Value scaled = e.mul(e.mul(partials[r], xScale),
+                                          e.load(scale, {scaleRow, blk}));
+                     next.push_back(e.add(a[r], scaled));
+                   }
+                   return next;
+                 }));
+  });
+}
+
+/// Tokens one vectorized projection step covers: two 256-bit f32 vectors
+/// (or one 512-bit), so that one weight load and decode serves 16 tokens.
+constexpr int64_t kLanes = 16;
+
+/// The quantized (or plain) activations of tokens [t0, t0 + kLanes),
+/// transposed so that one vector load gives one input column of every
+/// token: xT[k * kLanes + j] = x[t0 + j, inOffset + k], and for fp8 inputs
+/// xsT[blk * kLanes + j] the ue8m0 scale of token j's block `blk`.
+void transposeLanes(LoopEmitter &e, Value x, Value t0, Value inOffset, Value in,
+                    bool quantize, Value xT, Value xsT) {
+  Value zero = e.index(0), c128 = e.index(128), lanes = e.index(kLanes);
+  e.loop(zero, lanes, [&](Value j) {
+    Value row = e.add(t0, j);
+    auto at = [&](Value k) { return e.add(e.mul(k, lanes), j); };
+    if (!quantize) {
+      e.loop(zero, in, [&](Value k) {
+        e.store(e.load(x, {row, e.add(inOffset, k)}), xT, {at(k)});
+      });
+      return;
+    }
+    Value blocks = e.div(e.add(in, e.index(127)), c128);
+    e.loop(zero, blocks, [&](Value blk) {
+      Value begin = e.mul(blk, c128);
+      Value end = e.min(in, e.add(begin, c128));
+      Value amax = e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
+                          [&](Value k, ValueRange a) -> SmallVector<Value> {
+                            Value v = e.load(x, {row, e.add(inOffset, k)});
+                            return {e.max(a[0], e.abs(v))};
+                          })[0];
+      Value s = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
+      e.store(s, xsT, {at(blk)});
+      e.loop(begin, end, [&](Value k) {
+        e.store(quantizeE4M3(e, e.load(x, {row, e.add(inOffset, k)}), s), xT,
+                {at(k)});
+      });
+    });
+  });
+}
+
+/// `project` for the kLanes tokens t0.., one token per vector lane. Every
+/// output keeps its own k-ascending order of f32 operations, so the results
+/// are bitwise those of `project`; one weight load serves kLanes tokens and
+/// the lanes' sums are independent (no reduction across lanes).
+void projectLanes(LoopEmitter &e, Value x, Value t0, Value inOffset, Value in,
+                  Value w, Value scale, Value rowBegin, Value count, Value out,
+                  Value outOffset, FP8Mode mode, Value xT, Value xsT) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  auto vectorType = VectorType::get({kLanes}, b.getF32Type());
+  Value zero = e.index(0), c128 = e.index(128), lanes = e.index(kLanes);
+  bool quantize = scale && mode == FP8Mode::QuantizeInput;
+  transposeLanes(e, x, t0, inOffset, in, quantize, xT, xsT);
+  auto column = [&](Value buffer, Value k) -> Value {
+    return vector::LoadOp::create(b, loc, vectorType, buffer,
+                                  ValueRange{e.mul(k, lanes)});
+  };
+  auto splat = [&](Value scalar) -> Value {
+    return vector::BroadcastOp::create(b, loc, vectorType, scalar);
+  };
+  Value zeros = splat(e.f32(0.0));
   e.loop(zero, count, [&](Value n) {
     Value wRow = e.add(rowBegin, n);
-    Value scaleRow = e.div(wRow, c128);
-    Value acc =
-        e.loop(zero, blocks, {e.f32(0.0)},
-               [&](Value blk, ValueRange a) -> SmallVector<Value> {
-                 Value begin = e.mul(blk, c128);
-                 Value end = e.min(in, e.add(begin, c128));
-                 Value partial =
-                     e.loop(begin, end, {e.f32(0.0)},
-                            [&](Value k, ValueRange p) -> SmallVector<Value> {
-                              return {e.add(p[0], e.mul(e.load(xq, {k}),
-                                                        e.load(w, {wRow, k})))};
-                            })[0];
-                 Value scaled = e.mul(e.mul(partial, e.load(xs, {blk})),
-                                      e.load(scale, {scaleRow, blk}));
-                 return {e.add(a[0], scaled)};
-               })[0];
-    e.store(acc, out, {outRow, e.add(outOffset, n)});
+    Value acc;
+    if (!quantize) {
+      acc = e.loop(
+          zero, in, {zeros}, [&](Value k, ValueRange a) -> SmallVector<Value> {
+            Value weight = e.load(w, {wRow, k});
+            if (scale)
+              weight = e.mul(
+                  weight, e.load(scale, {e.div(wRow, c128), e.div(k, c128)}));
+            return {e.add(a[0], e.mul(column(xT, k), splat(weight)))};
+          })[0];
+    } else {
+      Value blocks = e.div(e.add(in, e.index(127)), c128);
+      Value scaleRow = e.div(wRow, c128);
+      acc = e.loop(
+          zero, blocks, {zeros},
+          [&](Value blk, ValueRange a) -> SmallVector<Value> {
+            Value begin = e.mul(blk, c128);
+            Value end = e.min(in, e.add(begin, c128));
+            Value partial = e.loop(
+                begin, end, {zeros},
+                [&](Value k, ValueRange p) -> SmallVector<Value> {
+                  return {e.add(
+                      p[0], e.mul(column(xT, k), splat(e.load(w, {wRow, k}))))};
+                })[0];
+            Value scaled = e.mul(e.mul(partial, column(xsT, blk)),
+                                 splat(e.load(scale, {scaleRow, blk})));
+            return {e.add(a[0], scaled)};
+          })[0];
+    }
+    for (int64_t j = 0; j < kLanes; ++j)
+      e.store(vector::ExtractOp::create(b, loc, acc, ArrayRef<int64_t>{j}), out,
+              {e.add(t0, e.index(j)), e.add(outOffset, n)});
+  });
+}
+
+/// out[t, outOffset + :] for every token t of x: kLanes tokens at a time,
+/// then the rest one by one; the same values as `project` for each token.
+void projectTokens(LoopEmitter &e, Value x, Value inOffset, Value in, Value w,
+                   Value scale, Value rowBegin, Value count, Value out,
+                   Value outOffset, FP8Mode mode = FP8Mode::QuantizeInput) {
+  Value zero = e.index(0), lanes = e.index(kLanes);
+  Value tokens = e.dim(x, 0);
+  Value full = e.mul(e.div(tokens, lanes), lanes);
+  Value blocks = e.div(e.add(in, e.index(127)), e.index(128));
+  Value xT = e.scratch(e.mul(in, lanes)), xsT = e.scratch(e.mul(blocks, lanes));
+  // scf.for steps by one: walk the groups of kLanes tokens.
+  e.loop(zero, e.div(tokens, lanes), [&](Value group) {
+    projectLanes(e, x, e.mul(group, lanes), inOffset, in, w, scale, rowBegin,
+                 count, out, outOffset, mode, xT, xsT);
+  });
+  e.loop(full, tokens, [&](Value t) {
+    project(e, x, t, inOffset, in, w, scale, rowBegin, count, out, t, outOffset,
+            mode);
   });
 }
 
@@ -138,9 +293,7 @@ struct LowerLinear : public V4APattern<LinearOp> {
     auto type = cast<RankedTensorType>(op.getType());
     Value out = e.allocShaped(type, {tokens, outWidth});
     Value zero = e.index(0);
-    e.loop(zero, tokens, [&](Value t) {
-      project(e, x, t, zero, in, w, scale, zero, outWidth, out, t, zero);
-    });
+    projectTokens(e, x, zero, in, w, scale, zero, outWidth, out, zero);
     rewriter.replaceOp(op, e.tensor(out, type));
     return success();
   }
@@ -178,20 +331,16 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
         RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
                               rewriter.getBF16Type()),
         {tokens, loraRows});
-    e.loop(zero, tokens, [&](Value t) {
-      e.loop(zero, groups, [&](Value g) {
-        project(e, flat, t, e.mul(g, groupWidth), groupWidth, woA, scaleA,
-                e.mul(g, lora), lora, mid, t, e.mul(g, lora),
-                FP8Mode::DequantizeWeight);
-      });
+    e.loop(zero, groups, [&](Value g) {
+      projectTokens(e, flat, e.mul(g, groupWidth), groupWidth, woA, scaleA,
+                    e.mul(g, lora), lora, mid, e.mul(g, lora),
+                    FP8Mode::DequantizeWeight);
     });
     auto type = cast<RankedTensorType>(op.getType());
     Value outWidth = e.dim(woB, 0);
     Value out = e.allocShaped(type, {tokens, outWidth});
-    e.loop(zero, tokens, [&](Value t) {
-      project(e, mid, t, zero, loraRows, woB, scaleB, zero, outWidth, out, t,
-              zero);
-    });
+    projectTokens(e, mid, zero, loraRows, woB, scaleB, zero, outWidth, out,
+                  zero);
     rewriter.replaceOp(op, e.tensor(out, type));
     return success();
   }
