@@ -2,6 +2,7 @@
 
 #include "core/Numerics.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -31,18 +32,32 @@ float fromBF16Bits(uint16_t bits) { return floatOf(uint32_t(bits) << 16); }
 
 float roundBF16(float value) { return fromBF16Bits(toBF16Bits(value)); }
 
-/// Rounds |value| to a float format with `mantissaBits` and minimum normal
-/// exponent `minExp`, ties to even, without saturation.
+/// The nearest integer to a non-negative `value` below 2^23, ties to even:
+/// adding 2^23 leaves no fraction bits, so the addition itself rounds.
+static float roundToInteger(float value) {
+  float shifted = value + 8388608.0f;
+  return shifted - 8388608.0f;
+}
+
+/// 2^exponent for a normal f32 exponent.
+static float powerOfTwo(int exponent) {
+  return floatOf(static_cast<uint32_t>(exponent + 127) << 23);
+}
+
+/// Rounds a finite |value| to a float format with `mantissaBits` and minimum
+/// normal exponent `minExp`, ties to even, without saturation. The exponent
+/// is read from the bits (|value| in [2^e, 2^(e+1))); a subnormal f32 rounds
+/// on the format's subnormal spacing like any value below 2^minExp.
 static float roundToFormat(float magnitude, int mantissaBits, int minExp) {
   if (magnitude == 0.0f)
     return 0.0f;
-  int exp;
-  std::frexp(magnitude, &exp); // magnitude = m * 2^exp, m in [0.5, 1)
-  int e = exp - 1;             // magnitude in [2^e, 2^(e+1))
+  int e = static_cast<int>(bitsOf(magnitude) >> 23) - 127;
   if (e < minExp)
     e = minExp; // subnormal spacing
-  float quantum = std::ldexp(1.0f, e - mantissaBits);
-  return std::nearbyint(magnitude / quantum) * quantum;
+  // Scaling by powers of two is exact here (the quotient has at most
+  // mantissaBits + 2 integer bits, far below 2^23).
+  return roundToInteger(magnitude * powerOfTwo(mantissaBits - e)) *
+         powerOfTwo(e - mantissaBits);
 }
 
 float roundE4M3(float value) {
@@ -59,30 +74,34 @@ float roundE4M3(float value) {
 uint8_t toE4M3Bits(float value) {
   float rounded = roundE4M3(value);
   uint8_t sign = std::signbit(rounded) ? 0x80 : 0;
-  float magnitude = std::fabs(rounded);
   if (std::isnan(rounded))
     return 0x7f;
-  if (magnitude == 0.0f)
+  uint32_t bits = bitsOf(std::fabs(rounded));
+  if (bits == 0)
     return sign;
-  int exp;
-  std::frexp(magnitude, &exp);
-  int e = exp - 1;
-  if (e < -6) // subnormal: m * 2^-9
-    return sign |
-           static_cast<uint8_t>(std::lround(magnitude / std::ldexp(1.0f, -9)));
-  int mantissa = static_cast<int>(
-      std::lround((magnitude / std::ldexp(1.0f, e) - 1.0f) * 8));
-  return sign | static_cast<uint8_t>(((e + 7) << 3) | mantissa);
+  int e = static_cast<int>(bits >> 23) - 127;
+  if (e < -6) // subnormal: magnitude = m * 2^-9, m in 1..7
+    return sign | static_cast<uint8_t>(std::fabs(rounded) * 512.0f);
+  // A rounded value has at most 3 mantissa bits: the top 3 of f32's 23.
+  return sign | static_cast<uint8_t>(((e + 7) << 3) | ((bits >> 20) & 0x7));
 }
 
 float fromE4M3Bits(uint8_t bits) {
-  float sign = (bits & 0x80) ? -1.0f : 1.0f;
-  int exponent = (bits >> 3) & 0xf, mantissa = bits & 0x7;
-  if (exponent == 0xf && mantissa == 0x7)
-    return NAN;
-  if (exponent == 0)
-    return sign * std::ldexp(static_cast<float>(mantissa), -9);
-  return sign * std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> values{};
+    for (int code = 0; code < 256; ++code) {
+      float sign = (code & 0x80) ? -1.0f : 1.0f;
+      int exponent = (code >> 3) & 0xf, mantissa = code & 0x7;
+      if (exponent == 0xf && mantissa == 0x7)
+        values[code] = NAN;
+      else if (exponent == 0)
+        values[code] = sign * std::ldexp(static_cast<float>(mantissa), -9);
+      else
+        values[code] = sign * std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
+    }
+    return values;
+  }();
+  return table[bits];
 }
 
 float roundE2M1(float value) {

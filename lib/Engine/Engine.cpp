@@ -18,6 +18,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -236,33 +237,30 @@ static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
   return m.model != nullptr;
 }
 
-/// A layer's random weights as the runtime holds them (fp8 as codes).
-static rt::LayerTensors randomHostTensors(const ModelConfig &config,
-                                          const LayerSpec &layer,
-                                          uint64_t seed) {
-  ref::LayerWeights weights = ref::randomLayerWeights(config, layer, seed);
-  rt::LayerTensors host;
-  for (auto &[name, weight] : weights.tensors) {
-    rt::HostTensor values;
-    values.shape = weight.values.shape;
-    if (!weight.isFP8()) {
-      values.f32 = std::move(weight.values.data);
-      host[name] = std::move(values);
-      continue;
-    }
+/// A random weight as the runtime holds it (fp8 as codes, then its scale).
+static void addRandomHostTensor(const ModelConfig &config,
+                                const LayerSpec &layer, const TensorSpec &spec,
+                                uint64_t seed, rt::LayerTensors &host,
+                                std::mutex &inserting) {
+  ref::Weight weight = ref::randomWeight(config, layer, spec, seed);
+  rt::HostTensor values, scale;
+  values.shape = weight.values.shape;
+  if (!weight.isFP8()) {
+    values.f32 = std::move(weight.values.data);
+  } else {
     values.type = rt::HostTensor::Type::E4M3;
-    values.bytes.reserve(weight.values.data.size());
-    for (float v : weight.values.data)
-      values.bytes.push_back(num::toE4M3Bits(v));
-    rt::HostTensor scale;
+    values.bytes.resize(weight.values.data.size());
+    for (size_t i = 0; i < values.bytes.size(); ++i)
+      values.bytes[i] = num::toE4M3Bits(weight.values.data[i]);
     scale.type = rt::HostTensor::Type::UE8M0;
     scale.shape = weight.scale.shape;
     for (float s : weight.scale.data)
       scale.bytes.push_back(num::ue8m0CeilBits(s));
-    host[name] = std::move(values);
-    host[scaleTensorName(name)] = std::move(scale);
   }
-  return host;
+  std::lock_guard<std::mutex> lock(inserting);
+  if (weight.isFP8())
+    host[scaleTensorName(spec.name)] = std::move(scale);
+  host[spec.name] = std::move(values);
 }
 
 bool Engine::loadRandomWeights(uint64_t seed, std::string &error,
@@ -270,25 +268,44 @@ bool Engine::loadRandomWeights(uint64_t seed, std::string &error,
   if (!io::fitsInMemory(hostWeightBytes(impl->config, impl->selected),
                         "the weights", error))
     return false;
-  // Each layer's values depend on the seed and the layer only: threads take
-  // layers in any order and the result is the same.
+  // Each tensor's values depend on the seed, its layer and its name only:
+  // threads take tensors in any order and the result is the same.
+  struct Work {
+    const LayerSpec *layer;
+    TensorSpec spec;
+  };
+  std::vector<Work> work;
+  for (const LayerSpec &layer : impl->selected)
+    for (const TensorSpec &spec : layerTensorSpecs(impl->config, layer))
+      work.push_back({&layer, spec});
+  // Largest first, so that no thread is left with a big tensor at the end.
+  auto numel = [](const TensorSpec &spec) {
+    int64_t n = 1;
+    for (int64_t d : spec.shape)
+      n *= d;
+    return n;
+  };
+  std::stable_sort(work.begin(), work.end(), [&](const Work &a, const Work &b) {
+    return numel(a.spec) > numel(b.spec);
+  });
   std::vector<rt::LayerTensors> tensors(impl->config.numLayers());
   std::atomic<size_t> next{0}, done{0};
-  std::mutex reporting;
-  auto work = [&] {
-    for (size_t i; (i = next++) < impl->selected.size();) {
-      const LayerSpec &layer = impl->selected[i];
-      tensors[layer.id] = randomHostTensors(impl->config, layer, seed);
+  std::mutex inserting, reporting;
+  auto run = [&] {
+    for (size_t i; (i = next++) < work.size();) {
+      const Work &item = work[i];
+      addRandomHostTensor(impl->config, *item.layer, item.spec, seed,
+                          tensors[item.layer->id], inserting);
       std::lock_guard<std::mutex> lock(reporting);
       if (progress)
-        progress(++done, impl->selected.size());
+        progress(++done, work.size());
     }
   };
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads && t < impl->selected.size(); ++t)
-    pool.emplace_back(work);
-  work();
+  for (unsigned t = 1; t < threads && t < work.size(); ++t)
+    pool.emplace_back(run);
+  run();
   for (std::thread &thread : pool)
     thread.join();
   return attachModel(*impl, std::move(tensors), error);

@@ -71,41 +71,50 @@ static Weight quantizeFP8(const Tensor &values) {
       float scale =
           num::fromUE8M0Bits(num::ue8m0CeilBits(amax / num::kE4M3Max));
       w.scale.row(br)[bc] = scale;
+      // A power-of-two scale has an exact reciprocal: the same quotients.
+      float inverse = 1.0f / scale;
       for (int64_t r = br * 128; r < std::min(rows, (br + 1) * 128); ++r)
         for (int64_t c = bc * 128; c < std::min(cols, (bc + 1) * 128); ++c)
-          w.values.row(r)[c] = num::roundE4M3(values.row(r)[c] / scale);
+          w.values.row(r)[c] = num::roundE4M3(values.row(r)[c] * inverse);
     }
   return w;
+}
+
+Weight randomWeight(const ModelConfig &config, const LayerSpec &layer,
+                    const TensorSpec &spec, uint64_t seed) {
+  Random random(hashName(spec.name, seed * 1000003ull + layer.id));
+  Tensor values(spec.shape);
+  // v = offset + range * u for u uniform in [-1, 1).
+  float offset = 0.0f, range;
+  if (spec.name.find("norm") != std::string::npos) {
+    offset = 1.0f;
+    range = 0.25f;
+  } else if (spec.name == "attn_sink") {
+    range = 2.0f;
+  } else if (spec.f32) {
+    range = 0.5f;
+  } else {
+    float fanIn = spec.shape.size() == 2 ? spec.shape[1] : 1.0f;
+    range = std::sqrt(3.0f / fanIn);
+  }
+  for (float &v : values.data) {
+    float u = random.symmetric();
+    v = offset == 0.0f ? range * u : offset + range * u;
+    if (!spec.f32)
+      v = num::roundBF16(v);
+  }
+  if (spec.projection && config.fp8Weights)
+    return quantizeFP8(values);
+  Weight weight;
+  weight.values = std::move(values);
+  return weight;
 }
 
 LayerWeights randomLayerWeights(const ModelConfig &config,
                                 const LayerSpec &layer, uint64_t seed) {
   LayerWeights weights;
-  for (const TensorSpec &spec : layerTensorSpecs(config, layer)) {
-    Random random(hashName(spec.name, seed * 1000003ull + layer.id));
-    Tensor values(spec.shape);
-    bool isNorm = spec.name.find("norm") != std::string::npos;
-    float fanIn = spec.shape.size() == 2 ? spec.shape[1] : 1.0f;
-    for (float &v : values.data) {
-      float u = random.symmetric();
-      if (isNorm)
-        v = 1.0f + 0.25f * u;
-      else if (spec.name == "attn_sink")
-        v = 2.0f * u;
-      else if (spec.f32)
-        v = 0.5f * u;
-      else
-        v = u * std::sqrt(3.0f / fanIn);
-      if (!spec.f32)
-        v = num::roundBF16(v);
-    }
-    Weight weight;
-    if (spec.projection && config.fp8Weights)
-      weight = quantizeFP8(values);
-    else
-      weight.values = std::move(values);
-    weights.tensors[spec.name] = std::move(weight);
-  }
+  for (const TensorSpec &spec : layerTensorSpecs(config, layer))
+    weights.tensors[spec.name] = randomWeight(config, layer, spec, seed);
   return weights;
 }
 

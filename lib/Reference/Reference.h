@@ -148,9 +148,13 @@ struct LayerWeights {
 /// Deterministic bf16-exact activations in [-1, 1] for tests and tools.
 std::vector<float> randomActivations(int64_t count, uint64_t seed);
 
-/// Deterministic random weights for every tensor of layerTensorSpecs.
+/// Deterministic random weights for every tensor of layerTensorSpecs; each
+/// tensor depends only on the seed, the layer and its name.
 LayerWeights randomLayerWeights(const ModelConfig &config,
                                 const LayerSpec &layer, uint64_t seed);
+/// One tensor of randomLayerWeights.
+Weight randomWeight(const ModelConfig &config, const LayerSpec &layer,
+                    const TensorSpec &spec, uint64_t seed);
 
 /// What one sequence keeps between steps, per layer.
 struct LayerState {

@@ -324,7 +324,7 @@ int main(int argc, char **argv) {
   } else {
     if (!engine->loadRandomWeights(randomSeed, error,
                                    [&](int64_t done, int64_t total) {
-                                     weights.progress(done, total, "layers");
+                                     weights.progress(done, total, "tensors");
                                    }))
       return fail(error);
     if (check)
