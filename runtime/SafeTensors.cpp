@@ -350,6 +350,22 @@ static bool readEntry(const std::string &name, const Json &entry,
 /// Headers beyond this are not safetensors files (real ones are kilobytes).
 constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;
 
+/// The header length that a file of `size` bytes starts with (8 bytes,
+/// little endian), when it fits the file and the limit.
+static std::optional<uint64_t> headerLength(const uint8_t *prefix,
+                                            uint64_t size, std::string &error) {
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i)
+    length = (length << 8) | prefix[i];
+  if (length > size - 8 || length > kMaxHeaderBytes) {
+    error = "header length " + std::to_string(length) + " exceeds the file (" +
+            std::to_string(size) +
+            " bytes): truncated or not a safetensors file";
+    return std::nullopt;
+  }
+  return length;
+}
+
 namespace {
 /// One tensor of a checked header: where its bytes lie in the data.
 struct Entry {
@@ -427,15 +443,10 @@ std::optional<File> parse(const uint8_t *bytes, size_t size, std::string &error,
             " bytes)";
     return std::nullopt;
   }
-  uint64_t headerSize = 0;
-  for (int i = 7; i >= 0; --i)
-    headerSize = (headerSize << 8) | bytes[i];
-  if (headerSize > size - 8 || headerSize > kMaxHeaderBytes) {
-    error = "header length " + std::to_string(headerSize) +
-            " exceeds the file (" + std::to_string(size) +
-            " bytes): truncated or not a safetensors file";
+  std::optional<uint64_t> length = headerLength(bytes, size, error);
+  if (!length)
     return std::nullopt;
-  }
+  uint64_t headerSize = *length;
   std::vector<Entry> entries;
   if (!parseHeader(reinterpret_cast<const char *>(bytes + 8), headerSize,
                    size - 8 - headerSize, entries, error))
@@ -507,15 +518,10 @@ static std::optional<File> readRegular(io::InputFile &in,
   }
   if (!in.readAt(prefix, 0, 8, error))
     return std::nullopt;
-  uint64_t headerSize = 0;
-  for (int i = 7; i >= 0; --i)
-    headerSize = (headerSize << 8) | prefix[i];
-  if (headerSize > size - 8 || headerSize > kMaxHeaderBytes) {
-    error = "header length " + std::to_string(headerSize) +
-            " exceeds the file (" + std::to_string(size) +
-            " bytes): truncated or not a safetensors file";
+  std::optional<uint64_t> length = headerLength(prefix, size, error);
+  if (!length)
     return std::nullopt;
-  }
+  uint64_t headerSize = *length;
   std::string header(headerSize, '\0');
   if (!in.readAt(reinterpret_cast<uint8_t *>(header.data()), 8, headerSize,
                  error))

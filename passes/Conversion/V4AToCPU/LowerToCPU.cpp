@@ -75,6 +75,33 @@ void forRowGroups(LoopEmitter &e, Value count,
          [&](Value n) { body(n, 1); });
 }
 
+/// Quantizes the activation x[row, inOffset + k], k < in, per 128-wide
+/// block: block `blk`'s ue8m0 scale goes to scales[scaleAt(blk)], its e4m3
+/// values to values[valueAt(k)].
+void quantizeActivation(LoopEmitter &e, Value x, Value row, Value inOffset,
+                        Value in, Value values,
+                        const std::function<Value(Value)> &valueAt,
+                        Value scales,
+                        const std::function<Value(Value)> &scaleAt) {
+  Value zero = e.index(0), c128 = e.index(128);
+  Value blocks = e.div(e.add(in, e.index(127)), c128);
+  e.loop(zero, blocks, [&](Value blk) {
+    Value begin = e.mul(blk, c128);
+    Value end = e.min(in, e.add(begin, c128));
+    Value amax = e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
+                        [&](Value k, ValueRange a) -> SmallVector<Value> {
+                          Value v = e.load(x, {row, e.add(inOffset, k)});
+                          return {e.max(a[0], e.abs(v))};
+                        })[0];
+    Value s = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
+    e.store(s, scales, {scaleAt(blk)});
+    e.loop(begin, end, [&](Value k) {
+      e.store(quantizeE4M3(e, e.load(x, {row, e.add(inOffset, k)}), s), values,
+              {valueAt(k)});
+    });
+  });
+}
+
 /// out[row, outOffset + n] = x[row, inOffset + :] . w[rowBegin + n, :] for n
 /// in [0, count): a bf16 weight, or an e4m3 weight with ue8m0 block scales
 /// used as `mode` says (the quantized activation lives in xq, xs scratch).
@@ -114,21 +141,8 @@ void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
   }
   Value blocks = e.div(e.add(in, e.index(127)), c128);
   Value xq = e.scratch(in), xs = e.scratch(blocks);
-  e.loop(zero, blocks, [&](Value blk) {
-    Value begin = e.mul(blk, c128);
-    Value end = e.min(in, e.add(begin, c128));
-    Value amax = e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
-                        [&](Value k, ValueRange a) -> SmallVector<Value> {
-                          Value v = e.load(x, {row, e.add(inOffset, k)});
-                          return {e.max(a[0], e.abs(v))};
-                        })[0];
-    Value s = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
-    e.store(s, xs, {blk});
-    e.loop(begin, end, [&](Value k) {
-      e.store(quantizeE4M3(e, e.load(x, {row, e.add(inOffset, k)}), s), xq,
-              {k});
-    });
-  });
+  auto same = [](Value i) { return i; };
+  quantizeActivation(e, x, row, inOffset, in, xq, same, xs, same);
   forRowGroups(e, count, [&](Value n0, int64_t rows) {
     SmallVector<Value> init(rows, e.f32(0.0));
     store(n0,
@@ -170,7 +184,7 @@ constexpr int64_t kLanes = 16;
 /// xsT[blk * kLanes + j] the ue8m0 scale of token j's block `blk`.
 void transposeLanes(LoopEmitter &e, Value x, Value t0, Value inOffset, Value in,
                     bool quantize, Value xT, Value xsT) {
-  Value zero = e.index(0), c128 = e.index(128), lanes = e.index(kLanes);
+  Value zero = e.index(0), lanes = e.index(kLanes);
   e.loop(zero, lanes, [&](Value j) {
     Value row = e.add(t0, j);
     auto at = [&](Value k) { return e.add(e.mul(k, lanes), j); };
@@ -180,22 +194,7 @@ void transposeLanes(LoopEmitter &e, Value x, Value t0, Value inOffset, Value in,
       });
       return;
     }
-    Value blocks = e.div(e.add(in, e.index(127)), c128);
-    e.loop(zero, blocks, [&](Value blk) {
-      Value begin = e.mul(blk, c128);
-      Value end = e.min(in, e.add(begin, c128));
-      Value amax = e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
-                          [&](Value k, ValueRange a) -> SmallVector<Value> {
-                            Value v = e.load(x, {row, e.add(inOffset, k)});
-                            return {e.max(a[0], e.abs(v))};
-                          })[0];
-      Value s = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
-      e.store(s, xsT, {at(blk)});
-      e.loop(begin, end, [&](Value k) {
-        e.store(quantizeE4M3(e, e.load(x, {row, e.add(inOffset, k)}), s), xT,
-                {at(k)});
-      });
-    });
+    quantizeActivation(e, x, row, inOffset, in, xT, at, xsT, at);
   });
 }
 
