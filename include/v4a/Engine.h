@@ -67,6 +67,8 @@ public:
   std::string objectHeader(const std::string &includeGuard) const;
   const std::vector<LayerSpec> &layers() const;
 
+  /// Threads the compiled kernels run on (OMP_NUM_THREADS sets it).
+  int threads() const;
   /// The layers that run (EngineOptions::layers, or all).
   const std::vector<LayerSpec> &selectedLayers() const;
 

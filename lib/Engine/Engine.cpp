@@ -25,6 +25,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 namespace v4a {
 
@@ -51,6 +52,7 @@ std::string Engine::objectHeader(const std::string &includeGuard) const {
 }
 
 const std::vector<LayerSpec> &Engine::layers() const { return impl->layers; }
+int Engine::threads() const { return jit::CpuJit::threads(); }
 const std::vector<LayerSpec> &Engine::selectedLayers() const {
   return impl->selected;
 }
@@ -285,8 +287,11 @@ bool Engine::loadRandomWeights(uint64_t seed, std::string &error,
       n *= d;
     return n;
   };
-  std::stable_sort(work.begin(), work.end(), [&](const Work &a, const Work &b) {
-    return numel(a.spec) > numel(b.spec);
+  std::sort(work.begin(), work.end(), [&](const Work &a, const Work &b) {
+    if (numel(a.spec) != numel(b.spec))
+      return numel(a.spec) > numel(b.spec);
+    return std::tie(a.layer->id, a.spec.name) <
+           std::tie(b.layer->id, b.spec.name);
   });
   std::vector<rt::LayerTensors> tensors(impl->config.numLayers());
   std::atomic<size_t> next{0}, done{0};

@@ -26,6 +26,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -42,11 +43,12 @@ namespace v4a::jit {
 static const char *const kLoweringPipeline =
     "v4a-lower-to-cpu,canonicalize,convert-elementwise-to-linalg,"
     "one-shot-bufferize,buffer-deallocation-pipeline,convert-linalg-to-loops,"
-    "expand-strided-metadata,lower-affine,convert-vector-to-scf,"
-    "convert-scf-to-cf,convert-vector-to-llvm,"
+    "expand-strided-metadata,lower-affine,convert-scf-to-openmp,canonicalize,"
+    "convert-vector-to-scf,convert-scf-to-cf,convert-vector-to-llvm,"
     "arith-expand{include-bf16=true},convert-math-to-llvm,"
     "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
-    "convert-func-to-llvm,convert-index-to-llvm,reconcile-unrealized-casts";
+    "convert-openmp-to-llvm,convert-func-to-llvm,convert-index-to-llvm,"
+    "reconcile-unrealized-casts";
 
 static void registerOnce() {
   static bool done = [] {
@@ -84,6 +86,7 @@ std::unique_ptr<MLIRContext> createKernelContext() {
   registry.insert<V4ADialect>();
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+  registerOpenMPDialectTranslation(registry);
   auto context = std::make_unique<MLIRContext>(registry);
   context->loadAllAvailableDialects();
   return context;
@@ -219,10 +222,16 @@ std::string CpuJit::declareEntryPoints(ModuleOp module) {
   return text + "\n" + functions;
 }
 
+extern "C" int omp_get_max_threads(void);
+
+int CpuJit::threads() { return omp_get_max_threads(); }
+
 std::string CpuJit::cHeader(llvm::StringRef guard) const {
   std::string text = "/* Entry points of the v4a CPU kernels (v4a-compile "
                      "--emit=obj): MLIR's C interface,\n   one strided "
-                     "memref descriptor per argument, the output last. */\n";
+                     "memref descriptor per argument, the output last. "
+                     "Parallel loops run\n   on the OpenMP runtime: link "
+                     "with -lomp. */\n";
   text += "#ifndef " + guard.str() + "\n#define " + guard.str() +
           "\n\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" "
           "{\n#endif\n\n";

@@ -30,6 +30,9 @@ public:
   /// on failure returns null and describes the problem in `error`.
   static std::unique_ptr<CpuJit> compile(KernelModule kernels,
                                          std::string &error);
+  /// Threads the kernels' parallel loops use (OpenMP; OMP_NUM_THREADS sets
+  /// it).
+  static int threads();
   /// The C-interface entry point of kernel `name`, or null.
   void *lookup(llvm::StringRef name) const;
   /// The kernels as an ELF object for the host (position independent), or

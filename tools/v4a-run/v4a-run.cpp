@@ -283,9 +283,11 @@ int main(int argc, char **argv) {
   if (!engine)
     return fail(inputPath + ": " + error);
   const std::vector<LayerSpec> &selected = engine->selectedLayers();
-  compile.done(formatv("{0} of {1} layers, context {2} tokens, {3} sequence{4}",
+  compile.done(formatv("{0} of {1} layers, context {2} tokens, {3} "
+                       "sequence{4}, {5} thread{6}",
                        selected.size(), layers, context, batch,
-                       batch == 1 ? "" : "s"));
+                       batch == 1 ? "" : "s", engine->threads(),
+                       engine->threads() == 1 ? "" : "s"));
   // Inputs and outputs of the largest step, and its workspace (twice with
   // the reference alongside), must fit before anything is made.
   int64_t position = 0;

@@ -136,6 +136,18 @@ void LoopEmitter::storeInt(Value value, Value bufferValue, ValueRange indices) {
   memref::StoreOp::create(b, loc, value, bufferValue, indices);
 }
 
+void LoopEmitter::parallelLoop(Value lower, Value upper,
+                               const std::function<void(Value)> &body) {
+  scf::ParallelOp::create(b, loc, ValueRange{lower}, ValueRange{upper},
+                          ValueRange{index(1)},
+                          [&](OpBuilder &nested, Location, ValueRange ivs) {
+                            OpBuilder::InsertionGuard guard(b);
+                            b.setInsertionPoint(nested.getInsertionBlock(),
+                                                nested.getInsertionPoint());
+                            body(ivs[0]);
+                          });
+}
+
 void LoopEmitter::loop(Value lower, Value upper,
                        const std::function<void(Value)> &body) {
   scf::ForOp::create(b, loc, lower, upper, index(1), ValueRange{},

@@ -58,6 +58,10 @@ public:
 
   void loop(mlir::Value lower, mlir::Value upper,
             const std::function<void(mlir::Value)> &body);
+  /// A loop whose iterations are independent (they write disjoint outputs
+  /// and only read shared buffers): it may run on several threads.
+  void parallelLoop(mlir::Value lower, mlir::Value upper,
+                    const std::function<void(mlir::Value)> &body);
   /// A loop carrying values; returns their final values.
   llvm::SmallVector<mlir::Value>
   loop(mlir::Value lower, mlir::Value upper, mlir::ValueRange init,

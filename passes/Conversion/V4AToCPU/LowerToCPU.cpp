@@ -69,8 +69,8 @@ constexpr int64_t kRows = 8;
 void forRowGroups(LoopEmitter &e, Value count,
                   const std::function<void(Value, int64_t)> &body) {
   Value zero = e.index(0), group = e.index(kRows);
-  e.loop(zero, e.div(count, group),
-         [&](Value g) { body(e.mul(g, group), kRows); });
+  e.parallelLoop(zero, e.div(count, group),
+                 [&](Value g) { body(e.mul(g, group), kRows); });
   e.loop(e.mul(e.div(count, group), group), count,
          [&](Value n) { body(n, 1); });
 }
@@ -219,7 +219,7 @@ void projectLanes(LoopEmitter &e, Value x, Value t0, Value inOffset, Value in,
     return vector::BroadcastOp::create(b, loc, vectorType, scalar);
   };
   Value zeros = splat(e.f32(0.0));
-  e.loop(zero, count, [&](Value n) {
+  e.parallelLoop(zero, count, [&](Value n) {
     Value wRow = e.add(rowBegin, n);
     Value acc;
     if (!quantize) {
