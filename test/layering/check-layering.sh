@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The build's include views enforce the layers of DESIGN.md: each layer's
 # headers compile in its own view, and an include of a higher layer (or, for
-# core and runtime, of LLVM/MLIR) fails there as a missing file. The core and
+# core and runtime, of LLVM/MLIR) fails there as a missing file (as gcc and
+# clang word it). The core and
 # runtime libraries hold no LLVM or MLIR symbol.
 # usage: check-layering.sh CXX VIEWS_DIR BUILD_DIR LLVM_INCLUDE_DIR
 set -uo pipefail
@@ -18,7 +19,8 @@ expect() {
   if "$cxx" -std=c++17 -fsyntax-only -I"$views/$layer" "$@" "$work/probe.cpp" \
       2> "$work/err"; then
     got=ok
-  elif grep -q "$header: No such file or directory" "$work/err"; then
+  elif grep -qF -e "$header: No such file or directory" \
+      -e "'$header' file not found" "$work/err"; then
     got=missing
   else
     got=error
