@@ -912,6 +912,34 @@ struct LowerWindowIndices : public V4APattern<WindowIndicesOp> {
   }
 };
 
+/// acc[accBase + i] += p * rows[rowBase + i] for i < width (contiguous f32
+/// buffers): kLanes at a time in vectors, then one by one. Each element's
+/// additions keep their order.
+void accumulateRow(LoopEmitter &e, Value acc, Value accBase, Value p,
+                   Value rows, Value rowBase, Value width) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Value zero = e.index(0), lanes = e.index(kLanes);
+  auto vectorType = VectorType::get({kLanes}, b.getF32Type());
+  Value splat = vector::BroadcastOp::create(b, loc, vectorType, p);
+  Value full = e.mul(e.div(width, lanes), lanes);
+  e.loop(zero, e.div(width, lanes), [&](Value chunk) {
+    Value i = e.mul(chunk, lanes);
+    Value values = vector::LoadOp::create(b, loc, vectorType, rows,
+                                          ValueRange{e.add(rowBase, i)});
+    Value at = e.add(accBase, i);
+    Value sum = vector::LoadOp::create(b, loc, vectorType, acc, ValueRange{at});
+    vector::StoreOp::create(b, loc, e.add(sum, e.mul(splat, values)), acc,
+                            ValueRange{at});
+  });
+  e.loop(full, width, [&](Value i) {
+    Value at = e.add(accBase, i);
+    e.store(
+        e.add(e.load(acc, {at}), e.mul(p, e.load(rows, {e.add(rowBase, i)}))),
+        acc, {at});
+  });
+}
+
 struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
   using V4APattern::V4APattern;
   LogicalResult matchAndRewrite(SparseAttentionOp op,
@@ -922,52 +950,67 @@ struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
     Value tokens = e.dim(q, 0), heads = e.dim(q, 1), width = e.dim(q, 2);
     Value slots = e.dim(indices, 1);
     Value out = allocLike(e, q, op.getType());
-    Value acc = e.scratch(width);
+    // Per head of the current token: its f32 accumulator row and its logits
+    // (computed once, used by both passes), so heads run in parallel.
+    Value acc = e.scratch(e.mul(heads, width));
+    Value logits = e.scratch(e.mul(heads, e.max(slots, e.index(1))));
     Value zero = e.index(0), minusOne = e.index(-1);
     Value scale = e.f32(op.getScale().convertToDouble());
     Value negInf = e.f32(kNegInf);
+    // The rows as one contiguous f32 buffer, for vector loads.
+    Value numRows = e.dim(kv, 0);
+    Value table = e.scratch(e.mul(numRows, width));
+    e.loop(zero, numRows, [&](Value r) {
+      e.loop(zero, width, [&](Value i) {
+        e.store(e.load(kv, {r, i}), table, {e.add(e.mul(r, width), i)});
+      });
+    });
     e.loop(zero, tokens, [&](Value t) {
-      e.loop(zero, heads, [&](Value h) {
-        auto logit = [&](Value row) {
-          Value d = e.loop(zero, width, {e.f32(0.0)},
-                           [&](Value i, ValueRange a) -> SmallVector<Value> {
-                             return {e.add(a[0], e.mul(e.load(q, {t, h, i}),
-                                                       e.load(kv, {row, i})))};
-                           })[0];
-          return e.mul(scale, d);
+      e.parallelLoop(zero, heads, [&](Value h) {
+        Value accBase = e.mul(h, width), logitBase = e.mul(h, slots);
+        auto rowOf = [&](Value s) {
+          Value row = e.loadIndex(indices, {t, s});
+          Value used = e.cmp(IP::ne, row, minusOne);
+          return std::pair{used, e.select(used, row, zero)};
         };
-        // Pass 1: the maximum logit over the selected rows.
+        // Pass 1: every selected row's logit, and their maximum.
         Value m =
             e.loop(zero, slots, {negInf},
                    [&](Value s, ValueRange a) -> SmallVector<Value> {
-                     Value row = e.loadIndex(indices, {t, s});
-                     Value used = e.cmp(IP::ne, row, minusOne);
-                     Value safe = e.select(used, row, zero);
-                     return {e.select(used, e.max(a[0], logit(safe)), a[0])};
+                     auto [used, row] = rowOf(s);
+                     Value dot = e.loop(
+                         zero, width, {e.f32(0.0)},
+                         [&](Value i, ValueRange d) -> SmallVector<Value> {
+                           Value k =
+                               e.load(table, {e.add(e.mul(row, width), i)});
+                           return {e.add(d[0], e.mul(e.load(q, {t, h, i}), k))};
+                         })[0];
+                     Value logit = e.mul(scale, dot);
+                     e.store(logit, logits, {e.add(logitBase, s)});
+                     return {e.select(used, e.max(a[0], logit), a[0])};
                    })[0];
-        e.loop(zero, width, [&](Value i) { e.store(e.f32(0.0), acc, {i}); });
+        e.loop(zero, width,
+               [&](Value i) { e.store(e.f32(0.0), acc, {e.add(accBase, i)}); });
         Value empty = e.cmp(FP::OEQ, m, negInf);
         // Pass 2: accumulate in selection order, as the reference does.
-        Value den = e.loop(zero, slots, {e.exp(e.sub(e.load(sink, {h}), m))},
-                           [&](Value s, ValueRange a) -> SmallVector<Value> {
-                             Value row = e.loadIndex(indices, {t, s});
-                             Value used = e.cmp(IP::ne, row, minusOne);
-                             Value safe = e.select(used, row, zero);
-                             Value w = e.exp(e.sub(logit(safe), m));
-                             // The PV product takes bf16 probabilities; the
-                             // denominator keeps them in f32 (spec 2b).
-                             Value p = e.roundBF16(w);
-                             e.ifThen(used, [&] {
-                               e.loop(zero, width, [&](Value i) {
-                                 e.store(e.add(e.load(acc, {i}),
-                                               e.mul(p, e.load(kv, {safe, i}))),
-                                         acc, {i});
-                               });
-                             });
-                             return {e.select(used, e.add(a[0], w), a[0])};
-                           })[0];
+        Value den =
+            e.loop(zero, slots, {e.exp(e.sub(e.load(sink, {h}), m))},
+                   [&](Value s, ValueRange a) -> SmallVector<Value> {
+                     auto [used, row] = rowOf(s);
+                     Value w =
+                         e.exp(e.sub(e.load(logits, {e.add(logitBase, s)}), m));
+                     // The PV product takes bf16 probabilities; the denominator
+                     // keeps them in f32 (spec 2b).
+                     Value p = e.roundBF16(w);
+                     e.ifThen(used, [&] {
+                       accumulateRow(e, acc, accBase, p, table,
+                                     e.mul(row, width), width);
+                     });
+                     return {e.select(used, e.add(a[0], w), a[0])};
+                   })[0];
         e.loop(zero, width, [&](Value i) {
-          Value o = e.select(empty, e.f32(0.0), e.div(e.load(acc, {i}), den));
+          Value o = e.select(empty, e.f32(0.0),
+                             e.div(e.load(acc, {e.add(accBase, i)}), den));
           e.store(o, out, {t, h, i});
         });
       });
