@@ -296,32 +296,41 @@ TEST_F(Kernels, IndexerAndTopK) {
             wantPicked[1]);
 }
 
-class SparseAttentionWidths : public Kernels,
-                              public testing::WithParamInterface<int64_t> {};
+class SparseAttentionShapes
+    : public Kernels,
+      public testing::WithParamInterface<std::pair<int64_t, int64_t>> {};
 
-// 64 is whole vectors; 20 and 5 leave a scalar tail after the vector lanes.
-TEST_P(SparseAttentionWidths, MatchesWithSinkAndMaskedRows) {
-  int64_t width = GetParam();
-  Tensor q = random({3, 2, width}, 20), kv = random({10, width}, 21);
-  std::vector<float> sink = {0.5f, -1.0f};
-  // Row 0: three rows; row 1: all masked; row 2: rows with a repeat.
+// Widths of 64 are whole vectors, 20 and 5 leave a scalar tail; 16 heads are
+// one group of heads in vector lanes, 19 heads that group and three alone,
+// 2 heads only the scalar path.
+TEST_P(SparseAttentionShapes, MatchWithSinkAndMaskedRows) {
+  auto [heads, width] = GetParam();
+  Tensor q = random({3, heads, width}, 20), kv = random({10, width}, 21);
+  std::vector<float> sink;
+  for (int64_t h = 0; h < heads; ++h)
+    sink.push_back(0.5f - 0.4f * static_cast<float>(h % 4));
+  // Token 0: three rows; token 1: all masked; token 2: rows with a repeat.
   std::vector<int32_t> idx = {4, 0, 9, -1, -1, -1, -1, -1, 2, 2, -1, 7};
   std::vector<std::vector<int32_t>> lists = {
       {4, 0, 9, -1}, {-1, -1, -1, -1}, {2, 2, -1, 7}};
-  Tensor o({3, 2, width});
+  Tensor o({3, heads, width});
   auto mq = mem<3>(q), mo = mem<3>(o);
   auto mkv = mem<2>(kv);
   auto mi = view<int32_t, 2>(idx.data(), {3, 4});
-  auto msink = view<float, 1>(sink.data(), {2});
+  auto msink = view<float, 1>(sink.data(), {heads});
   kernel<void(M3 *, M2 *, Memref<int32_t, 2> *, M1 *, M3 *)>(attentionEighth)(
       &mq, &mkv, &mi, &msink, &mo);
   EXPECT_EQ(maxDiff(o, sparseAttention(q, kv, lists, sink, 0.125)), 0.0f);
-  for (int64_t i = 0; i < 2 * width; ++i)
-    EXPECT_EQ(o.data[2 * width + i], 0.0f); // the masked row is zero, not NaN
+  for (int64_t i = 0; i < heads * width; ++i)
+    EXPECT_EQ(o.data[heads * width + i], 0.0f); // masked: zero, not NaN
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, SparseAttentionWidths,
-                         testing::Values(64, 20, 5));
+INSTANTIATE_TEST_SUITE_P(Kernels, SparseAttentionShapes,
+                         testing::Values(std::pair<int64_t, int64_t>{2, 64},
+                                         std::pair<int64_t, int64_t>{2, 20},
+                                         std::pair<int64_t, int64_t>{19, 5},
+                                         std::pair<int64_t, int64_t>{19, 64},
+                                         std::pair<int64_t, int64_t>{16, 20}));
 
 TEST_F(Kernels, GroupedOutput) {
   Tensor o = random({19, 2, 64}, 22), woA = random({2 * 16, 64}, 23, 0.2f);

@@ -965,30 +965,71 @@ struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
         e.store(e.load(kv, {r, i}), table, {e.add(e.mul(r, width), i)});
       });
     });
+    // The current token's query transposed, qT[i * heads + h], so that one
+    // vector load holds kLanes heads.
+    Value qT = e.scratch(e.mul(width, heads));
+    Value lanes = e.index(kLanes), groups = e.div(heads, lanes);
+    OpBuilder &b = e.builder();
+    Location loc = e.location();
+    auto vectorType = VectorType::get({kLanes}, b.getF32Type());
     e.loop(zero, tokens, [&](Value t) {
+      auto rowOf = [&](Value s) {
+        Value row = e.loadIndex(indices, {t, s});
+        Value used = e.cmp(IP::ne, row, minusOne);
+        return std::pair{used, e.select(used, row, zero)};
+      };
+      e.loop(zero, heads, [&](Value h) {
+        e.loop(zero, width, [&](Value i) {
+          e.store(e.load(q, {t, h, i}), qT, {e.add(e.mul(i, heads), h)});
+        });
+      });
+      // Pass 1a: every slot's logit, kLanes heads per vector; each lane sums
+      // its head's products in order, as the reference does.
+      e.parallelLoop(zero, groups, [&](Value g) {
+        Value h0 = e.mul(g, lanes);
+        e.loop(zero, slots, [&](Value s) {
+          Value rowBase = e.mul(rowOf(s).second, width);
+          Value dot = e.loop(
+              zero, width,
+              {vector::BroadcastOp::create(b, loc, vectorType, e.f32(0.0))},
+              [&](Value i, ValueRange d) -> SmallVector<Value> {
+                Value query = vector::LoadOp::create(
+                    b, loc, vectorType, qT,
+                    ValueRange{e.add(e.mul(i, heads), h0)});
+                Value key = vector::BroadcastOp::create(
+                    b, loc, vectorType, e.load(table, {e.add(rowBase, i)}));
+                return {e.add(d[0], e.mul(query, key))};
+              })[0];
+          Value logit = e.mul(
+              vector::BroadcastOp::create(b, loc, vectorType, scale), dot);
+          for (int64_t j = 0; j < kLanes; ++j)
+            e.store(
+                vector::ExtractOp::create(b, loc, logit, ArrayRef<int64_t>{j}),
+                logits, {e.add(e.mul(e.add(h0, e.index(j)), slots), s)});
+        });
+      });
+      // Pass 1b: the heads left over, one at a time.
+      e.parallelLoop(e.mul(groups, lanes), heads, [&](Value h) {
+        e.loop(zero, slots, [&](Value s) {
+          Value rowBase = e.mul(rowOf(s).second, width);
+          Value dot =
+              e.loop(zero, width, {e.f32(0.0)},
+                     [&](Value i, ValueRange d) -> SmallVector<Value> {
+                       Value k = e.load(table, {e.add(rowBase, i)});
+                       return {e.add(d[0], e.mul(e.load(q, {t, h, i}), k))};
+                     })[0];
+          e.store(e.mul(scale, dot), logits, {e.add(e.mul(h, slots), s)});
+        });
+      });
       e.parallelLoop(zero, heads, [&](Value h) {
         Value accBase = e.mul(h, width), logitBase = e.mul(h, slots);
-        auto rowOf = [&](Value s) {
-          Value row = e.loadIndex(indices, {t, s});
-          Value used = e.cmp(IP::ne, row, minusOne);
-          return std::pair{used, e.select(used, row, zero)};
-        };
-        // Pass 1: every selected row's logit, and their maximum.
-        Value m =
-            e.loop(zero, slots, {negInf},
-                   [&](Value s, ValueRange a) -> SmallVector<Value> {
-                     auto [used, row] = rowOf(s);
-                     Value dot = e.loop(
-                         zero, width, {e.f32(0.0)},
-                         [&](Value i, ValueRange d) -> SmallVector<Value> {
-                           Value k =
-                               e.load(table, {e.add(e.mul(row, width), i)});
-                           return {e.add(d[0], e.mul(e.load(q, {t, h, i}), k))};
+        // The maximum logit over the selected rows.
+        Value m = e.loop(zero, slots, {negInf},
+                         [&](Value s, ValueRange a) -> SmallVector<Value> {
+                           Value used = rowOf(s).first;
+                           Value logit = e.load(logits, {e.add(logitBase, s)});
+                           return {e.select(used, e.max(a[0], logit), a[0])};
                          })[0];
-                     Value logit = e.mul(scale, dot);
-                     e.store(logit, logits, {e.add(logitBase, s)});
-                     return {e.select(used, e.max(a[0], logit), a[0])};
-                   })[0];
         e.loop(zero, width,
                [&](Value i) { e.store(e.f32(0.0), acc, {e.add(accBase, i)}); });
         Value empty = e.cmp(FP::OEQ, m, negInf);
