@@ -1037,7 +1037,10 @@ struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
         Value den =
             e.loop(zero, slots, {e.exp(e.sub(e.load(sink, {h}), m))},
                    [&](Value s, ValueRange a) -> SmallVector<Value> {
-                     auto [used, row] = rowOf(s);
+                     // Lambdas below capture these: plain values, not
+                     // structured bindings.
+                     std::pair<Value, Value> selection = rowOf(s);
+                     Value used = selection.first, row = selection.second;
                      Value w =
                          e.exp(e.sub(e.load(logits, {e.add(logitBase, s)}), m));
                      // The PV product takes bf16 probabilities; the denominator
