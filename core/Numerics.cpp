@@ -71,18 +71,19 @@ float roundE4M3(float value) {
   return std::copysign(rounded, value);
 }
 
-uint8_t toE4M3Bits(float value) {
-  float rounded = roundE4M3(value);
-  uint8_t sign = std::signbit(rounded) ? 0x80 : 0;
-  if (std::isnan(rounded))
+uint8_t toE4M3Bits(float value) { return exactE4M3Bits(roundE4M3(value)); }
+
+uint8_t exactE4M3Bits(float value) {
+  uint8_t sign = std::signbit(value) ? 0x80 : 0;
+  if (std::isnan(value))
     return 0x7f;
-  uint32_t bits = bitsOf(std::fabs(rounded));
+  uint32_t bits = bitsOf(std::fabs(value));
   if (bits == 0)
     return sign;
   int e = static_cast<int>(bits >> 23) - 127;
   if (e < -6) // subnormal: magnitude = m * 2^-9, m in 1..7
-    return sign | static_cast<uint8_t>(std::fabs(rounded) * 512.0f);
-  // A rounded value has at most 3 mantissa bits: the top 3 of f32's 23.
+    return sign | static_cast<uint8_t>(std::fabs(value) * 512.0f);
+  // An e4m3 value has at most 3 mantissa bits: the top 3 of f32's 23.
   return sign | static_cast<uint8_t>(((e + 7) << 3) | ((bits >> 20) & 0x7));
 }
 

@@ -20,6 +20,8 @@ float fromBF16Bits(uint16_t bits);
 /// The nearest float8 e4m3fn value, saturating at +-448.
 float roundE4M3(float value);
 uint8_t toE4M3Bits(float value);
+/// The code of a value that already is an e4m3 value (no rounding).
+uint8_t exactE4M3Bits(float value);
 float fromE4M3Bits(uint8_t bits);
 
 /// The nearest e2m1 value (0, 0.5, 1, 1.5, 2, 3, 4, 6), saturating at +-6.

@@ -253,7 +253,7 @@ static void addRandomHostTensor(const ModelConfig &config,
     values.type = rt::HostTensor::Type::E4M3;
     values.bytes.resize(weight.values.data.size());
     for (size_t i = 0; i < values.bytes.size(); ++i)
-      values.bytes[i] = num::toE4M3Bits(weight.values.data[i]);
+      values.bytes[i] = num::exactE4M3Bits(weight.values.data[i]);
     scale.type = rt::HostTensor::Type::UE8M0;
     scale.shape = weight.scale.shape;
     for (float s : weight.scale.data)
