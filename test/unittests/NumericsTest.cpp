@@ -30,10 +30,10 @@ float modelRound(float magnitude, int mantissaBits, int minExp) {
 
 float modelSaturating(float value, int mantissaBits, int minExp, float max) {
   float magnitude = std::fabs(value);
-  float rounded = magnitude >= max
-                      ? max
-                      : std::min(max, modelRound(magnitude, mantissaBits,
-                                                 minExp));
+  float rounded =
+      magnitude >= max
+          ? max
+          : std::min(max, modelRound(magnitude, mantissaBits, minExp));
   return std::copysign(rounded, value);
 }
 
@@ -66,8 +66,8 @@ TEST(Numerics, FastRoundingsMatchTheModel) {
     if (std::isnan(value))
       continue;
     ++checked;
-    ASSERT_TRUE(sameBits(num::roundE4M3(value),
-                         modelSaturating(value, 3, -6, 448.0f)))
+    ASSERT_TRUE(
+        sameBits(num::roundE4M3(value), modelSaturating(value, 3, -6, 448.0f)))
         << std::hex << bits;
     ASSERT_TRUE(
         sameBits(num::roundE2M1(value), modelSaturating(value, 1, 0, 6.0f)))

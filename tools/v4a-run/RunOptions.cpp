@@ -2,6 +2,7 @@
 
 #include "tools/v4a-run/RunOptions.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -58,10 +59,15 @@ cl::opt<double> tolerance(
     cl::init(0.0), cl::cat(runCategory));
 
 const std::vector<std::string> &flagNames() {
-  static const std::vector<std::string> names = {
-      "backend",      "weights", "random-weights", "prompt-len",
-      "decode-steps", "inputs",  "context",        "layers",
-      "outputs",      "check",   "tolerance"};
+  // Read from the category, so that a new flag needs no second list.
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> found;
+    for (auto &entry : cl::getRegisteredOptions())
+      if (!entry.first.empty() &&
+          llvm::is_contained(entry.second->Categories, &runCategory))
+        found.push_back(entry.first.str());
+    return found;
+  }();
   return names;
 }
 

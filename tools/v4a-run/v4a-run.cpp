@@ -360,7 +360,7 @@ int main(int argc, char **argv) {
   std::vector<double> maxAbs(layers, 0.0), maxRef(layers, 0.0);
   st::File written;
   int64_t totalTokens = 0;
-  Phase run("steps"), checking("check");
+  Phase run("steps");
   double checkSeconds = 0.0;
   for (size_t k = 0; k < steps.size(); ++k) {
     Step &step = steps[k];
