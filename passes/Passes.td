@@ -44,6 +44,26 @@ def PlanKV : Pass<"v4a-plan-kv", "::mlir::ModuleOp"> {
   let dependentDialects = ["::v4a::V4ADialect"];
 }
 
+def BuildSteps : Pass<"v4a-build-steps", "::mlir::ModuleOp"> {
+  let summary = "Builds the step functions of every sched_meta_key";
+  let description = [{
+    For every v4a.model with a cache plan, adds beside it:
+    `@meta_<key>` per sched_meta_key, the per-step metadata the key's layers
+    share (window rows to read and store, compressed row bases, completed
+    groups, visible rows), computed once per step from the packed tokens'
+    positions, sequence slots and first/last rows; and `@step_<key>[_role]`,
+    one batched varlen step of any layer of that key and role, as v4a ops
+    over explicit arguments: the tokens, the metadata, the layer's weights
+    and its caches (a consumer's are its source's, through the plan's
+    aliases). Roles: `_shares_kv` (the source compresses), `_shares_topk`
+    (the source's top-k is an argument), `_makes_candidates` /
+    `_uses_candidates` (two-level top-k). `v4a.bind` on each argument and
+    result names what the runtime binds to it.
+  }];
+  let dependentDialects = ["::v4a::V4ADialect", "::mlir::func::FuncDialect",
+    "::mlir::arith::ArithDialect", "::mlir::tensor::TensorDialect"];
+}
+
 def Schedule : Pass<"v4a-schedule", "::mlir::ModuleOp"> {
   let summary = "Groups layers by sched_meta_key";
   let description = [{

@@ -21,9 +21,45 @@ std::vector<LayerSpec> v4a::collectLayerInfo(ModelOp model) {
     info.isMtp = layer.getIsMtp();
     info.kvSource = model.getLayerKvMap()[info.id];
     info.indexKSource = model.getLayerIndexKMap()[info.id];
+    info.indexSource = layer.getIndexSource();
+    info.candidateSource = layer.getCandidateSource();
     layers.push_back(info);
   }
   return layers;
+}
+
+ModelConfig v4a::collectModelConfig(ModelOp model) {
+  ModelConfig config;
+  config.hiddenSize = model.getHiddenSize();
+  config.numHiddenLayers = model.getNumHiddenLayers();
+  config.numAttentionHeads = model.getNumAttentionHeads();
+  config.numKeyValueHeads = model.getNumKeyValueHeads();
+  config.headDim = model.getHeadDim();
+  config.qkRopeHeadDim = model.getQkRopeHeadDim();
+  config.qLoraRank = model.getQLoraRank();
+  config.oLoraRank = model.getOLoraRank();
+  config.oGroups = model.getOGroups();
+  config.slidingWindow = model.getSlidingWindow();
+  config.indexNHeads = model.getIndexNHeads();
+  config.indexHeadDim = model.getIndexHeadDim();
+  config.indexTopk = model.getIndexTopk();
+  config.ropeTheta = model.getRopeTheta().convertToDouble();
+  config.compressRopeTheta = model.getCompressRopeTheta().convertToDouble();
+  config.rmsNormEps = model.getRmsNormEps().convertToDouble();
+  if (YarnAttr yarn = model.getRopeScalingAttr())
+    config.ropeScaling = YarnConfig{yarn.getFactor().convertToDouble(),
+                                    yarn.getOriginalMaxPosition(),
+                                    yarn.getBetaFast().convertToDouble(),
+                                    yarn.getBetaSlow().convertToDouble()};
+  config.fp8Weights = model.getWeightFormat() == WeightFormat::FP8;
+  for (LayerOp layer : model.getLayers()) {
+    config.compressRatios.push_back(layer.getCompressRatio());
+    config.numMtpLayers += layer.getIsMtp() ? 1 : 0;
+  }
+  config.candidateTopkBlocks = model.getCandidateTopkBlocks();
+  config.candidateBlockSize = model.getCandidateBlockSize();
+  config.nPrefillLayer = model.getNPrefillLayer();
+  return config;
 }
 
 plan::ModelDims v4a::collectModelDims(ModelOp model) {

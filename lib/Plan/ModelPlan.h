@@ -18,6 +18,8 @@ inline constexpr llvm::StringLiteral kMtpScheduleAttrName = "v4a.mtp_schedule";
 /// The planner's view of the layers and dimensions of a model.
 std::vector<LayerSpec> collectLayerInfo(ModelOp model);
 plan::ModelDims collectModelDims(ModelOp model);
+/// The configuration a model op carries (sharing maps excepted).
+ModelConfig collectModelConfig(ModelOp model);
 
 /// The plan as an attribute, and back.
 KVPlanAttr toAttr(mlir::MLIRContext *context, const plan::Plan &plan);

@@ -491,3 +491,93 @@ LogicalResult GroupedOutputOp::verify() {
     return failure();
   return verifyBlockScale(*this, "wo_b", getWoB(), getWoBScale());
 }
+
+//===----------------------------------------------------------------------===//
+// Batched step ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult StepWindowOp::verify() {
+  int64_t tokens = dimOf(getPositions(), 0);
+  for (auto [value, name] :
+       {std::pair<Value, StringRef>{getSlots(), "number of slots"},
+        {getFirst(), "number of first rows"},
+        {getLast(), "number of last rows"},
+        {getStore(), "number of store rows"},
+        {getAttend(), "attend rows"}})
+    if (failed(expectSameExtent(*this, dimOf(value, 0), name, tokens,
+                                "number of positions")))
+      return failure();
+  return expectSameExtent(*this, dimOf(getAttend(), 1), "attend width",
+                          getWindow(), "window");
+}
+
+LogicalResult CompressorOp::verify() {
+  if (failed(verifyCompressorShapes(*this, getKv(), getApe(), getRatio(),
+                                    getOverlap(), dimOf(getEntries(), 1))) ||
+      failed(verifyPositionsMatchRows(*this, getPositions(), getKv(),
+                                      "number of tokens")) ||
+      failed(verifyPositionsMatchRows(*this, getSlots(), getKv(),
+                                      "number of tokens")))
+    return failure();
+  // The state holds the kv and the score slots of one sequence side by side.
+  return expectSameExtent(*this, getState().getType().getDim(), "state dim",
+                          2 * dimOf(getKv(), 1), "2 * projection width");
+}
+
+LogicalResult CacheIndexerScoreOp::verify() {
+  Value q = getQuery();
+  if (failed(expectSameExtent(*this, getKeys().getType().getDim(), "key dim",
+                              dimOf(q, 2), "query head width")) ||
+      failed(expectSameExtent(*this, dimOf(getWeights(), 0), "weight rows",
+                              dimOf(q, 0), "query rows")) ||
+      failed(expectSameExtent(*this, dimOf(getWeights(), 1), "weight heads",
+                              dimOf(q, 1), "query heads")) ||
+      failed(
+          verifyPositionsMatchRows(*this, getPositions(), q, "query rows")) ||
+      failed(verifyPositionsMatchRows(*this, getBase(), q, "query rows")))
+    return failure();
+  return expectSameExtent(*this, dimOf(getScores(), 0), "score rows",
+                          dimOf(q, 0), "query rows");
+}
+
+LogicalResult CacheAttentionOp::verify() {
+  Value q = getQuery();
+  if (getResult().getType() != q.getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " must equal the query type " << q.getType();
+  int64_t width = dimOf(q, 2);
+  if (failed(expectSameExtent(*this, dimOf(getKv(), 1), "kv width", width,
+                              "query head width")) ||
+      failed(expectSameExtent(*this, getWindow().getType().getDim(),
+                              "window dim", width, "query head width")) ||
+      failed(expectSameExtent(*this, dimOf(getWindowRows(), 0),
+                              "window index rows", dimOf(q, 0),
+                              "query rows")) ||
+      failed(expectSameExtent(*this, dimOf(getSink(), 0), "sink size",
+                              dimOf(q, 1), "query heads")))
+    return failure();
+  if (!getCompressed())
+    return success();
+  if (failed(expectSameExtent(*this, getCompressed().getType().getDim(),
+                              "compressed dim", width, "query head width")) ||
+      failed(expectSameExtent(*this, dimOf(getCompressedRows(), 0),
+                              "compressed index rows", dimOf(q, 0),
+                              "query rows")))
+    return failure();
+  return expectSameExtent(*this, dimOf(getBase(), 0), "number of bases",
+                          dimOf(q, 0), "query rows");
+}
+
+//===----------------------------------------------------------------------===//
+// FusedOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedOp::verifyRegions() {
+  Block &body = getBody().front();
+  if (body.getArgumentTypes() != getInputs().getTypes())
+    return emitOpError() << "block argument types must equal the operand types";
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError() << "yielded types must equal the result types";
+  return success();
+}

@@ -610,4 +610,239 @@ def V4A_GroupedOutputOp : V4A_Op<"grouped_output", [Pure,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Batched steps: per-step metadata and ops over the caches of all sequences
+//===----------------------------------------------------------------------===//
+//
+// A step packs the tokens of several sequences ([T] rows). Every cache buffer
+// holds the rows of all sequence slots: slot s owns `slot_rows` consecutive
+// rows, so a token's rows are addressed as s * slot_rows + local row.
+
+def V4A_StepWindowOp : V4A_Op<"step_window", [Pure,
+    AllTypesMatch<["positions", "slots", "first", "last", "store"]>]> {
+  let summary = "Window rows of a batched step: what each token reads and stores";
+  let description = [{
+    Per packed token t at position p of a sequence in slot `slots[t]` whose
+    tokens in this step are rows `first[t]` .. `last[t]`: `attend` lists the
+    window positions max(0, p-w+1) .. p oldest first (-1 pads), each as the
+    row of this step's kv that holds it (values < T) or as T + the ring row
+    s * w + q mod w of the window cache (older positions). `store` is the
+    ring row that receives token t, or -1 when a later token of the same
+    sequence in this step lands on the same row.
+
+    Example:
+    ```mlir
+    %attend, %store = v4a.step_window %pos, %slots, %first, %last
+        {window = 128 : i64} : tensor<?xi64> -> tensor<?x128xi32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I64], [1]>:$positions,
+                       TensorRankOf<[I64], [1]>:$slots,
+                       TensorRankOf<[I64], [1]>:$first,
+                       TensorRankOf<[I64], [1]>:$last, V4A_PosI64:$window);
+  let results = (outs V4A_Indices:$attend, TensorRankOf<[I64], [1]>:$store);
+  let assemblyFormat = [{
+    $positions `,` $slots `,` $first `,` $last attr-dict `:` type($positions)
+    `->` type($attend)
+  }];
+  let hasVerifier = 1;
+}
+
+def V4A_StepCompressedOp : V4A_Op<"step_compressed", [Pure,
+    AllTypesMatch<["positions", "slots", "base", "complete"]>]> {
+  let summary = "Compressed rows of a batched step: bases and completed groups";
+  let description = [{
+    For a token at position p in slot s: `base` = s * slot_rows, the first
+    compressed row of its sequence; `complete` = base + (p + 1) / ratio - 1,
+    the row of the group the token completes, or -1 when (p + 1) is not a
+    multiple of `ratio`. The token sees local rows j < (p + 1) / ratio.
+
+    Example:
+    ```mlir
+    %base, %complete = v4a.step_compressed %pos, %slots
+        {ratio = 4 : i64, slot_rows = 262144 : i64} : tensor<?xi64>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I64], [1]>:$positions,
+                       TensorRankOf<[I64], [1]>:$slots, V4A_PosI64:$ratio,
+                       V4A_PosI64:$slot_rows);
+  let results = (outs TensorRankOf<[I64], [1]>:$base,
+                      TensorRankOf<[I64], [1]>:$complete);
+  let assemblyFormat = [{
+    $positions `,` $slots attr-dict `:` type($positions)
+  }];
+}
+
+def V4A_VisibleRowsOp : V4A_Op<"visible_rows", [Pure]> {
+  let summary = "Every compressed row each token sees (layers without top-k)";
+  let description = [{
+    result[t, j] = j for j < (positions[t] + 1) / ratio, else -1; the width
+    is the largest count in the step. Rows are local to the token's sequence.
+
+    Example:
+    ```mlir
+    %rows = v4a.visible_rows %pos {ratio = 128 : i64}
+        : tensor<?xi64> -> tensor<?x?xi32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I64], [1]>:$positions, V4A_PosI64:$ratio);
+  let results = (outs V4A_Indices:$rows);
+  let assemblyFormat = [{
+    $positions attr-dict `:` type($positions) `->` type($rows)
+  }];
+}
+
+def V4A_CompressorOp : V4A_Op<"compressor", [AllTypesMatch<["kv", "score"]>,
+    AllTypesMatch<["positions", "slots"]>]> {
+  let summary = "Gated pooling of packed tokens through per-sequence state";
+  let description = [{
+    Feeds the packed tokens (each sequence's tokens consecutive and in
+    position order) through the compressor state of their sequence: rows
+    s * slot_rows .. of `state` (the current group's kv and score slots, and
+    with `overlap` the previous group's before them). Row t of the result is
+    the entry of the group token t completes ((p + 1) mod ratio = 0), the same
+    entry `v4a.compress` gives over the whole sequence; other rows are zero.
+
+    Example:
+    ```mlir
+    %e = v4a.compressor %kv, %sc, %ape, %pos, %slots, %state
+        {ratio = 4 : i64, overlap, slot_rows = 8 : i64}
+        : tensor<?x1024xf32>, tensor<4x1024xf32>, tensor<?xi64>,
+          !v4a.kv_cache<f32, dim = 1024, page_size = 64> -> tensor<?x512xf32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[F32], [2]>:$kv,
+                       TensorRankOf<[F32], [2]>:$score,
+                       TensorRankOf<[F32], [2]>:$ape,
+                       TensorRankOf<[I64], [1]>:$positions,
+                       TensorRankOf<[I64], [1]>:$slots,
+                       Arg<V4A_KVCacheType, "", [MemRead, MemWrite]>:$state,
+                       V4A_PosI64:$ratio, UnitAttr:$overlap,
+                       V4A_PosI64:$slot_rows);
+  let results = (outs TensorRankOf<[F32], [2]>:$entries);
+  let assemblyFormat = [{
+    $kv `,` $score `,` $ape `,` $positions `,` $slots `,` $state attr-dict
+    `:` type($kv) `,` type($ape) `,` type($positions) `,`
+    qualified(type($state)) `->` type($entries)
+  }];
+  let hasVerifier = 1;
+}
+
+def V4A_CacheIndexerScoreOp : V4A_Op<"cache_indexer_score",
+    [AllTypesMatch<["positions", "base"]>]> {
+  let summary = "Lightning-indexer scores against each sequence's index-key cache";
+  let description = [{
+    As `v4a.indexer_score` with the keys of token t's sequence read from
+    rows base[t] + j of `keys`: score(t, j) for local rows j < (p + 1) div
+    ratio, -inf elsewhere; the width is the largest count in the step.
+
+    Example:
+    ```mlir
+    %s = v4a.cache_indexer_score %qi, %keys, %wts, %pos, %base {ratio = 4 : i64}
+        : tensor<?x64x128xbf16>,
+          !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+          tensor<?x64xf32>, tensor<?xi64> -> tensor<?x?xf32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[BF16, F32], [3]>:$query,
+                       Arg<V4A_KVCacheType, "", [MemRead]>:$keys,
+                       TensorRankOf<[F32], [2]>:$weights,
+                       TensorRankOf<[I64], [1]>:$positions,
+                       TensorRankOf<[I64], [1]>:$base, V4A_PosI64:$ratio);
+  let results = (outs TensorRankOf<[F32], [2]>:$scores);
+  let assemblyFormat = [{
+    $query `,` $keys `,` $weights `,` $positions `,` $base attr-dict `:`
+    type($query) `,` qualified(type($keys)) `,` type($weights) `,`
+    type($positions) `->` type($scores)
+  }];
+  let hasVerifier = 1;
+}
+
+def V4A_CacheAttentionOp : V4A_Op<"cache_attention", [AttrSizedOperandSegments]> {
+  let summary = "Sparse attention with a sink over this step's kv and the caches";
+  let description = [{
+    `v4a.sparse_attention` whose rows come from three places: `window_rows`
+    [T, W] index this step's `kv` (values < T) or the `window` cache (T + ring
+    row); `compressed_rows` [T, K] are local rows of token t's sequence in the
+    `compressed` cache (row base[t] + j). -1 skips a slot.
+
+    Example:
+    ```mlir
+    %o = v4a.cache_attention %q, %kv window %win[%attend]
+        compressed %cmp : !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>
+            [%sel : tensor<?x512xi32>] base %base : tensor<?xi64>
+        sink %sink {scale = 0.0441941738 : f64}
+        : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+          !v4a.kv_cache<bf16, dim = 512, page_size = 64>, tensor<?x128xi32>,
+          tensor<64xf32> -> tensor<?x64x512xbf16>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[BF16, F32], [3]>:$query,
+                       TensorRankOf<[BF16, F32], [2]>:$kv,
+                       Arg<V4A_KVCacheType, "", [MemRead]>:$window,
+                       V4A_Indices:$window_rows,
+                       Arg<Optional<V4A_KVCacheType>, "", [MemRead]>:$compressed,
+                       Optional<V4A_Indices>:$compressed_rows,
+                       Optional<TensorRankOf<[I64], [1]>>:$base,
+                       TensorRankOf<[F32], [1]>:$sink, V4A_PosF64:$scale);
+  let results = (outs TensorRankOf<[BF16, F32], [3]>:$result);
+  let assemblyFormat = [{
+    $query `,` $kv `window` $window `[` $window_rows `]`
+    (`compressed` $compressed^ `:` qualified(type($compressed)) `[` $compressed_rows
+     `:` type($compressed_rows) `]` `base` $base `:` type($base))? `sink` $sink
+    attr-dict `:` type($query) `,` type($kv) `,`
+    qualified(type($window)) `,` type($window_rows) `,` type($sink) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+def V4A_FusedOp : V4A_Op<"fused", [IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "One kernel: a region of v4a ops over explicit operands";
+  let description = [{
+    The unit a backend turns into one kernel or one library call (one
+    `gpu.func`, one CPU loop nest, one merged GEMM). The block arguments are
+    the operands; `v4a.yield` gives the results. `kind` names what the
+    region computes, for kernel names and reports.
+
+    Example:
+    ```mlir
+    %q = v4a.fused "rms_norm_rope" (%ql, %pos)
+        : (tensor<?x64x512xbf16>, tensor<?xi64>) -> tensor<?x64x512xbf16> {
+    ^bb0(%a: tensor<?x64x512xbf16>, %p: tensor<?xi64>):
+      %n = v4a.rms_norm %a {eps = 1.0e-06 : f64} : tensor<?x64x512xbf16>
+      %r = v4a.rope %n, %p {rope_dim = 64 : i64, theta = 1.0e+04 : f64}
+          : tensor<?x64x512xbf16>, tensor<?xi64>
+      v4a.yield %r : tensor<?x64x512xbf16>
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$kind, Variadic<AnyType>:$inputs);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $kind ` ` `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
+    $body
+  }];
+  let hasRegionVerifier = 1;
+}
+
+def V4A_YieldOp : V4A_Op<"yield", [Pure, Terminator, HasParent<"FusedOp">]> {
+  let summary = "The results of a v4a.fused region";
+  let description = [{
+    Example:
+    ```mlir
+    v4a.yield %r : tensor<?x64x512xbf16>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$values);
+  let builders = [OpBuilder<(ins), [{ /* nothing to yield */ }]>];
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
 #endif // V4A_OPS_TD
