@@ -50,7 +50,7 @@ def BuildSteps : Pass<"v4a-build-steps", "::mlir::ModuleOp"> {
     For every v4a.model with a cache plan, adds beside it:
     `@meta_<key>` per sched_meta_key, the per-step metadata the key's layers
     share (window rows to read and store, compressed row bases, completed
-    groups, visible rows), computed once per step from the packed tokens'
+    groups; each [T, ...]), computed once per step from the packed tokens'
     positions, sequence slots and first/last rows; and `@step_<key>[_role]`,
     one batched varlen step of any layer of that key and role, as v4a ops
     over explicit arguments: the tokens, the metadata, the layer's weights
@@ -58,7 +58,8 @@ def BuildSteps : Pass<"v4a-build-steps", "::mlir::ModuleOp"> {
     aliases). Roles: `_shares_kv` (the source compresses), `_shares_topk`
     (the source's top-k is an argument), `_makes_candidates` /
     `_uses_candidates` (two-level top-k). `v4a.bind` on each argument and
-    result names what the runtime binds to it.
+    result names what the runtime binds to it; each `v4a.layer` gets
+    `v4a.step` and `v4a.meta`, the functions it runs.
   }];
   let dependentDialects = ["::v4a::V4ADialect", "::mlir::func::FuncDialect",
     "::mlir::arith::ArithDialect", "::mlir::tensor::TensorDialect"];

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <optional>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -26,6 +28,8 @@ const char *typeName(HostTensor::Type type) {
   switch (type) {
   case HostTensor::Type::F32:
     return "f32/bf16";
+  case HostTensor::Type::BF16:
+    return "bf16";
   case HostTensor::Type::E4M3:
     return "f8_e4m3";
   case HostTensor::Type::UE8M0:
@@ -101,68 +105,49 @@ bool validateWeights(const ModelConfig &config,
   return true;
 }
 
-/// Replaces an e4m3 weight and its block scales by their f32 product (exact
-/// in bf16), as DeepSeek's reference does with wo_a at load.
-static void dequantizeInPlace(LayerTensors &tensors, const std::string &name) {
-  HostTensor &weight = tensors.at(name);
-  if (weight.type != HostTensor::Type::E4M3)
-    return;
-  std::string scaleName = scaleTensorName(name);
-  const HostTensor &scale = tensors.at(scaleName);
-  int64_t cols = weight.shape[1], scaleCols = scale.shape[1];
-  weight.f32.resize(weight.bytes.size());
-  for (size_t i = 0; i < weight.bytes.size(); ++i) {
-    int64_t r = static_cast<int64_t>(i) / cols,
-            c = static_cast<int64_t>(i) % cols;
-    weight.f32[i] =
-        num::fromE4M3Bits(weight.bytes[i]) *
-        num::fromUE8M0Bits(scale.bytes[(r / 128) * scaleCols + c / 128]);
-  }
-  weight.bytes.clear();
-  weight.bytes.shrink_to_fit();
-  weight.type = HostTensor::Type::F32;
-  tensors.erase(scaleName);
-}
-
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-/// A row-major f32 array with its shape.
-struct Array {
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-  Array() = default;
-  Array(std::vector<int64_t> dims, float fill = 0.0f) : shape(std::move(dims)) {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    data.assign(n, fill);
-  }
-  F2 m2() { return view<float, 2>(data.data(), {shape[0], shape[1]}); }
-  F3 m3() {
-    return view<float, 3>(data.data(), {shape[0], shape[1], shape[2]});
-  }
-  Array reshaped(std::vector<int64_t> dims) const {
-    Array copy = *this;
-    copy.shape = std::move(dims);
-    return copy;
+/// A memref descriptor built at run time: allocated and aligned pointers,
+/// offset, sizes, strides (row-major), as MLIR's C interface lays it out.
+struct Descriptor {
+  std::vector<int64_t> words;
+  Descriptor(const void *data, const std::vector<int64_t> &shape) {
+    auto pointer = reinterpret_cast<int64_t>(data);
+    words = {pointer, pointer, 0};
+    words.insert(words.end(), shape.begin(), shape.end());
+    std::vector<int64_t> strides(shape.size(), 1);
+    for (size_t i = shape.size(); i-- > 1;)
+      strides[i - 1] = strides[i] * shape[i];
+    words.insert(words.end(), strides.begin(), strides.end());
   }
 };
 
-F2 m2(HostTensor &t) {
-  return view<float, 2>(t.f32.data(), {t.shape[0], t.shape[1]});
-}
-B2 b2(HostTensor &t) {
-  return view<uint8_t, 2>(t.bytes.data(), {t.shape[0], t.shape[1]});
+/// A buffer the runtime owns for one step: bytes and a shape.
+struct StepBuffer {
+  std::vector<uint8_t> bytes;
+  std::vector<int64_t> shape;
+  void *data() { return bytes.data(); }
+};
+
+StepBuffer makeBuffer(const step::Arg &arg, int64_t tokens) {
+  StepBuffer buffer;
+  int64_t count = 1;
+  for (int64_t d : arg.shape) {
+    buffer.shape.push_back(d < 0 ? tokens : d);
+    count *= buffer.shape.back();
+  }
+  buffer.bytes.assign(count * step::elementBytes(arg.element), 0);
+  return buffer;
 }
 
-/// Where a layer's cache buffer lives inside a sequence slot.
-struct BufferSlot {
+/// One owned cache buffer for every sequence slot: slot s at s * slotBytes.
+struct CacheArena {
   int64_t offset = 0;
-  layout::RowLayout row{};
-  int64_t pageRows = 1;
+  int64_t slotBytes = 0;
   int64_t rows = 0;
+  int64_t dim = 0;
 };
 
 struct Sequence {
@@ -170,68 +155,96 @@ struct Sequence {
   int64_t position = 0;
 };
 
+bool isCacheBind(const std::string &bind) { return bind.rfind("cache.", 0) == 0; }
+
+std::optional<plan::Component> componentOf(const std::string &bind) {
+  for (plan::Component c : plan::kAllComponents)
+    if (bind == std::string("cache.") + plan::componentName(c))
+      return c;
+  return std::nullopt;
+}
+
+HostTensor::Type hostTypeOf(step::Element element) {
+  switch (element) {
+  case step::Element::BF16:
+    return HostTensor::Type::BF16;
+  case step::Element::E4M3:
+    return HostTensor::Type::E4M3;
+  case step::Element::UE8M0:
+    return HostTensor::Type::UE8M0;
+  default:
+    return HostTensor::Type::F32;
+  }
+}
+
+/// Brings a validated weight to the element type its step argument has:
+/// bf16 values to bf16 bits, an e4m3 weight that a bf16 argument takes to
+/// its exact product with the block scales.
+bool convertWeight(LayerTensors &tensors, const std::string &name,
+                   step::Element element, std::string &error) {
+  HostTensor &weight = tensors.at(name);
+  HostTensor::Type want = hostTypeOf(element);
+  if (weight.type == want)
+    return true;
+  // Only wo_a: its fp8 form is defined as the bf16 product (no activation
+  // quantization), so the conversion keeps its meaning.
+  if (want == HostTensor::Type::BF16 && weight.type == HostTensor::Type::E4M3 &&
+      name == "wo_a.weight") {
+    const HostTensor &scale = tensors.at(scaleTensorName(name));
+    int64_t cols = weight.shape[1], scaleCols = scale.shape[1];
+    weight.f32.resize(weight.bytes.size());
+    for (size_t i = 0; i < weight.bytes.size(); ++i) {
+      int64_t r = static_cast<int64_t>(i) / cols,
+              c = static_cast<int64_t>(i) % cols;
+      weight.f32[i] =
+          num::fromE4M3Bits(weight.bytes[i]) *
+          num::fromUE8M0Bits(scale.bytes[(r / 128) * scaleCols + c / 128]);
+    }
+    weight.type = HostTensor::Type::F32;
+  }
+  if (want == HostTensor::Type::BF16 && weight.type == HostTensor::Type::F32) {
+    weight.bytes.resize(2 * weight.f32.size());
+    for (size_t i = 0; i < weight.f32.size(); ++i) {
+      uint16_t bits = num::toBF16Bits(weight.f32[i]);
+      std::memcpy(weight.bytes.data() + 2 * i, &bits, 2);
+    }
+    weight.f32.clear();
+    weight.f32.shrink_to_fit();
+    weight.type = HostTensor::Type::BF16;
+    return true;
+  }
+  error = name + ": the compiled step takes " + typeName(want) + ", got " +
+          typeName(weight.type);
+  return false;
+}
+
 } // namespace
 
 struct CpuModel::Impl {
   ModelConfig config;
   std::vector<LayerSpec> layers;
-  KernelTable k;
+  StepProgram program;
   std::vector<LayerTensors> weights;
   plan::Plan plan;
-  int64_t slotBytes = 0;
   std::vector<uint8_t> arena;
   std::vector<Sequence> sequences;
-  std::vector<std::map<plan::Component, BufferSlot>> buffers;
+  /// Per layer id and component: the arena it uses (aliases: the source's).
+  std::vector<std::map<plan::Component, CacheArena>> caches;
 
-  // Per step and sequence: the top-k and candidate blocks of source layers.
-  std::map<int64_t, std::vector<int32_t>> stepTopk, stepCandidates;
-
-  uint8_t *slotBase(int64_t sequence) {
-    return arena.data() + sequence * slotBytes;
+  uint8_t *cacheBase(const CacheArena &cache) {
+    return arena.data() + cache.offset;
   }
-  const BufferSlot &slot(int64_t layer, plan::Component component) {
-    return buffers[layer].at(component);
-  }
-  void writeRow(int64_t sequence, const BufferSlot &buffer, int64_t index,
-                const float *values) {
-    layout::RowPlace place =
-        layout::placeRow(buffer.row, buffer.pageRows, index);
-    uint8_t *base = slotBase(sequence) + buffer.offset;
-    layout::encodeRow(buffer.row, values, base + place.values,
-                      base + place.scales);
-  }
-  void readRow(int64_t sequence, const BufferSlot &buffer, int64_t index,
-               float *values) {
-    layout::RowPlace place =
-        layout::placeRow(buffer.row, buffer.pageRows, index);
-    uint8_t *base = slotBase(sequence) + buffer.offset;
-    layout::decodeRow(buffer.row, base + place.values, base + place.scales,
-                      values);
-  }
-  float *stateFloats(int64_t sequence, const BufferSlot &buffer) {
-    return reinterpret_cast<float *>(slotBase(sequence) + buffer.offset);
-  }
-
   void resetSequence(int64_t sequence);
-  Array linear(Array &x, const LayerTensors &w, const std::string &name,
-               bool f32Result = false);
-  Array rmsNorm(Array &x, const LayerTensors &w, const std::string &name);
-  const KernelTable::Rope &ropeFor(const LayerSpec &layer) {
-    return layer.compressRatio > 0 ? k.ropeCompressed : k.ropePlain;
-  }
-  void compressEntries(int64_t sequence, const LayerSpec &layer, Array &x,
-                       int64_t start);
-  void appendEntry(int64_t sequence, const LayerSpec &layer,
-                   std::vector<float> pooled, int64_t group);
-  void indexerKeys(int64_t sequence, const LayerSpec &layer, Array &x,
-                   int64_t start);
-  void storeIndexKey(int64_t sequence, const LayerSpec &layer, Array key,
-                     int64_t group);
-  std::vector<int32_t> select(int64_t sequence, const LayerSpec &layer,
-                              Array &x, Array &qr, I1 &positions,
-                              int64_t tokens, int64_t start, int64_t &width);
-  void runLayer(int64_t sequence, const LayerSpec &layer, Array &x,
-                int64_t start, float *out);
+  bool runFunction(const step::Function &function,
+                   const std::function<void *(const step::Arg &,
+                                              std::vector<int64_t> &)> &bind,
+                   std::string &error);
+  bool runStep(const std::vector<int64_t> &positions,
+               const std::vector<int64_t> &slots,
+               const std::vector<int64_t> &first,
+               const std::vector<int64_t> &last,
+               const std::vector<StepBuffer> &x, std::vector<StepBuffer> &y,
+               std::string &error);
 };
 
 CpuModel::CpuModel(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
@@ -242,35 +255,34 @@ int64_t CpuModel::contextTokens() const {
   return impl->plan.options.contextTokens;
 }
 
-static bool kernelsComplete(const ModelConfig &config,
-                            const std::vector<LayerSpec> &layers,
-                            const KernelTable &k, std::string &error) {
-  bool ok = k.linear && k.linearF32 && k.linearFP8 && k.rmsNorm &&
-            k.rmsNormHeads && k.quantKv && k.attention && k.groupedOutput &&
-            k.groupedOutputFP8WoB;
+/// Checks that every selected layer has its functions and that its weights
+/// can be bound to them, converting weights to the argument types.
+static bool bindWeights(const std::vector<LayerSpec> &layers,
+                        const StepProgram &program,
+                        std::vector<LayerTensors> &weights,
+                        std::string &error) {
   for (const LayerSpec &layer : layers) {
-    const KernelTable::Rope &rope =
-        layer.compressRatio > 0 ? k.ropeCompressed : k.ropePlain;
-    ok = ok && rope.heads && rope.headsInverse && rope.rows;
-    if (layer.compressRatio > 1)
-      ok = ok && k.compressStep.count(layer.compressRatio);
-    if (layer.indexTopk > 0)
-      ok = ok && k.indexerScore.count(layer.compressRatio) && k.topk &&
-           k.quantFp4Heads && k.quantFp4Rows && k.hadamardHeads &&
-           k.hadamardRows;
-    if (hasIndexerCompressor(layer))
-      ok = ok && k.indexerCompress;
-    if (layer.candidateSource >= 0)
-      ok = ok && k.blockTopk && k.topkInBlocks;
+    if (layer.id >= static_cast<int64_t>(program.stepOf.size()) ||
+        program.stepOf[layer.id] < 0 || program.metaOf[layer.id] < 0) {
+      error = "layer " + std::to_string(layer.id) + " has no compiled step";
+      return false;
+    }
+    const step::Function &step = program.functions[program.stepOf[layer.id]];
+    for (const step::Arg &arg : step.args) {
+      if (!weights[layer.id].count(arg.bind))
+        continue;
+      if (!convertWeight(weights[layer.id], arg.bind, arg.element, error)) {
+        error = "layer " + std::to_string(layer.id) + " " + error;
+        return false;
+      }
+    }
   }
-  if (!ok)
-    error = "the kernel table lacks kernels this model needs";
-  return ok;
+  return true;
 }
 
 std::unique_ptr<CpuModel>
 CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
-                 const KernelTable &kernels, std::vector<LayerTensors> weights,
+                 StepProgram program, std::vector<LayerTensors> weights,
                  const plan::Plan &plan, int64_t maxSequences,
                  std::string &error) {
   if (maxSequences <= 0) {
@@ -278,14 +290,12 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
     return nullptr;
   }
   if (!validateWeights(config, layers, weights, error) ||
-      !kernelsComplete(config, layers, kernels, error))
+      !bindWeights(layers, program, weights, error))
     return nullptr;
-  for (const LayerSpec &layer : layers)
-    dequantizeInPlace(weights[layer.id], "wo_a.weight");
   auto impl = std::make_unique<Impl>();
-  // Buffers and weights are indexed by layer id; `layers` may be a subset.
-  impl->buffers.resize(config.numLayers());
-  // Lay out one slot: every owned buffer gets bytes; aliases share.
+  // Caches and weights are indexed by layer id; `layers` may be a subset.
+  impl->caches.resize(config.numLayers());
+  int64_t total = 0;
   for (const plan::Buffer &buffer : plan.buffers) {
     if (!layout::hasCodec(buffer.kind)) {
       error = std::string("layer ") + std::to_string(buffer.layer) + " " +
@@ -300,13 +310,13 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
       error = "the cache plan names a layer outside the model";
       return nullptr;
     }
-    BufferSlot place;
+    CacheArena place;
     if (buffer.isAlias()) {
       // An alias is the source's buffer: same bytes, same geometry.
-      auto &source = impl->buffers[buffer.aliasOf];
+      auto &source = impl->caches[buffer.aliasOf];
       auto it = source.find(buffer.component);
-      if (it == source.end() || it->second.row.kind != buffer.kind ||
-          it->second.row.dim != buffer.dim || it->second.rows != buffer.rows) {
+      if (it == source.end() || it->second.rows != buffer.rows ||
+          it->second.dim != buffer.dim) {
         error = std::string("layer ") + std::to_string(buffer.layer) + " " +
                 plan::componentName(buffer.component) +
                 ": the plan aliases a buffer of layer " +
@@ -316,27 +326,15 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
       }
       place = it->second;
     } else {
-      std::optional<layout::RowLayout> row =
-          layout::describeRow(buffer.kind, buffer.dim, &error);
-      if (!row)
-        return nullptr;
-      place.row = *row;
       place.rows = buffer.rows;
-      bool paged = buffer.component == plan::Component::Compressed ||
-                   buffer.component == plan::Component::IndexKeys;
-      place.pageRows = paged ? plan.options.pageSize : buffer.rows;
-      place.offset = impl->slotBytes;
-      impl->slotBytes += buffer.bytes;
+      place.dim = buffer.dim;
+      place.slotBytes = buffer.rows * buffer.rowBytes;
+      place.offset = total;
+      total += place.slotBytes * maxSequences;
     }
-    impl->buffers[buffer.layer][buffer.component] = place;
+    impl->caches[buffer.layer][buffer.component] = place;
   }
-  for (const LayerSpec &layer : layers)
-    if (!impl->buffers[layer.id].count(plan::Component::Window)) {
-      error = "layer " + std::to_string(layer.id) +
-              ": the CPU backend needs the sliding window (use_swa)";
-      return nullptr;
-    }
-  if (!io::fitsInMemory(static_cast<double>(impl->slotBytes) * maxSequences,
+  if (!io::fitsInMemory(static_cast<double>(total),
                         "the KV caches of " + std::to_string(maxSequences) +
                             " sequences at " +
                             std::to_string(plan.options.contextTokens) +
@@ -345,25 +343,25 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
     return nullptr;
   impl->config = std::move(config);
   impl->layers = std::move(layers);
-  impl->k = kernels;
+  impl->program = std::move(program);
   impl->weights = std::move(weights);
   impl->plan = plan;
-  impl->arena.assign(impl->slotBytes * maxSequences, 0);
+  impl->arena.assign(total, 0);
   impl->sequences.resize(maxSequences);
   return std::unique_ptr<CpuModel>(new CpuModel(std::move(impl)));
 }
 
 void CpuModel::Impl::resetSequence(int64_t sequence) {
-  std::fill(slotBase(sequence), slotBase(sequence) + slotBytes, 0);
-  for (const LayerSpec &layer : layers)
-    for (auto component :
-         {plan::Component::CompressorState, plan::Component::IndexerState}) {
-      auto it = buffers[layer.id].find(component);
-      if (it == buffers[layer.id].end())
+  for (auto &layerCaches : caches)
+    for (auto &[component, cache] : layerCaches) {
+      uint8_t *bytes = cacheBase(cache) + sequence * cache.slotBytes;
+      std::fill(bytes, bytes + cache.slotBytes, 0);
+      if (component != plan::Component::CompressorState &&
+          component != plan::Component::IndexerState)
         continue;
       // State: kv slots (zero), then score slots (-inf).
-      float *state = stateFloats(sequence, it->second);
-      int64_t half = it->second.rows * it->second.row.dim / 2;
+      auto *state = reinterpret_cast<float *>(bytes);
+      int64_t half = cache.rows * cache.dim / 2;
       std::fill(state + half, state + 2 * half, kNegInf);
     }
   sequences[sequence].position = 0;
@@ -401,350 +399,149 @@ int64_t CpuModel::position(int64_t sequence) const {
 uint8_t *CpuModel::cacheBytes(int64_t sequence, int64_t layer,
                               plan::Component component) {
   if (sequence < 0 || sequence >= maxSequences() || layer < 0 ||
-      layer >= static_cast<int64_t>(impl->buffers.size()))
+      layer >= static_cast<int64_t>(impl->caches.size()))
     return nullptr;
-  auto it = impl->buffers[layer].find(component);
-  if (it == impl->buffers[layer].end())
+  auto it = impl->caches[layer].find(component);
+  if (it == impl->caches[layer].end())
     return nullptr;
-  return impl->slotBase(sequence) + it->second.offset;
+  return impl->cacheBase(it->second) + sequence * it->second.slotBytes;
 }
 
 int64_t CpuModel::cacheSize(int64_t layer, plan::Component component) const {
-  if (layer < 0 || layer >= static_cast<int64_t>(impl->buffers.size()))
+  if (layer < 0 || layer >= static_cast<int64_t>(impl->caches.size()))
     return 0;
-  auto it = impl->buffers[layer].find(component);
-  if (it == impl->buffers[layer].end())
+  auto it = impl->caches[layer].find(component);
+  if (it == impl->caches[layer].end())
     return 0;
-  return it->second.rows * it->second.row.rowBytes();
-}
-
-//===----------------------------------------------------------------------===//
-// One layer
-//===----------------------------------------------------------------------===//
-
-Array CpuModel::Impl::linear(Array &x, const LayerTensors &w,
-                             const std::string &name, bool f32Result) {
-  HostTensor &weight = const_cast<HostTensor &>(w.at(name + ".weight"));
-  Array y({x.shape[0], weight.shape[0]});
-  F2 mx = x.m2(), my = y.m2();
-  if (weight.type == HostTensor::Type::E4M3) {
-    HostTensor &scale = const_cast<HostTensor &>(w.at(name + ".scale"));
-    B2 mw = b2(weight), ms = b2(scale);
-    k.linearFP8(&mx, &mw, &ms, &my);
-  } else {
-    F2 mw = m2(weight);
-    (f32Result ? k.linearF32 : k.linear)(&mx, &mw, &my);
-  }
-  return y;
-}
-
-Array CpuModel::Impl::rmsNorm(Array &x, const LayerTensors &w,
-                              const std::string &name) {
-  HostTensor &weight = const_cast<HostTensor &>(w.at(name));
-  Array y(x.shape);
-  F2 mx = x.m2(), my = y.m2();
-  F1 mw = view<float, 1>(weight.f32.data(), {weight.shape[0]});
-  k.rmsNorm(&mx, &mw, &my);
-  return y;
-}
-
-/// Normalizes, rotates and quantizes pooled entry `group` into the
-/// compressed cache; V4.1 sparse layers also derive its index key.
-void CpuModel::Impl::appendEntry(int64_t sequence, const LayerSpec &layer,
-                                 std::vector<float> pooled, int64_t group) {
-  const LayerTensors &w = weights[layer.id];
-  int64_t d = config.headDim;
-  Array entry({1, d});
-  entry.data = std::move(pooled);
-  Array latent = rmsNorm(entry, w, "compressor.norm.weight");
-  int64_t at = group * layer.compressRatio;
-  I1 position = view<int64_t, 1>(&at, {1});
-  Array roped({1, d}), stored({1, d});
-  F2 ml = latent.m2(), mr = roped.m2(), ms = stored.m2();
-  ropeFor(layer).rows(&ml, &position, &mr);
-  k.quantKv(&mr, &ms);
-  writeRow(sequence, slot(layer.id, plan::Component::Compressed), group,
-           stored.data.data());
-  if (layer.indexTopk == 0 || hasIndexerCompressor(layer))
-    return;
-  Array key = linear(latent, w, "indexer.k_proj");
-  storeIndexKey(sequence, layer, rmsNorm(key, w, "indexer.k_norm.weight"),
-                group);
-}
-
-/// Rotates (RoPE at the group's first token, then Hadamard), fp4-quantizes
-/// and stores the normalized index key of compressed row `group`.
-void CpuModel::Impl::storeIndexKey(int64_t sequence, const LayerSpec &layer,
-                                   Array key, int64_t group) {
-  int64_t at = group * layer.compressRatio;
-  I1 position = view<int64_t, 1>(&at, {1});
-  Array roped(key.shape), rotated(key.shape), quant(key.shape);
-  F2 a = key.m2(), b = roped.m2(), c = rotated.m2(), e = quant.m2();
-  ropeFor(layer).rows(&a, &position, &b);
-  k.hadamardRows(&b, &c);
-  k.quantFp4Rows(&c, &e);
-  writeRow(sequence, slot(layer.id, plan::Component::IndexKeys), group,
-           quant.data.data());
-}
-
-/// Runs one token at a time through a compressor's state (kernel batch 1)
-/// and hands every completed group to `emit`.
-template <typename Emit>
-static void runCompressor(KernelTable::CompressStep step, float *state,
-                          int64_t slots, int64_t width, int64_t ratio,
-                          Array &kv, Array &score, int64_t kvOffset,
-                          int64_t scoreOffset, Array &ape, int64_t start,
-                          int64_t entryWidth, Emit emit) {
-  Array stateKv({1, slots, width}), stateScore({1, slots, width});
-  std::copy(state, state + slots * width, stateKv.data.begin());
-  std::copy(state + slots * width, state + 2 * slots * width,
-            stateScore.data.begin());
-  Array nextKv(stateKv.shape), nextScore(stateScore.shape);
-  Array entry({1, entryWidth});
-  for (int64_t t = 0; t < kv.shape[0]; ++t) {
-    Array kvRow({1, width}), scoreRow({1, width});
-    std::copy_n(kv.data.begin() + t * kv.shape[1] + kvOffset, width,
-                kvRow.data.begin());
-    std::copy_n(score.data.begin() + t * score.shape[1] + scoreOffset, width,
-                scoreRow.data.begin());
-    int64_t position = start + t;
-    int32_t emitted = 0;
-    F2 a = kvRow.m2(), b = scoreRow.m2(), c = ape.m2(), o = entry.m2();
-    I1 p = view<int64_t, 1>(&position, {1});
-    F3 s0 = stateKv.m3(), s1 = stateScore.m3(), n0 = nextKv.m3(),
-       n1 = nextScore.m3();
-    E1 flag = view<int32_t, 1>(&emitted, {1});
-    step(&a, &b, &c, &p, &s0, &s1, &o, &flag, &n0, &n1);
-    std::swap(stateKv, nextKv);
-    std::swap(stateScore, nextScore);
-    if (emitted)
-      emit(entry.data, position / ratio);
-  }
-  std::copy(stateKv.data.begin(), stateKv.data.end(), state);
-  std::copy(stateScore.data.begin(), stateScore.data.end(),
-            state + slots * width);
-}
-
-static Array apeOf(const LayerTensors &w, const std::string &name) {
-  const HostTensor &t = w.at(name);
-  Array a(t.shape);
-  a.data = t.f32;
-  return a;
-}
-
-void CpuModel::Impl::compressEntries(int64_t sequence, const LayerSpec &layer,
-                                     Array &x, int64_t start) {
-  const LayerTensors &w = weights[layer.id];
-  int64_t r = layer.compressRatio, d = config.headDim;
-  auto emit = [&](const std::vector<float> &pooled, int64_t group) {
-    appendEntry(sequence, layer, pooled, group);
-  };
-  if (r == 1) {
-    Array kv = linear(x, w, "compressor.wkv");
-    for (int64_t t = 0; t < x.shape[0]; ++t)
-      emit(std::vector<float>(kv.data.begin() + t * d,
-                              kv.data.begin() + (t + 1) * d),
-           start + t);
-    return;
-  }
-  const BufferSlot &state = slot(layer.id, plan::Component::CompressorState);
-  int64_t coff = compressorOverlaps(r) ? 2 : 1;
-  Array ape = apeOf(w, "compressor.ape");
-  if (!compressorIsGated(r)) {
-    Array both = linear(x, w, "compressor.wkv", /*f32Result=*/true);
-    runCompressor(k.compressStep.at(r), stateFloats(sequence, state), r, d, r,
-                  both, both, d, 0, ape, start, d, emit);
-    return;
-  }
-  Array kv = linear(x, w, "compressor.wkv", true);
-  Array score = linear(x, w, "compressor.wgate", true);
-  runCompressor(k.compressStep.at(r), stateFloats(sequence, state), coff * r,
-                coff * d, r, kv, score, 0, 0, ape, start, d, emit);
-}
-
-void CpuModel::Impl::indexerKeys(int64_t sequence, const LayerSpec &layer,
-                                 Array &x, int64_t start) {
-  const LayerTensors &w = weights[layer.id];
-  int64_t di = config.indexHeadDim;
-  Array ape = apeOf(w, "indexer.compressor.ape");
-  Array kv = linear(x, w, "indexer.compressor.wkv", true);
-  Array score = linear(x, w, "indexer.compressor.wgate", true);
-  const BufferSlot &state = slot(layer.id, plan::Component::IndexerState);
-  runCompressor(k.indexerCompress, stateFloats(sequence, state), 8, 2 * di, 4,
-                kv, score, 0, 0, ape, start, di,
-                [&](const std::vector<float> &pooled, int64_t group) {
-                  Array entry({1, di});
-                  entry.data = pooled;
-                  storeIndexKey(
-                      sequence, layer,
-                      rmsNorm(entry, w, "indexer.compressor.norm.weight"),
-                      group);
-                });
-}
-
-std::vector<int32_t> CpuModel::Impl::select(int64_t sequence,
-                                            const LayerSpec &layer, Array &x,
-                                            Array &qr, I1 &positions,
-                                            int64_t tokens, int64_t start,
-                                            int64_t &width) {
-  int64_t r = layer.compressRatio;
-  int64_t rows = (start + tokens) / r; // compressed rows after this step
-  if (layer.indexTopk == 0) {
-    width = rows;
-    std::vector<int32_t> all(tokens * width, -1);
-    for (int64_t t = 0; t < tokens; ++t)
-      for (int64_t j = 0; j < (start + t + 1) / r; ++j)
-        all[t * width + j] = static_cast<int32_t>(j);
-    return all;
-  }
-  width = layer.indexTopk;
-  if (layer.indexSource != layer.id)
-    return stepTopk.at(layer.indexSource);
-  const LayerTensors &w = weights[layer.id];
-  int64_t hi = config.indexNHeads, di = config.indexHeadDim;
-  Array q = linear(qr, w, "indexer.wq_b").reshaped({tokens, hi, di});
-  Array roped(q.shape), rotated(q.shape), qi(q.shape);
-  F3 a = q.m3(), b = roped.m3(), c = rotated.m3(), e = qi.m3();
-  ropeFor(layer).heads(&a, &positions, &b);
-  k.hadamardHeads(&b, &c);
-  k.quantFp4Heads(&c, &e);
-  Array weightsOut = linear(x, w, "indexer.weights_proj");
-  float scale = static_cast<float>(1.0 / std::sqrt(double(di * hi)));
-  for (float &v : weightsOut.data)
-    v *= scale;
-  const BufferSlot &keySlot =
-      slot(layer.indexKSource, plan::Component::IndexKeys);
-  Array keys({rows, di});
-  for (int64_t j = 0; j < rows; ++j)
-    readRow(sequence, keySlot, j, keys.data.data() + j * di);
-  Array scores({tokens, rows});
-  F3 mq = qi.m3();
-  F2 mk = keys.m2(), mw = weightsOut.m2(), ms = scores.m2();
-  k.indexerScore.at(r)(&mq, &mk, &mw, &positions, &ms);
-  std::vector<int32_t> picked(tokens * width);
-  I2 out = view<int32_t, 2>(picked.data(), {tokens, width});
-  if (layer.candidateSource == layer.id) {
-    int64_t blocks = config.candidateTopkBlocks.value_or(8);
-    std::vector<int32_t> candidates(tokens * blocks);
-    I2 mc = view<int32_t, 2>(candidates.data(), {tokens, blocks});
-    k.blockTopk(&ms, &mc);
-    stepCandidates[layer.id] = candidates;
-    k.topk(&ms, &out);
-  } else if (layer.candidateSource >= 0) {
-    std::vector<int32_t> &candidates = stepCandidates.at(layer.candidateSource);
-    int64_t blocks = candidates.size() / tokens;
-    I2 mc = view<int32_t, 2>(candidates.data(), {tokens, blocks});
-    k.topkInBlocks(&ms, &mc, &out);
-  } else {
-    k.topk(&ms, &out);
-  }
-  stepTopk[layer.id] = picked;
-  return picked;
-}
-
-void CpuModel::Impl::runLayer(int64_t sequence, const LayerSpec &layer,
-                              Array &x, int64_t start, float *out) {
-  const LayerTensors &w = weights[layer.id];
-  int64_t tokens = x.shape[0], d = config.headDim;
-  // No query sees further back than the planned context: a larger window
-  // behaves exactly as one of the context's size.
-  int64_t heads = config.numAttentionHeads,
-          window = std::min(config.slidingWindow, plan.options.contextTokens);
-  std::vector<int64_t> positionList(tokens);
-  for (int64_t t = 0; t < tokens; ++t)
-    positionList[t] = start + t;
-  I1 positions = view<int64_t, 1>(positionList.data(), {tokens});
-  const KernelTable::Rope &rope = ropeFor(layer);
-
-  Array qa = linear(x, w, "wq_a");
-  Array qr = rmsNorm(qa, w, "q_norm.weight");
-  Array qLinear = linear(qr, w, "wq_b").reshaped({tokens, heads, d});
-  Array qNormed(qLinear.shape), q(qLinear.shape);
-  {
-    F3 a = qLinear.m3(), b = qNormed.m3(), c = q.m3();
-    k.rmsNormHeads(&a, &b);
-    rope.heads(&b, &positions, &c);
-  }
-  Array kvLinear = linear(x, w, "wkv");
-  Array kvNormed = rmsNorm(kvLinear, w, "kv_norm.weight");
-  Array kvRoped(kvNormed.shape), kv(kvNormed.shape);
-  {
-    F2 a = kvNormed.m2(), b = kvRoped.m2(), c = kv.m2();
-    rope.rows(&a, &positions, &b);
-    k.quantKv(&b, &c);
-  }
-
-  if (layer.compressRatio > 0 && layer.kvSource == layer.id)
-    compressEntries(sequence, layer, x, start);
-  if (hasIndexerCompressor(layer) && layer.indexKSource == layer.id)
-    indexerKeys(sequence, layer, x, start);
-
-  int64_t selectedWidth = 0;
-  std::vector<int32_t> selected;
-  if (layer.compressRatio > 0)
-    selected =
-        select(sequence, layer, x, qr, positions, tokens, start, selectedWidth);
-
-  // The rows attention reads: this step's kv, the ring, compressed rows.
-  int64_t compressed =
-      layer.compressRatio > 0 ? (start + tokens) / layer.compressRatio : 0;
-  Array table({tokens + window + compressed, d});
-  std::copy(kv.data.begin(), kv.data.end(), table.data.begin());
-  const BufferSlot &ring = slot(layer.id, plan::Component::Window);
-  for (int64_t p = std::max<int64_t>(0, start - window); p < start; ++p)
-    readRow(sequence, ring, p % window,
-            table.data.data() + (tokens + p % window) * d);
-  if (compressed > 0) {
-    const BufferSlot &rows = slot(layer.kvSource, plan::Component::Compressed);
-    for (int64_t j = 0; j < compressed; ++j)
-      readRow(sequence, rows, j, table.data.data() + (tokens + window + j) * d);
-  }
-  int64_t slots = window + selectedWidth;
-  std::vector<int32_t> indices(tokens * slots, -1);
-  for (int64_t t = 0; t < tokens; ++t) {
-    int64_t i = start + t, s = 0;
-    for (int64_t p = std::max<int64_t>(0, i - window + 1); p <= i; ++p)
-      indices[t * slots + s++] =
-          static_cast<int32_t>(p >= start ? p - start : tokens + p % window);
-    for (int64_t j = 0; j < selectedWidth; ++j) {
-      int32_t row = selected[t * selectedWidth + j];
-      if (row >= 0)
-        indices[t * slots + s++] = static_cast<int32_t>(tokens + window + row);
-    }
-  }
-  HostTensor &sink = const_cast<HostTensor &>(w.at("attn_sink"));
-  Array o({tokens, heads, d}), oRoped({tokens, heads, d});
-  {
-    F3 mq = q.m3(), mo = o.m3(), mr = oRoped.m3();
-    F2 mt = table.m2();
-    I2 mi = view<int32_t, 2>(indices.data(), {tokens, slots});
-    F1 msink = view<float, 1>(sink.f32.data(), {heads});
-    k.attention(&mq, &mt, &mi, &msink, &mo);
-    rope.headsInverse(&mo, &positions, &mr);
-  }
-  for (int64_t t = 0; t < tokens; ++t)
-    writeRow(sequence, ring, (start + t) % window, kv.data.data() + t * d);
-
-  Array y({tokens, config.hiddenSize});
-  F3 mo = oRoped.m3();
-  F2 my = y.m2();
-  HostTensor &woA = const_cast<HostTensor &>(w.at("wo_a.weight"));
-  HostTensor &woB = const_cast<HostTensor &>(w.at("wo_b.weight"));
-  F2 a = m2(woA);
-  if (woB.type == HostTensor::Type::E4M3) {
-    HostTensor &sb = const_cast<HostTensor &>(w.at("wo_b.scale"));
-    B2 b = b2(woB), bs = b2(sb);
-    k.groupedOutputFP8WoB(&mo, &a, &b, &bs, &my);
-  } else {
-    F2 b = m2(woB);
-    k.groupedOutput(&mo, &a, &b, &my);
-  }
-  std::copy(y.data.begin(), y.data.end(), out);
+  return it->second.slotBytes;
 }
 
 //===----------------------------------------------------------------------===//
 // Steps
 //===----------------------------------------------------------------------===//
+
+/// Calls a compiled function with the buffer `bind` gives for each argument
+/// (it also fills the argument's shape).
+bool CpuModel::Impl::runFunction(
+    const step::Function &function,
+    const std::function<void *(const step::Arg &, std::vector<int64_t> &)>
+        &bind,
+    std::string &error) {
+  std::vector<Descriptor> descriptors;
+  descriptors.reserve(function.args.size());
+  for (const step::Arg &arg : function.args) {
+    std::vector<int64_t> shape;
+    void *data = bind(arg, shape);
+    if (!data) {
+      error = function.name + ": nothing to bind to '" + arg.bind + "'";
+      return false;
+    }
+    descriptors.emplace_back(data, shape);
+  }
+  std::vector<void *> pointers, args;
+  for (Descriptor &d : descriptors)
+    pointers.push_back(d.words.data());
+  for (void *&p : pointers)
+    args.push_back(&p);
+  function.entry(args.data());
+  return true;
+}
+
+bool CpuModel::Impl::runStep(const std::vector<int64_t> &positions,
+                             const std::vector<int64_t> &slots,
+                             const std::vector<int64_t> &first,
+                             const std::vector<int64_t> &last,
+                             const std::vector<StepBuffer> &x,
+                             std::vector<StepBuffer> &y, std::string &error) {
+  auto tokens = static_cast<int64_t>(positions.size());
+  std::map<std::string, const std::vector<int64_t> *> inputs = {
+      {"positions", &positions},
+      {"slots", &slots},
+      {"first", &first},
+      {"last", &last}};
+  // Each key's metadata, computed once and shared by its layers.
+  std::map<int, std::map<std::string, StepBuffer>> metadata;
+  // The top-k and candidate blocks of source layers, for their consumers.
+  std::map<int64_t, std::map<std::string, StepBuffer>> produced;
+  for (const LayerSpec &layer : layers) {
+    int metaIndex = program.metaOf[layer.id];
+    if (!metadata.count(metaIndex)) {
+      std::map<std::string, StepBuffer> &out = metadata[metaIndex];
+      if (!runFunction(
+              program.functions[metaIndex],
+              [&](const step::Arg &arg, std::vector<int64_t> &shape) -> void * {
+                if (arg.output) {
+                  StepBuffer &buffer = out[arg.bind] = makeBuffer(arg, tokens);
+                  shape = buffer.shape;
+                  return buffer.data();
+                }
+                auto it = inputs.find(arg.bind);
+                if (it == inputs.end())
+                  return nullptr;
+                shape = {tokens};
+                return const_cast<int64_t *>(it->second->data());
+              },
+              error))
+        return false;
+    }
+    std::map<std::string, StepBuffer> &meta = metadata[metaIndex];
+    std::map<std::string, StepBuffer> &mine = produced[layer.id];
+    LayerTensors &w = weights[layer.id];
+    auto bind = [&](const step::Arg &arg,
+                    std::vector<int64_t> &shape) -> void * {
+      if (arg.output) {
+        StepBuffer &buffer = arg.bind == "y" ? y[layer.id] : mine[arg.bind];
+        buffer = makeBuffer(arg, tokens);
+        shape = buffer.shape;
+        return buffer.data();
+      }
+      if (arg.bind == "x") {
+        shape = x[layer.id].shape;
+        return const_cast<uint8_t *>(x[layer.id].bytes.data());
+      }
+      if (auto it = inputs.find(arg.bind); it != inputs.end()) {
+        shape = {tokens};
+        return const_cast<int64_t *>(it->second->data());
+      }
+      if (auto it = meta.find(arg.bind); it != meta.end()) {
+        shape = it->second.shape;
+        return it->second.data();
+      }
+      if (arg.bind == "topk" || arg.bind == "candidates") {
+        int64_t source =
+            arg.bind == "topk" ? layer.indexSource : layer.candidateSource;
+        auto it = produced[source].find(arg.bind);
+        if (it == produced[source].end())
+          return nullptr;
+        shape = it->second.shape;
+        return it->second.data();
+      }
+      if (isCacheBind(arg.bind)) {
+        std::optional<plan::Component> component = componentOf(arg.bind);
+        auto it = component ? caches[layer.id].find(*component)
+                            : caches[layer.id].end();
+        if (it == caches[layer.id].end())
+          return nullptr;
+        shape = {it->second.slotBytes *
+                 static_cast<int64_t>(sequences.size())};
+        return cacheBase(it->second);
+      }
+      auto it = w.find(arg.bind);
+      if (it == w.end())
+        return nullptr;
+      shape = it->second.shape;
+      return it->second.type == HostTensor::Type::F32
+                 ? static_cast<void *>(it->second.f32.data())
+                 : static_cast<void *>(it->second.bytes.data());
+    };
+    if (!runFunction(program.functions[program.stepOf[layer.id]], bind,
+                     error)) {
+      error = "layer " + std::to_string(layer.id) + ": " + error;
+      return false;
+    }
+  }
+  return true;
+}
 
 double stepWorkspaceBytes(const ModelConfig &c,
                           const std::vector<LayerSpec> &layers, int64_t tokens,
@@ -833,31 +630,60 @@ bool CpuModel::step(const StepBatch &batch,
       return false;
     }
   }
-  for (size_t b = 0; b < rows; ++b)
-    if (!io::fitsInMemory(
-            stepWorkspaceBytes(m.config, m.layers, batch.lengths[b],
-                               position(batch.sequences[b]) + batch.lengths[b]),
-            "a step of " + std::to_string(batch.lengths[b]) + " tokens", error))
-      return false;
-  int64_t dim = m.config.hiddenSize, padded = batch.paddedTokens;
+  int64_t tokens = 0, context = 0;
   for (size_t b = 0; b < rows; ++b) {
-    int64_t sequence = batch.sequences[b], length = batch.lengths[b];
-    int64_t start = m.sequences[sequence].position;
-    m.stepTopk.clear();
-    m.stepCandidates.clear();
-    for (const LayerSpec &layer : m.layers) {
-      // Read the input before the output is cleared: they may be one buffer.
-      Array x({length, dim});
-      const float *in = inputs[layer.id] + b * padded * dim;
-      std::copy(in, in + length * dim, x.data.begin());
-      float *out = outputs[layer.id] + b * padded * dim;
-      std::fill(out, out + padded * dim, 0.0f);
-      if (length == 0)
-        continue;
-      m.runLayer(sequence, layer, x, start, out);
-    }
-    m.sequences[sequence].position += length;
+    tokens += batch.lengths[b];
+    context = std::max(context,
+                       position(batch.sequences[b]) + batch.lengths[b]);
   }
+  if (!io::fitsInMemory(
+          stepWorkspaceBytes(m.config, m.layers, tokens, context),
+          "a step of " + std::to_string(tokens) + " tokens", error))
+    return false;
+  // The packed tokens: each sequence's rows in order, with their positions.
+  int64_t dim = m.config.hiddenSize, padded = batch.paddedTokens;
+  std::vector<int64_t> positions, slots, first, last;
+  for (size_t b = 0; b < rows; ++b) {
+    int64_t begin = static_cast<int64_t>(positions.size());
+    int64_t start = m.sequences[batch.sequences[b]].position;
+    for (int64_t t = 0; t < batch.lengths[b]; ++t) {
+      positions.push_back(start + t);
+      slots.push_back(batch.sequences[b]);
+      first.push_back(begin);
+      last.push_back(begin + batch.lengths[b] - 1);
+    }
+  }
+  std::vector<StepBuffer> x(m.config.numLayers()), y(m.config.numLayers());
+  for (const LayerSpec &layer : m.layers) {
+    // Read the input before the output is cleared: they may be one buffer.
+    StepBuffer &in = x[layer.id];
+    in.shape = {tokens, dim};
+    in.bytes.resize(2 * tokens * dim);
+    auto *bits = reinterpret_cast<uint16_t *>(in.bytes.data());
+    for (size_t b = 0, row = 0; b < rows; ++b)
+      for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row)
+        for (int64_t i = 0; i < dim; ++i)
+          bits[row * dim + i] = num::toBF16Bits(
+              inputs[layer.id][(b * padded + t) * dim + i]);
+    if (rows > 0 && padded > 0)
+      std::fill(outputs[layer.id], outputs[layer.id] + rows * padded * dim,
+                0.0f);
+  }
+  if (tokens > 0 &&
+      !m.runStep(positions, slots, first, last, x, y, error))
+    return false;
+  for (const LayerSpec &layer : m.layers) {
+    if (tokens == 0)
+      break;
+    auto *bits = reinterpret_cast<const uint16_t *>(y[layer.id].bytes.data());
+    for (size_t b = 0, row = 0; b < rows; ++b)
+      for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row)
+        for (int64_t i = 0; i < dim; ++i)
+          outputs[layer.id][(b * padded + t) * dim + i] =
+              num::fromBF16Bits(bits[row * dim + i]);
+  }
+  for (size_t b = 0; b < rows; ++b)
+    m.sequences[batch.sequences[b]].position += batch.lengths[b];
   return true;
 }
 

@@ -11,7 +11,7 @@
 #define V4A_RUNTIME_CPUMODEL_H
 
 #include "core/KVPlan.h"
-#include "runtime/KernelTable.h"
+#include "core/StepSignature.h"
 #include "v4a/ModelConfig.h"
 
 #include <cstdint>
@@ -25,7 +25,8 @@ namespace v4a::rt {
 /// A weight or parameter in host memory: f32 values (bf16 checkpoint tensors
 /// are widened), or e4m3 / ue8m0 bytes of an fp8 checkpoint.
 struct HostTensor {
-  enum class Type { F32, E4M3, UE8M0 };
+  /// BF16 holds bits in `bytes` (what a compiled step takes).
+  enum class Type { F32, BF16, E4M3, UE8M0 };
   Type type = Type::F32;
   std::vector<int64_t> shape;
   std::vector<float> f32;
@@ -33,6 +34,13 @@ struct HostTensor {
   int64_t numel() const;
 };
 const char *typeName(HostTensor::Type type);
+
+/// The compiled functions of a model and, per layer id, the index of its
+/// step and metadata functions (-1: the layer does not run).
+struct StepProgram {
+  std::vector<step::Function> functions;
+  std::vector<int> stepOf, metaOf;
+};
 
 /// One layer's tensors by checkpoint name without the layer prefix; an fp8
 /// projection "x.weight" comes with "x.scale".
@@ -66,7 +74,7 @@ public:
   /// layout or missing kernels.
   static std::unique_ptr<CpuModel>
   create(ModelConfig config, std::vector<LayerSpec> layers,
-         const KernelTable &kernels, std::vector<LayerTensors> weights,
+         StepProgram program, std::vector<LayerTensors> weights,
          const plan::Plan &plan, int64_t maxSequences, std::string &error);
   ~CpuModel();
 

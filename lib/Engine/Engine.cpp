@@ -9,7 +9,8 @@
 #include "lib/Engine/Checkpoint.h"
 #include "lib/Import/ConfigImport.h"
 #include "lib/JIT/CpuJit.h"
-#include "lib/JIT/Kernels.h"
+#include "lib/JIT/StepJit.h"
+#include "dialects/V4A/IR/V4AOps.h"
 #include "lib/Reference/Reference.h"
 #include "passes/Passes.h"
 #include "runtime/CpuModel.h"
@@ -30,12 +31,16 @@
 namespace v4a {
 
 struct Engine::Impl {
+  std::string json;
+  LayerOptions layerOptions;
+  /// Whether the compiled steps take fp8 projections.
+  bool fp8Steps = false;
   ModelConfig config;
   std::vector<LayerSpec> layers, selected;
   EngineOptions options;
   plan::Plan plan;
   std::unique_ptr<jit::CpuJit> jit;
-  rt::KernelTable kernels;
+  rt::StepProgram program;
   std::unique_ptr<rt::CpuModel> model;
 };
 
@@ -112,8 +117,7 @@ static bool verifyTopology(std::string_view json, const LayerOptions &options,
   return false;
 }
 
-/// Compiles the kernels the layers need and fills the kernel table.
-static bool compileKernels(Engine::Impl &m, std::string &error);
+static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error);
 
 std::unique_ptr<Engine> Engine::create(std::string_view configJson,
                                        const EngineOptions &options,
@@ -157,84 +161,118 @@ std::unique_ptr<Engine> Engine::create(std::string_view configJson,
   if (!plan)
     return nullptr;
   impl->plan = *plan;
-  if (!compileKernels(*impl, error))
+  impl->json = std::string(configJson);
+  impl->layerOptions = layerOptions;
+  if (!compileKernels(*impl, impl->config.fp8Weights, error))
     return nullptr;
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
-static bool compileKernels(Engine::Impl &m, std::string &error) {
-  const ModelConfig &c = m.config;
-  jit::KernelModule module;
-  std::map<std::string, void **> wanted;
-  auto want = [&](const std::string &name, auto &slot) {
-    wanted[name + "#" + std::to_string(wanted.size())] =
-        reinterpret_cast<void **>(&slot);
-  };
-  rt::KernelTable &k = m.kernels;
-  want(module.linear(false, false), k.linear);
-  want(module.linear(false, true), k.linearF32);
-  want(module.linear(true, false), k.linearFP8);
-  want(module.rmsNorm(true, c.rmsNormEps), k.rmsNorm);
-  want(module.rmsNorm(false, c.rmsNormEps), k.rmsNormHeads);
-  int64_t rope = c.qkRopeHeadDim;
-  for (auto [table, theta, yarn] :
-       {std::tuple{&k.ropePlain, c.ropeTheta, std::optional<YarnConfig>()},
-        std::tuple{&k.ropeCompressed, c.compressRopeTheta, c.ropeScaling}}) {
-    want(module.rope(3, rope, theta, yarn, false), table->heads);
-    want(module.rope(3, rope, theta, yarn, true), table->headsInverse);
-    want(module.rope(2, rope, theta, yarn, false), table->rows);
-  }
-  want(module.actQuant(2, true, 64, c.headDim - rope), k.quantKv);
-  want(module.actQuant(3, false, 32, 0), k.quantFp4Heads);
-  want(module.actQuant(2, false, 32, 0), k.quantFp4Rows);
-  want(module.hadamard(3, c.indexHeadDim), k.hadamardHeads);
-  want(module.hadamard(2, c.indexHeadDim), k.hadamardRows);
-  want(module.compressStep(4, true), k.indexerCompress);
-  std::set<int64_t> ratios, sparseRatios;
-  for (const LayerSpec &layer : m.selected) {
-    if (layer.compressRatio > 1)
-      ratios.insert(layer.compressRatio);
-    if (layer.indexTopk > 0)
-      sparseRatios.insert(layer.compressRatio);
-  }
-  for (int64_t r : ratios)
-    want(module.compressStep(r, compressorOverlaps(r)), k.compressStep[r]);
-  for (int64_t r : sparseRatios)
-    want(module.indexerScore(r), k.indexerScore[r]);
-  if (c.indexTopk > 0) {
-    want(module.topk(c.indexTopk, std::nullopt), k.topk);
-    int64_t block = c.candidateBlockSize.value_or(8);
-    want(module.topk(c.indexTopk, block), k.topkInBlocks);
-    want(module.blockTopk(block, c.candidateTopkBlocks.value_or(8)),
-         k.blockTopk);
-  }
-  want(module.sparseAttention(1.0 / std::sqrt(static_cast<double>(c.headDim))),
-       k.attention);
-  // The runtime dequantizes an fp8 wo_a at load; wo_b may be either.
-  want(module.groupedOutput(c.oGroups, false, false), k.groupedOutput);
-  want(module.groupedOutput(c.oGroups, false, true), k.groupedOutputFP8WoB);
-  m.jit = jit::CpuJit::compile(std::move(module), error);
-  if (!m.jit)
+/// Builds the step functions of the configuration in IR (import, topology,
+/// cache plan, v4a-build-steps) and compiles those the selected layers run,
+/// with fp8 or bf16 projections.
+static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
+  const std::string &json = m.json;
+  std::unique_ptr<mlir::MLIRContext> context = jit::createKernelContext();
+  std::string messages;
+  mlir::ScopedDiagnosticHandler handler(
+      context.get(), [&](mlir::Diagnostic &diag) {
+        if (messages.empty())
+          messages = diag.str();
+        return mlir::success();
+      });
+  auto module = importConfig(context.get(),
+                             llvm::StringRef(json.data(), json.size()),
+                             mlir::UnknownLoc::get(context.get()), "model",
+                             m.layerOptions);
+  if (module)
+    for (auto model : module->getOps<ModelOp>())
+      model.setWeightFormat(fp8 ? WeightFormat::FP8 : WeightFormat::BF16);
+  m.fp8Steps = fp8;
+  mlir::PassManager pm(context.get());
+  PlanKVOptions planOptions;
+  planOptions.contextTokens = m.options.contextTokens;
+  planOptions.pageSize = m.options.pageSize;
+  pm.addPass(createVerifyTopology());
+  pm.addPass(createPlanKV(planOptions));
+  pm.addPass(createBuildSteps());
+  if (!module || mlir::failed(pm.run(*module))) {
+    error = "cannot build the step functions: " +
+            (messages.empty() ? std::string("invalid configuration")
+                              : messages);
     return false;
-  for (auto &[key, slot] : wanted) {
-    std::string name = key.substr(0, key.rfind('#'));
-    *slot = m.jit->lookup(name);
-    if (!*slot) {
-      error = "compiled kernels lack '" + name + "'";
-      return false;
-    }
   }
-  return true;
+  std::vector<std::string> names;
+  auto indexOf = [&](llvm::StringRef name) {
+    auto it = std::find(names.begin(), names.end(), name.str());
+    if (it == names.end())
+      it = names.insert(names.end(), name.str());
+    return static_cast<int>(it - names.begin());
+  };
+  m.program.stepOf.assign(m.config.numLayers(), -1);
+  m.program.metaOf.assign(m.config.numLayers(), -1);
+  std::set<int64_t> selected;
+  for (const LayerSpec &layer : m.selected)
+    selected.insert(layer.id);
+  for (auto model : module->getOps<ModelOp>())
+    for (LayerOp layer : model.getLayers()) {
+      int64_t id = layer.getLayerId();
+      if (!selected.count(id))
+        continue;
+      auto step = layer->getAttrOfType<mlir::FlatSymbolRefAttr>("v4a.step");
+      auto meta = layer->getAttrOfType<mlir::FlatSymbolRefAttr>("v4a.meta");
+      m.program.metaOf[id] = indexOf(meta.getValue());
+      m.program.stepOf[id] = indexOf(step.getValue());
+    }
+  m.jit = jit::compileSteps(std::move(context), std::move(module), names,
+                            m.program.functions, error);
+  return m.jit != nullptr;
 }
 
 //===----------------------------------------------------------------------===//
 // Weights
 //===----------------------------------------------------------------------===//
 
+/// Whether the checkpoint's projections are fp8, from their dtypes (wo_a is
+/// left out: an fp8 wo_a runs as the bf16 product of its scales either way).
+static std::optional<bool>
+checkpointIsFp8(const Engine::Impl &m,
+                const std::vector<rt::LayerTensors> &tensors,
+                std::string &error) {
+  std::optional<bool> fp8;
+  std::string first;
+  for (const LayerSpec &layer : m.selected)
+    for (const TensorSpec &spec : layerTensorSpecs(m.config, layer)) {
+      auto it = tensors[layer.id].find(spec.name);
+      if (!spec.projection || spec.name == "wo_a.weight" ||
+          it == tensors[layer.id].end())
+        continue;
+      bool e4m3 = it->second.type == rt::HostTensor::Type::E4M3;
+      std::string name = layerTensorPrefix(m.config, layer.id) + spec.name;
+      if (fp8 && *fp8 != e4m3) {
+        error = name + " is " + (e4m3 ? "fp8" : "bf16") + " but " + first +
+                " is " + (*fp8 ? "fp8" : "bf16") +
+                ": the projections of a checkpoint must all be fp8 or all "
+                "bf16 (wo_a may differ)";
+        return std::nullopt;
+      }
+      fp8 = e4m3;
+      first = name;
+    }
+  return fp8.value_or(m.fp8Steps);
+}
+
 static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
                         std::string &error) {
+  // The dtypes decide: a bf16 configuration with an fp8 checkpoint runs fp8
+  // projections (and the other way round).
+  if (!rt::validateWeights(m.config, m.selected, tensors, error))
+    return false;
+  std::optional<bool> fp8 = checkpointIsFp8(m, tensors, error);
+  if (!fp8 || (*fp8 != m.fp8Steps && !compileKernels(m, *fp8, error)))
+    return false;
   m.model =
-      rt::CpuModel::create(m.config, m.selected, m.kernels, std::move(tensors),
+      rt::CpuModel::create(m.config, m.selected, m.program, std::move(tensors),
                            m.plan, m.options.maxSequences, error);
   return m.model != nullptr;
 }

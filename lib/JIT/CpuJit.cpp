@@ -41,7 +41,8 @@ using namespace mlir;
 namespace v4a::jit {
 
 static const char *const kLoweringPipeline =
-    "v4a-lower-to-cpu,canonicalize,convert-elementwise-to-linalg,"
+    "v4a-lower-to-cpu,inline,symbol-dce,canonicalize,"
+    "convert-elementwise-to-linalg,"
     "one-shot-bufferize,buffer-deallocation-pipeline,convert-linalg-to-loops,"
     "expand-strided-metadata,lower-affine,convert-scf-to-openmp,canonicalize,"
     "convert-vector-to-scf,convert-scf-to-cf,convert-vector-to-llvm,"
@@ -94,9 +95,15 @@ std::unique_ptr<MLIRContext> createKernelContext() {
 
 std::unique_ptr<CpuJit> CpuJit::compile(KernelModule kernels,
                                         std::string &error) {
+  std::unique_ptr<MLIRContext> context = kernels.releaseContext();
+  return compile(std::move(context), kernels.releaseModule(), error);
+}
+
+std::unique_ptr<CpuJit> CpuJit::compile(std::unique_ptr<MLIRContext> context,
+                                        OwningOpRef<ModuleOp> module,
+                                        std::string &error) {
   std::unique_ptr<CpuJit> jit(new CpuJit());
-  jit->context = kernels.releaseContext();
-  OwningOpRef<ModuleOp> module = kernels.releaseModule();
+  jit->context = std::move(context);
   std::string diagnostics;
   llvm::raw_string_ostream stream(diagnostics);
   ScopedDiagnosticHandler handler(jit->context.get(), [&](Diagnostic &diag) {
@@ -134,6 +141,15 @@ std::unique_ptr<CpuJit> CpuJit::compile(KernelModule kernels,
 
 void *CpuJit::lookup(llvm::StringRef name) const {
   auto symbol = engine->lookup(("_mlir_ciface_" + name).str());
+  if (!symbol) {
+    llvm::consumeError(symbol.takeError());
+    return nullptr;
+  }
+  return *symbol;
+}
+
+CpuJit::PackedFn CpuJit::lookupPacked(llvm::StringRef name) const {
+  auto symbol = engine->lookupPacked(("_mlir_ciface_" + name).str());
   if (!symbol) {
     llvm::consumeError(symbol.takeError());
     return nullptr;
@@ -189,6 +205,8 @@ static std::pair<std::string, std::string> cElementType(Type type) {
     return {"int64_t", "i64"};
   if (type.isInteger(32))
     return {"int32_t", "i32"};
+  if (type.isBF16())
+    return {"uint16_t", "bf16"};
   // e4m3 weights, ue8m0 scales and cache bytes travel as bytes.
   return {"uint8_t", "u8"};
 }
@@ -229,7 +247,7 @@ int CpuJit::threads() { return omp_get_max_threads(); }
 std::string CpuJit::cHeader(llvm::StringRef guard) const {
   std::string text = "/* Entry points of the v4a CPU kernels (v4a-compile "
                      "--emit=obj): MLIR's C interface,\n   one strided "
-                     "memref descriptor per argument, the output last. "
+                     "memref descriptor per argument, the outputs last. "
                      "Parallel loops run\n   on the OpenMP runtime: link "
                      "with -lomp. */\n";
   text += "#ifndef " + guard.str() + "\n#define " + guard.str() +

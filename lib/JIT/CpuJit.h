@@ -11,6 +11,7 @@
 #include <string>
 
 namespace mlir {
+template <typename OpTy> class OwningOpRef;
 class ExecutionEngine;
 class MLIRContext;
 class ModuleOp;
@@ -30,11 +31,20 @@ public:
   /// on failure returns null and describes the problem in `error`.
   static std::unique_ptr<CpuJit> compile(KernelModule kernels,
                                          std::string &error);
+  /// The same for any module of `func.func`s with C-interface entry points
+  /// (memref arguments, v4a ops inside) in a context of createKernelContext.
+  static std::unique_ptr<CpuJit>
+  compile(std::unique_ptr<mlir::MLIRContext> context,
+          mlir::OwningOpRef<mlir::ModuleOp> module, std::string &error);
   /// Threads the kernels' parallel loops use (OpenMP; OMP_NUM_THREADS sets
   /// it).
   static int threads();
   /// The C-interface entry point of kernel `name`, or null.
   void *lookup(llvm::StringRef name) const;
+  /// The same entry point called with one pointer per argument (each to a
+  /// pointer to its memref descriptor), or null.
+  using PackedFn = void (*)(void **);
+  PackedFn lookupPacked(llvm::StringRef name) const;
   /// The kernels as an ELF object for the host (position independent), or
   /// nothing with `error` set.
   bool objectCode(std::string &bytes, std::string &error) const;

@@ -34,6 +34,8 @@ namespace {
 
 constexpr int64_t kDyn = ShapedType::kDynamic;
 constexpr llvm::StringLiteral kBindAttr = "v4a.bind";
+constexpr llvm::StringLiteral kStepAttr = "v4a.step";
+constexpr llvm::StringLiteral kMetaAttr = "v4a.meta";
 
 /// The role of a layer inside its key: what it computes itself and what it
 /// takes from its sources.
@@ -127,6 +129,12 @@ public:
     // Functions in the order of the first layer that uses them.
     for (const LayerSpec &layer : layers) {
       std::string key = keyOf(layer);
+      LayerOp op = layerOp(layer.id);
+      op->setAttr(kStepAttr, FlatSymbolRefAttr::get(
+                                 b.getContext(),
+                                 stepName(key, Role::of(layer))));
+      op->setAttr(kMetaAttr,
+                  FlatSymbolRefAttr::get(b.getContext(), metaName(key)));
       if (metas.count(key) && metas[key] == &layer &&
           failed(buildMeta(layer, key)))
         return failure();
@@ -138,11 +146,14 @@ public:
   }
 
 private:
-  std::string keyOf(const LayerSpec &layer) {
+  LayerOp layerOp(int64_t id) {
     for (LayerOp op : model.getLayers())
-      if (static_cast<int64_t>(op.getLayerId()) == layer.id)
-        return op.getSchedMetaKey();
+      if (static_cast<int64_t>(op.getLayerId()) == id)
+        return op;
     return {};
+  }
+  std::string keyOf(const LayerSpec &layer) {
+    return layerOp(layer.id).getSchedMetaKey();
   }
 
   CacheBufferAttr buffer(int64_t layer, CacheComponent component) {
@@ -153,9 +164,14 @@ private:
     }
     return {};
   }
+  /// Compressed rows and index keys are paged; a window ring or a state is
+  /// one page per sequence.
   KVCacheType cacheType(CacheBufferAttr buffer) {
+    bool paged = buffer.getComponent() == CacheComponent::Compressed ||
+                 buffer.getComponent() == CacheComponent::IndexKeys;
     return KVCacheType::get(b.getContext(), buffer.getLayout(),
-                            buffer.getDim(), plan.getPageSize());
+                            buffer.getDim(),
+                            paged ? plan.getPageSize() : buffer.getRows());
   }
 
   RankedTensorType tensor(ArrayRef<int64_t> shape, Type element) {
@@ -192,10 +208,6 @@ private:
     if (r > 0) {
       results.append({ids, ids});
       binds.append({"compressed.base", "compressed.complete"});
-      if (layer.indexTopk == 0) {
-        results.push_back(tensor({kDyn, kDyn}, i32));
-        binds.push_back("compressed.visible");
-      }
     }
     OpBuilder::InsertionGuard guard(b);
     func::FuncOp func = sig.create(b, loc, metaName(key), results, binds);
@@ -209,9 +221,6 @@ private:
           StepCompressedOp::create(b, loc, ids, ids, sig["positions"],
                                    sig["slots"], r, compressedSlotRows(layer));
       values.append({compressed.getBase(), compressed.getComplete()});
-      if (layer.indexTopk == 0)
-        values.push_back(VisibleRowsOp::create(b, loc, results.back(),
-                                               sig["positions"], r));
     }
     func::ReturnOp::create(b, loc, values);
     return success();
@@ -225,7 +234,11 @@ private:
   /// their 128x128 block scales.
   void addWeights(Signature &sig, const LayerSpec &layer) {
     for (const TensorSpec &spec : layerTensorSpecs(config, layer)) {
-      bool fp8 = spec.projection && config.fp8Weights;
+      // wo_a runs as a bf16 GEMM on unquantized input in DeepSeek's
+      // reference: an fp8 checkpoint's wo_a is bound as its exact bf16
+      // product with the block scales.
+      bool fp8 = spec.projection && config.fp8Weights &&
+                 spec.name != "wo_a.weight";
       Type element = spec.f32 ? f32 : fp8 ? Type(b.getType<Float8E4M3FNType>())
                                           : bf16;
       sig.add(spec.name, tensor(spec.shape, element));
@@ -288,8 +301,6 @@ private:
     if (r > 0) {
       sig.add("compressed.base", ids);
       sig.add("compressed.complete", ids);
-      if (k == 0)
-        sig.add("compressed.visible", tensor({kDyn, kDyn}, i32));
     }
     if (role.sharesTopk)
       sig.add("topk", tensor({kDyn, k}, i32));
@@ -313,8 +324,8 @@ private:
     OpBuilder::InsertionGuard guard(b);
     func::FuncOp func = sig.create(b, loc, name, results, binds);
     func->setAttr("v4a.sched_meta_key", b.getStringAttr(key));
-    func->setAttr("v4a.meta", FlatSymbolRefAttr::get(b.getContext(),
-                                                     metaName(key)));
+    func->setAttr(kMetaAttr,
+                  FlatSymbolRefAttr::get(b.getContext(), metaName(key)));
     b.setInsertionPointToEnd(&func.front());
     return StepBody(*this, sig, layer, role).emit();
   }
@@ -437,9 +448,10 @@ private:
         entries = compressor(kv, score, "compressor.ape",
                              "cache.compressor_state", r, d);
       }
-      Value latent = rmsNorm(entries, arg("compressor.norm.weight"));
+      // Pooled entries are rounded to bf16 before the norm.
       if (r > 1)
-        latent = toBf16(latent);
+        entries = toBf16(entries);
+      Value latent = rmsNorm(entries, arg("compressor.norm.weight"));
       Value starts = groupStarts();
       CacheStoreOp::create(b, loc, arg("cache.compressed"),
                            quantKv(ropeOf(latent, starts)),
@@ -457,7 +469,7 @@ private:
       Value pooled = compressor(kv, score, "indexer.compressor.ape",
                                 "cache.indexer_state", 4, di);
       storeIndexKeys(
-          toBf16(rmsNorm(pooled, arg("indexer.compressor.norm.weight"))),
+          rmsNorm(toBf16(pooled), arg("indexer.compressor.norm.weight")),
           starts);
     }
 
@@ -512,8 +524,12 @@ private:
       if (r > 0 && !role.sharesKv)
         compress();
       Value selected, candidates;
+      // Every metadata output is [T, ...]; this width depends on the
+      // positions, so the step computes it.
       if (r > 0 && layer.indexTopk == 0)
-        selected = arg("compressed.visible");
+        selected = VisibleRowsOp::create(b, loc,
+                                         s.tensor({kDyn, kDyn}, s.i32),
+                                         positions, r);
       else if (role.sharesTopk)
         selected = arg("topk");
       else if (r > 0)

@@ -90,8 +90,20 @@ func.func @cache_bf16(%c: !v4a.kv_cache<bf16, dim = 64, page_size = 64>, %r: ten
 
 // -----
 
+// fp8 MODEL1 rows: a ue8m0 scale per 64 values written as a byte, e4m3 codes,
+// and the rope dims as bf16 byte pairs.
+// CHECK-LABEL: func.func @cache_fp8
+// CHECK-NOT: v4a.cache_store
+// CHECK: memref.store {{.*}} : memref<?xi8>
 func.func @cache_fp8(%c: !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>, %r: tensor<?x512xf32>, %i: tensor<?xi64>) {
-  // expected-error @+1 {{v4a-lower-to-cpu: no CPU lowering for v4a.cache_store on fp8_model1 caches (bf16, index_bf16 and f32 rows are lowered; the runtime encodes the others)}}
   v4a.cache_store %c, %r, %i : !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>, tensor<?x512xf32>, tensor<?xi64>
+  return
+}
+
+// -----
+
+func.func @cache_mxfp8(%c: !v4a.kv_cache<mxfp8, dim = 512, page_size = 64>, %r: tensor<?x512xf32>, %i: tensor<?xi64>) {
+  // expected-error @+1 {{v4a-lower-to-cpu: no CPU lowering for v4a.cache_store on mxfp8 caches (bf16, fp8_model1, index_bf16 and f32 rows are lowered)}}
+  v4a.cache_store %c, %r, %i : !v4a.kv_cache<mxfp8, dim = 512, page_size = 64>, tensor<?x512xf32>, tensor<?xi64>
   return
 }

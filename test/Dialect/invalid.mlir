@@ -89,8 +89,8 @@ func.func @rope_rank(%x: tensor<512xbf16>, %p: tensor<1xi64>) {
 // -----
 
 func.func @rope_too_wide(%x: tensor<4x64xbf16>, %p: tensor<4xi64>) {
-  // expected-error @+1 {{rope_dim (64) must be smaller than the vector width (64)}}
-  %0 = v4a.rope %x, %p {rope_dim = 64 : i64, theta = 1.0e4 : f64} : tensor<4x64xbf16>, tensor<4xi64>
+  // expected-error @+1 {{rope_dim (66) exceeds the vector width (64)}}
+  %0 = v4a.rope %x, %p {rope_dim = 66 : i64, theta = 1.0e4 : f64} : tensor<4x64xbf16>, tensor<4xi64>
   return
 }
 

@@ -16,8 +16,8 @@
 // CHECK-SAME: {v4a.bind = "compressed.base"}, tensor<?xi64> {v4a.bind = "compressed.complete"})
 // CHECK: v4a.step_compressed {{.*}} {ratio = 4 : i64, slot_rows = 64 : i64}
 // CHECK: func.func @step_4_0_1_4(
-// CHECK-SAME: !v4a.kv_cache<f32, dim = 2048, page_size = 64> {v4a.bind = "cache.compressor_state"}
-// CHECK-SAME: {v4a.bind = "cache.index_keys"}, %{{.*}}: !v4a.kv_cache<f32, dim = 512, page_size = 64> {v4a.bind = "cache.indexer_state"})
+// CHECK-SAME: !v4a.kv_cache<f32, dim = 2048, page_size = 8> {v4a.bind = "cache.compressor_state"}
+// CHECK-SAME: {v4a.bind = "cache.index_keys"}, %{{.*}}: !v4a.kv_cache<f32, dim = 512, page_size = 8> {v4a.bind = "cache.indexer_state"})
 // CHECK-SAME: -> (tensor<?x64xbf16> {v4a.bind = "y"}, tensor<?x4xi32> {v4a.bind = "topk"})
 // Query and kv chains, then the compressor into the compressed cache ...
 // CHECK: v4a.linear %[[X:arg0]], %{{.*}} -> tensor<?x32xbf16>
@@ -53,12 +53,11 @@
 // CHECK: v4a.grouped_output
 // CHECK: return %{{.*}}, %[[TOPK]]
 // CHECK: func.func @meta_128_1_1_0(
-// CHECK: v4a.visible_rows %{{.*}} {ratio = 128 : i64}
 // CHECK: func.func @step_128_1_1_0(
-// CHECK-SAME: tensor<?x?xi32> {v4a.bind = "compressed.visible"}
 // CHECK-SAME: !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64> {v4a.bind = "cache.compressed"}
 // CHECK: v4a.compressor {{.*}} {ratio = 128 : i64, slot_rows = 128 : i64}
-// CHECK: v4a.cache_attention {{.*}}[%arg7 : tensor<?x?xi32>]
+// CHECK: %[[VISIBLE:.*]] = v4a.visible_rows %arg1 {ratio = 128 : i64}
+// CHECK: v4a.cache_attention {{.*}}[%[[VISIBLE]] : tensor<?x?xi32>]
 // CHECK-NOT: func.func @step_4_0_1_4
 v4a.model @steps <{compress_rope_theta = 1.6e5 : f64, head_dim = 512 : i64,
     hidden_size = 64 : i64, index_head_dim = 128 : i64, index_n_heads = 2 : i64,
@@ -84,7 +83,7 @@ v4a.model @steps <{compress_rope_theta = 1.6e5 : f64, head_dim = 512 : i64,
 // CHECK: func.func @step_0_0_1_0(
 // CHECK-SAME: tensor<32x64xf8E4M3FN> {v4a.bind = "wq_a.weight"}, %{{.*}}: tensor<1x1xf8E8M0FNU> {v4a.bind = "wq_a.scale"}
 // CHECK: v4a.linear %arg0, %{{.*}} scale %{{.*}} : tensor<?x64xbf16>, tensor<32x64xf8E4M3FN>, tensor<1x1xf8E8M0FNU> -> tensor<?x32xbf16>
-// CHECK: v4a.grouped_output %{{.*}}, %{{.*}} scale %{{.*}}, %{{.*}} scale %{{.*}} {groups = 2 : i64}
+// CHECK: v4a.grouped_output %{{.*}}, %{{.*}}, %{{.*}} scale %{{.*}} {groups = 2 : i64} : tensor<?x2x512xbf16>, tensor<64x512xbf16>, tensor<64x64xf8E4M3FN>
 v4a.model @fp8 <{compress_rope_theta = 1.6e5 : f64, head_dim = 512 : i64,
     hidden_size = 64 : i64, index_head_dim = 128 : i64, index_n_heads = 2 : i64,
     index_topk = 0 : i64, layer_index_k_map = array<i64: 0>,

@@ -274,10 +274,9 @@ LogicalResult RoPEOp::verify() {
                             "dimension";
   int64_t width = lastDimOf(getInput());
   if (!ShapedType::isDynamic(width) &&
-      static_cast<int64_t>(getRopeDim()) >= width)
+      static_cast<int64_t>(getRopeDim()) > width)
     return emitOpError() << "rope_dim (" << getRopeDim()
-                         << ") must be smaller than the vector width (" << width
-                         << ")";
+                         << ") exceeds the vector width (" << width << ")";
   return verifyPositionsMatchRows(*this, getPositions(), getInput(),
                                   "input rows");
 }

@@ -665,7 +665,7 @@ def V4A_StepCompressedOp : V4A_Op<"step_compressed", [Pure,
   }];
   let arguments = (ins TensorRankOf<[I64], [1]>:$positions,
                        TensorRankOf<[I64], [1]>:$slots, V4A_PosI64:$ratio,
-                       V4A_PosI64:$slot_rows);
+                       V4A_NonNegI64:$slot_rows);
   let results = (outs TensorRankOf<[I64], [1]>:$base,
                       TensorRankOf<[I64], [1]>:$complete);
   let assemblyFormat = [{

@@ -105,6 +105,42 @@ static Value decodeUE8M0(LoopEmitter &e, OpBuilder &b, Location loc,
       b, loc, b.getF32Type(), arith::ShLIOp::create(b, loc, bits, e.i32(23)));
 }
 
+Value LoopEmitter::fromE4M3Bits(Value byte) {
+  return decodeE4M3(*this, b, loc, byte);
+}
+
+Value LoopEmitter::fromUE8M0Bits(Value byte) {
+  return decodeUE8M0(*this, b, loc, byte);
+}
+
+/// An f32 that lies on the e4m3 grid to its bits: normals keep the top three
+/// mantissa bits, subnormals are m * 2^-9.
+Value LoopEmitter::toE4M3Bits(Value value) {
+  Type word = b.getI32Type();
+  Value bits = arith::BitcastOp::create(b, loc, word, value);
+  Value sign = arith::ShLIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, bits, i32(31)), i32(7));
+  Value exponent = arith::SubIOp::create(
+      b, loc,
+      arith::AndIOp::create(
+          b, loc, arith::ShRUIOp::create(b, loc, bits, i32(23)), i32(0xff)),
+      i32(127));
+  Value mantissa = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, bits, i32(20)), i32(7));
+  Value normal = arith::OrIOp::create(
+      b, loc,
+      arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, exponent,
+                                                           i32(7)),
+                            i32(3)),
+      mantissa);
+  Value subnormal =
+      arith::FPToSIOp::create(b, loc, word, mul(abs(value), f32(512.0)));
+  Value magnitude = select(cmp(arith::CmpIPredicate::sge, exponent, i32(-6)),
+                           normal, subnormal);
+  return arith::TruncIOp::create(b, loc, b.getI8Type(),
+                                 arith::OrIOp::create(b, loc, sign, magnitude));
+}
+
 Value LoopEmitter::load(Value bufferValue, ValueRange indices) {
   Value value = memref::LoadOp::create(b, loc, bufferValue, indices);
   Type type = value.getType();

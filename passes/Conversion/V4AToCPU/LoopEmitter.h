@@ -91,6 +91,10 @@ public:
   /// normal exponent `minExponent`, ties to even, saturating at +-maxValue.
   mlir::Value roundToMinifloat(mlir::Value value, int mantissaBits,
                                int minExponent, double maxValue);
+  /// e4m3fn / ue8m0 bits (i8) to f32, and an f32 on the e4m3 grid to bits.
+  mlir::Value fromE4M3Bits(mlir::Value byte);
+  mlir::Value fromUE8M0Bits(mlir::Value byte);
+  mlir::Value toE4M3Bits(mlir::Value value);
   /// The smallest power of two >= value (a positive normal f32).
   mlir::Value ceilPowerOfTwo(mlir::Value value);
   /// The value rounded to bf16 and back.

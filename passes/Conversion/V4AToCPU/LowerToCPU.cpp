@@ -12,6 +12,7 @@
 #include "passes/Passes.h"
 
 #include "dialects/V4A/IR/V4AOps.h"
+#include "passes/Conversion/V4AToCPU/CacheRows.h"
 #include "passes/Conversion/V4AToCPU/LoopEmitter.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -940,6 +941,113 @@ void accumulateRow(LoopEmitter &e, Value acc, Value accBase, Value p,
   });
 }
 
+/// Multi-query attention with a sink for every token of `q` [T, H, D] over
+/// `slots` rows: `gather(t, table)` copies token t's rows into `table`
+/// ([slots, D] f32, row s at s * D) and `used(t, s)` says which slots hold a
+/// row. Writes `out` [T, H, D].
+void emitAttention(LoopEmitter &e, Value q, Value sink, double scaleValue,
+                   Value out, Value slots,
+                   const std::function<void(Value, Value)> &gather,
+                   const std::function<Value(Value, Value)> &used) {
+  Value tokens = e.dim(q, 0), heads = e.dim(q, 1), width = e.dim(q, 2);
+  // Per head of the current token: its f32 accumulator row and its logits
+  // (computed once, used by both passes), so heads run in parallel.
+  Value acc = e.scratch(e.mul(heads, width));
+  Value logits = e.scratch(e.mul(heads, e.max(slots, e.index(1))));
+  Value zero = e.index(0);
+  Value scale = e.f32(scaleValue);
+  Value negInf = e.f32(kNegInf);
+  // The current token's rows as one contiguous f32 buffer, for vector loads.
+  Value table = e.scratch(e.mul(e.max(slots, e.index(1)), width));
+  // The current token's query transposed, qT[i * heads + h], so that one
+  // vector load holds kLanes heads.
+  Value qT = e.scratch(e.mul(width, heads));
+  Value lanes = e.index(kLanes), groups = e.div(heads, lanes);
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  auto vectorType = VectorType::get({kLanes}, b.getF32Type());
+  e.loop(zero, tokens, [&](Value t) {
+    gather(t, table);
+    e.loop(zero, heads, [&](Value h) {
+      e.loop(zero, width, [&](Value i) {
+        e.store(e.load(q, {t, h, i}), qT, {e.add(e.mul(i, heads), h)});
+      });
+    });
+    // Pass 1a: every slot's logit, kLanes heads per vector; each lane sums
+    // its head's products in order, as the reference does.
+    e.parallelLoop(zero, groups, [&](Value g) {
+      Value h0 = e.mul(g, lanes);
+      e.loop(zero, slots, [&](Value s) {
+        Value rowBase = e.mul(s, width);
+        Value dot = e.loop(
+            zero, width,
+            {vector::BroadcastOp::create(b, loc, vectorType, e.f32(0.0))},
+            [&](Value i, ValueRange d) -> SmallVector<Value> {
+              Value query = vector::LoadOp::create(
+                  b, loc, vectorType, qT,
+                  ValueRange{e.add(e.mul(i, heads), h0)});
+              Value key = vector::BroadcastOp::create(
+                  b, loc, vectorType, e.load(table, {e.add(rowBase, i)}));
+              return {e.add(d[0], e.mul(query, key))};
+            })[0];
+        Value logit =
+            e.mul(vector::BroadcastOp::create(b, loc, vectorType, scale), dot);
+        for (int64_t j = 0; j < kLanes; ++j)
+          e.store(
+              vector::ExtractOp::create(b, loc, logit, ArrayRef<int64_t>{j}),
+              logits, {e.add(e.mul(e.add(h0, e.index(j)), slots), s)});
+      });
+    });
+    // Pass 1b: the heads left over, one at a time.
+    e.parallelLoop(e.mul(groups, lanes), heads, [&](Value h) {
+      e.loop(zero, slots, [&](Value s) {
+        Value rowBase = e.mul(s, width);
+        Value dot =
+            e.loop(zero, width, {e.f32(0.0)},
+                   [&](Value i, ValueRange d) -> SmallVector<Value> {
+                     Value k = e.load(table, {e.add(rowBase, i)});
+                     return {e.add(d[0], e.mul(e.load(q, {t, h, i}), k))};
+                   })[0];
+        e.store(e.mul(scale, dot), logits, {e.add(e.mul(h, slots), s)});
+      });
+    });
+    e.parallelLoop(zero, heads, [&](Value h) {
+      Value accBase = e.mul(h, width), logitBase = e.mul(h, slots);
+      // The maximum logit over the selected rows.
+      Value m = e.loop(zero, slots, {negInf},
+                       [&](Value s, ValueRange a) -> SmallVector<Value> {
+                         Value logit = e.load(logits, {e.add(logitBase, s)});
+                         return {
+                             e.select(used(t, s), e.max(a[0], logit), a[0])};
+                       })[0];
+      e.loop(zero, width,
+             [&](Value i) { e.store(e.f32(0.0), acc, {e.add(accBase, i)}); });
+      Value empty = e.cmp(FP::OEQ, m, negInf);
+      // Pass 2: accumulate in selection order, as the reference does.
+      Value den =
+          e.loop(zero, slots, {e.exp(e.sub(e.load(sink, {h}), m))},
+                 [&](Value s, ValueRange a) -> SmallVector<Value> {
+                   Value isUsed = used(t, s);
+                   Value w =
+                       e.exp(e.sub(e.load(logits, {e.add(logitBase, s)}), m));
+                   // The PV product takes bf16 probabilities; the denominator
+                   // keeps them in f32 (spec 2b).
+                   Value p = e.roundBF16(w);
+                   e.ifThen(isUsed, [&] {
+                     accumulateRow(e, acc, accBase, p, table, e.mul(s, width),
+                                   width);
+                   });
+                   return {e.select(isUsed, e.add(a[0], w), a[0])};
+                 })[0];
+      e.loop(zero, width, [&](Value i) {
+        Value o = e.select(empty, e.f32(0.0),
+                           e.div(e.load(acc, {e.add(accBase, i)}), den));
+        e.store(o, out, {t, h, i});
+      });
+    });
+  });
+}
+
 struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
   using V4APattern::V4APattern;
   LogicalResult matchAndRewrite(SparseAttentionOp op,
@@ -947,116 +1055,127 @@ struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
     LoopEmitter e(rewriter, op.getLoc());
     Value q = e.buffer(op.getQuery()), kv = e.buffer(op.getKv());
     Value indices = e.buffer(op.getIndices()), sink = e.buffer(op.getSink());
-    Value tokens = e.dim(q, 0), heads = e.dim(q, 1), width = e.dim(q, 2);
-    Value slots = e.dim(indices, 1);
+    Value width = e.dim(q, 2), slots = e.dim(indices, 1);
     Value out = allocLike(e, q, op.getType());
-    // Per head of the current token: its f32 accumulator row and its logits
-    // (computed once, used by both passes), so heads run in parallel.
-    Value acc = e.scratch(e.mul(heads, width));
-    Value logits = e.scratch(e.mul(heads, e.max(slots, e.index(1))));
     Value zero = e.index(0), minusOne = e.index(-1);
-    Value scale = e.f32(op.getScale().convertToDouble());
-    Value negInf = e.f32(kNegInf);
-    // The rows as one contiguous f32 buffer, for vector loads.
-    Value numRows = e.dim(kv, 0);
-    Value table = e.scratch(e.mul(numRows, width));
-    e.loop(zero, numRows, [&](Value r) {
-      e.loop(zero, width, [&](Value i) {
-        e.store(e.load(kv, {r, i}), table, {e.add(e.mul(r, width), i)});
-      });
-    });
-    // The current token's query transposed, qT[i * heads + h], so that one
-    // vector load holds kLanes heads.
-    Value qT = e.scratch(e.mul(width, heads));
-    Value lanes = e.index(kLanes), groups = e.div(heads, lanes);
-    OpBuilder &b = e.builder();
-    Location loc = e.location();
-    auto vectorType = VectorType::get({kLanes}, b.getF32Type());
+    auto used = [&](Value t, Value s) {
+      return e.cmp(IP::ne, e.loadIndex(indices, {t, s}), minusOne);
+    };
+    emitAttention(
+        e, q, sink, op.getScale().convertToDouble(), out, slots,
+        [&](Value t, Value table) {
+          e.loop(zero, slots, [&](Value s) {
+            Value row =
+                e.select(used(t, s), e.loadIndex(indices, {t, s}), zero);
+            e.loop(zero, width, [&](Value i) {
+              e.store(e.load(kv, {row, i}), table,
+                      {e.add(e.mul(s, width), i)});
+            });
+          });
+        },
+        used);
+    rewriter.replaceOp(op, e.tensor(out, op.getType()));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Batched steps: metadata, and ops that address every sequence's cache rows
+//===----------------------------------------------------------------------===//
+
+struct LowerStepWindow : public V4APattern<StepWindowOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(StepWindowOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value positions = e.buffer(op.getPositions());
+    Value slots = e.buffer(op.getSlots()), first = e.buffer(op.getFirst());
+    Value last = e.buffer(op.getLast());
+    Value tokens = e.dim(positions, 0);
+    Value attend = e.allocShaped(op.getAttend().getType(), {tokens});
+    Value store = e.allocShaped(op.getStore().getType(), {tokens});
+    Value zero = e.index(0), one = e.index(1), minusOne = e.index(-1);
+    Value w = e.index(op.getWindow());
     e.loop(zero, tokens, [&](Value t) {
-      auto rowOf = [&](Value s) {
-        Value row = e.loadIndex(indices, {t, s});
-        Value used = e.cmp(IP::ne, row, minusOne);
-        return std::pair{used, e.select(used, row, zero)};
-      };
-      e.loop(zero, heads, [&](Value h) {
-        e.loop(zero, width, [&](Value i) {
-          e.store(e.load(q, {t, h, i}), qT, {e.add(e.mul(i, heads), h)});
-        });
+      Value p = e.loadIndex(positions, {t});
+      Value ring = e.mul(e.loadIndex(slots, {t}), w);
+      Value firstRow = e.loadIndex(first, {t});
+      // Positions of this sequence in the step: start .. lastPosition.
+      Value start = e.sub(p, e.sub(t, firstRow));
+      Value lastPosition = e.add(p, e.sub(e.loadIndex(last, {t}), t));
+      Value oldest = e.max(zero, e.add(e.sub(p, w), one));
+      e.loop(zero, w, [&](Value j) {
+        Value q = e.add(oldest, j);
+        Value inStep = e.cmp(IP::sge, q, start);
+        Value row = e.select(inStep, e.add(firstRow, e.sub(q, start)),
+                             e.add(tokens, e.add(ring, e.rem(q, w))));
+        e.storeInt(e.select(e.cmp(IP::sle, q, p), row, minusOne), attend,
+                   {t, j});
       });
-      // Pass 1a: every slot's logit, kLanes heads per vector; each lane sums
-      // its head's products in order, as the reference does.
-      e.parallelLoop(zero, groups, [&](Value g) {
-        Value h0 = e.mul(g, lanes);
-        e.loop(zero, slots, [&](Value s) {
-          Value rowBase = e.mul(rowOf(s).second, width);
-          Value dot = e.loop(
-              zero, width,
-              {vector::BroadcastOp::create(b, loc, vectorType, e.f32(0.0))},
-              [&](Value i, ValueRange d) -> SmallVector<Value> {
-                Value query = vector::LoadOp::create(
-                    b, loc, vectorType, qT,
-                    ValueRange{e.add(e.mul(i, heads), h0)});
-                Value key = vector::BroadcastOp::create(
-                    b, loc, vectorType, e.load(table, {e.add(rowBase, i)}));
-                return {e.add(d[0], e.mul(query, key))};
-              })[0];
-          Value logit = e.mul(
-              vector::BroadcastOp::create(b, loc, vectorType, scale), dot);
-          for (int64_t j = 0; j < kLanes; ++j)
-            e.store(
-                vector::ExtractOp::create(b, loc, logit, ArrayRef<int64_t>{j}),
-                logits, {e.add(e.mul(e.add(h0, e.index(j)), slots), s)});
-        });
-      });
-      // Pass 1b: the heads left over, one at a time.
-      e.parallelLoop(e.mul(groups, lanes), heads, [&](Value h) {
-        e.loop(zero, slots, [&](Value s) {
-          Value rowBase = e.mul(rowOf(s).second, width);
-          Value dot =
-              e.loop(zero, width, {e.f32(0.0)},
-                     [&](Value i, ValueRange d) -> SmallVector<Value> {
-                       Value k = e.load(table, {e.add(rowBase, i)});
-                       return {e.add(d[0], e.mul(e.load(q, {t, h, i}), k))};
-                     })[0];
-          e.store(e.mul(scale, dot), logits, {e.add(e.mul(h, slots), s)});
-        });
-      });
-      e.parallelLoop(zero, heads, [&](Value h) {
-        Value accBase = e.mul(h, width), logitBase = e.mul(h, slots);
-        // The maximum logit over the selected rows.
-        Value m = e.loop(zero, slots, {negInf},
-                         [&](Value s, ValueRange a) -> SmallVector<Value> {
-                           Value used = rowOf(s).first;
-                           Value logit = e.load(logits, {e.add(logitBase, s)});
-                           return {e.select(used, e.max(a[0], logit), a[0])};
-                         })[0];
-        e.loop(zero, width,
-               [&](Value i) { e.store(e.f32(0.0), acc, {e.add(accBase, i)}); });
-        Value empty = e.cmp(FP::OEQ, m, negInf);
-        // Pass 2: accumulate in selection order, as the reference does.
-        Value den =
-            e.loop(zero, slots, {e.exp(e.sub(e.load(sink, {h}), m))},
-                   [&](Value s, ValueRange a) -> SmallVector<Value> {
-                     // Lambdas below capture these: plain values, not
-                     // structured bindings.
-                     std::pair<Value, Value> selection = rowOf(s);
-                     Value used = selection.first, row = selection.second;
-                     Value w =
-                         e.exp(e.sub(e.load(logits, {e.add(logitBase, s)}), m));
-                     // The PV product takes bf16 probabilities; the denominator
-                     // keeps them in f32 (spec 2b).
-                     Value p = e.roundBF16(w);
-                     e.ifThen(used, [&] {
-                       accumulateRow(e, acc, accBase, p, table,
-                                     e.mul(row, width), width);
-                     });
-                     return {e.select(used, e.add(a[0], w), a[0])};
-                   })[0];
-        e.loop(zero, width, [&](Value i) {
-          Value o = e.select(empty, e.f32(0.0),
-                             e.div(e.load(acc, {e.add(accBase, i)}), den));
-          e.store(o, out, {t, h, i});
-        });
+      Value kept = e.cmp(IP::slt, e.sub(lastPosition, p), w);
+      e.storeInt(e.select(kept, e.add(ring, e.rem(p, w)), minusOne), store,
+                 {t});
+    });
+    rewriter.replaceOp(op, {e.tensor(attend, op.getAttend().getType()),
+                            e.tensor(store, op.getStore().getType())});
+    return success();
+  }
+};
+
+struct LowerStepCompressed : public V4APattern<StepCompressedOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(StepCompressedOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value positions = e.buffer(op.getPositions());
+    Value slots = e.buffer(op.getSlots());
+    Value tokens = e.dim(positions, 0);
+    Value base = e.allocShaped(op.getBase().getType(), {tokens});
+    Value complete = e.allocShaped(op.getComplete().getType(), {tokens});
+    Value zero = e.index(0), one = e.index(1), minusOne = e.index(-1);
+    Value ratio = e.index(op.getRatio());
+    Value slotRows = e.index(op.getSlotRows());
+    e.loop(zero, tokens, [&](Value t) {
+      Value next = e.add(e.loadIndex(positions, {t}), one);
+      Value first = e.mul(e.loadIndex(slots, {t}), slotRows);
+      e.storeInt(first, base, {t});
+      Value completes = e.cmp(IP::eq, e.rem(next, ratio), zero);
+      Value row = e.sub(e.add(first, e.div(next, ratio)), one);
+      e.storeInt(e.select(completes, row, minusOne), complete, {t});
+    });
+    rewriter.replaceOp(op, {e.tensor(base, op.getBase().getType()),
+                            e.tensor(complete, op.getComplete().getType())});
+    return success();
+  }
+};
+
+/// The largest number of compressed rows a token of the step sees.
+Value maxVisibleRows(LoopEmitter &e, Value positions, int64_t ratio) {
+  Value zero = e.index(0), one = e.index(1);
+  return e.loop(zero, e.dim(positions, 0), {zero},
+                [&](Value t, ValueRange a) -> SmallVector<Value> {
+                  Value next = e.add(e.loadIndex(positions, {t}), one);
+                  return {e.max(a[0], e.div(next, e.index(ratio)))};
+                })[0];
+}
+
+struct LowerVisibleRows : public V4APattern<VisibleRowsOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(VisibleRowsOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value positions = e.buffer(op.getPositions());
+    Value tokens = e.dim(positions, 0);
+    int64_t ratio = op.getRatio();
+    Value width = maxVisibleRows(e, positions, ratio);
+    Value out = e.allocShaped(op.getType(), {tokens, width});
+    Value zero = e.index(0), one = e.index(1);
+    e.loop(zero, tokens, [&](Value t) {
+      Value visible =
+          e.div(e.add(e.loadIndex(positions, {t}), one), e.index(ratio));
+      e.loop(zero, width, [&](Value j) {
+        e.storeInt(e.select(e.cmp(IP::slt, j, visible), j, e.index(-1)), out,
+                   {t, j});
       });
     });
     rewriter.replaceOp(op, e.tensor(out, op.getType()));
@@ -1064,56 +1183,237 @@ struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
   }
 };
 
+/// The f32 view of a cache's bytes.
+Value floatsOf(LoopEmitter &e, Value bytes) {
+  OpBuilder &b = e.builder();
+  auto type = MemRefType::get({ShapedType::kDynamic}, b.getF32Type());
+  return memref::ViewOp::create(b, e.location(), type, bytes, e.index(0),
+                                ValueRange{e.div(e.dim(bytes, 0), e.index(4))});
+}
+
+struct LowerCompressor : public OpConversionPattern<CompressorOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(CompressorOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value kv = e.buffer(adaptor.getKv()), score = e.buffer(adaptor.getScore());
+    Value ape = e.buffer(adaptor.getApe());
+    Value positions = e.buffer(adaptor.getPositions());
+    Value slotIds = e.buffer(adaptor.getSlots());
+    Value state = floatsOf(e, adaptor.getState());
+    bool overlap = op.getOverlap();
+    int64_t ratio = op.getRatio();
+    Value r = e.index(ratio);
+    Value tokens = e.dim(kv, 0), width = e.dim(kv, 1);
+    Value d = overlap ? e.div(width, e.index(2)) : width;
+    auto type = cast<RankedTensorType>(op.getType());
+    Value out = e.allocShaped(type, {tokens, d});
+    Value zero = e.index(0), one = e.index(1);
+    Value current = overlap ? r : zero;
+    int64_t slotCount = overlap ? 2 * ratio : ratio;
+    Value slots = e.index(slotCount);
+    // A sequence's state: its kv slots [slots, width], then its score slots.
+    Value stateFloats =
+        e.index(op.getSlotRows() * op.getState().getType().getDim());
+    e.loop(zero, tokens, [&](Value t) {
+      Value base = e.mul(e.loadIndex(slotIds, {t}), stateFloats);
+      Value scoreBase = e.add(base, e.mul(slots, width));
+      auto kvAt = [&](Value slot, Value f) {
+        return e.add(base, e.add(e.mul(slot, width), f));
+      };
+      auto scoreAt = [&](Value slot, Value f) {
+        return e.add(scoreBase, e.add(e.mul(slot, width), f));
+      };
+      Value position = e.loadIndex(positions, {t});
+      Value inGroup = e.rem(position, r);
+      Value row = e.add(current, inGroup);
+      e.loop(zero, width, [&](Value f) {
+        e.store(e.load(kv, {t, f}), state, {kvAt(row, f)});
+        e.store(e.add(e.load(score, {t, f}), e.load(ape, {inGroup, f})),
+                state, {scoreAt(row, f)});
+      });
+      e.loop(zero, d, [&](Value f) { e.store(e.f32(0.0), out, {t, f}); });
+      e.ifThen(e.cmp(IP::eq, inGroup, e.sub(r, one)), [&] {
+        e.loop(zero, d, [&](Value f) {
+          Value pooled =
+              pool(e, slots, [&](Value s) -> std::pair<Value, Value> {
+                Value feature =
+                    overlap ? e.select(e.cmp(IP::sge, s, r), e.add(d, f), f)
+                            : f;
+                return {e.load(state, {kvAt(s, feature)}),
+                        e.load(state, {scoreAt(s, feature)})};
+              });
+          e.store(pooled, out, {t, f});
+        });
+        // The completed group becomes the previous one; current slots reset.
+        e.loop(zero, r, [&](Value s) {
+          e.loop(zero, width, [&](Value f) {
+            Value cur = e.add(current, s);
+            if (overlap) {
+              e.store(e.load(state, {kvAt(cur, f)}), state, {kvAt(s, f)});
+              e.store(e.load(state, {scoreAt(cur, f)}), state,
+                      {scoreAt(s, f)});
+            }
+            e.store(e.f32(0.0), state, {kvAt(cur, f)});
+            e.store(e.f32(kNegInf), state, {scoreAt(cur, f)});
+          });
+        });
+      });
+    });
+    rewriter.replaceOp(op, e.tensor(out, type));
+    return success();
+  }
+};
+
+struct LowerCacheIndexerScore
+    : public OpConversionPattern<CacheIndexerScoreOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(CacheIndexerScoreOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value q = e.buffer(adaptor.getQuery());
+    CacheRows keys(e, adaptor.getKeys(), op.getKeys().getType());
+    Value weights = e.buffer(adaptor.getWeights());
+    Value positions = e.buffer(adaptor.getPositions());
+    Value bases = e.buffer(adaptor.getBase());
+    Value tokens = e.dim(q, 0), heads = e.dim(q, 1), width = e.dim(q, 2);
+    int64_t ratio = op.getRatio();
+    Value rows = maxVisibleRows(e, positions, ratio);
+    auto type = cast<RankedTensorType>(op.getType());
+    Value out = e.allocShaped(type, {tokens, rows});
+    Value zero = e.index(0), one = e.index(1);
+    // The token's keys, decoded once, as [rows, width] f32.
+    Value key = e.scratch(e.mul(e.max(rows, one), width));
+    e.loop(zero, tokens, [&](Value t) {
+      Value valid =
+          e.div(e.add(e.loadIndex(positions, {t}), one), e.index(ratio));
+      Value base = e.loadIndex(bases, {t});
+      e.loop(zero, valid, [&](Value j) {
+        e.loop(zero, width, [&](Value i) {
+          e.store(keys.load(e.add(base, j), i), key,
+                  {e.add(e.mul(j, width), i)});
+        });
+      });
+      e.parallelLoop(zero, rows, [&](Value j) {
+        Value inRange = e.cmp(IP::slt, j, valid);
+        Value row = e.select(inRange, j, zero);
+        Value total =
+            e.loop(zero, heads, {e.f32(0.0)},
+                   [&](Value h, ValueRange a) -> SmallVector<Value> {
+                     Value dotValue = e.loop(
+                         zero, width, {e.f32(0.0)},
+                         [&](Value i, ValueRange p) -> SmallVector<Value> {
+                           Value k = e.load(key, {e.add(e.mul(row, width), i)});
+                           return {e.add(p[0], e.mul(e.load(q, {t, h, i}), k))};
+                         })[0];
+                     Value relu = e.max(dotValue, e.f32(0.0));
+                     return {e.add(a[0], e.mul(relu, e.load(weights, {t, h})))};
+                   })[0];
+        e.store(e.select(inRange, total, e.f32(kNegInf)), out, {t, j});
+      });
+    });
+    rewriter.replaceOp(op, e.tensor(out, type));
+    return success();
+  }
+};
+
+struct LowerCacheAttention : public OpConversionPattern<CacheAttentionOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(CacheAttentionOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value q = e.buffer(adaptor.getQuery()), kv = e.buffer(adaptor.getKv());
+    Value sink = e.buffer(adaptor.getSink());
+    CacheRows window(e, adaptor.getWindow(), op.getWindow().getType());
+    Value windowRows = e.buffer(adaptor.getWindowRows());
+    std::optional<CacheRows> compressed;
+    Value compressedRows, bases;
+    if (op.getCompressed()) {
+      compressed.emplace(e, adaptor.getCompressed(),
+                         op.getCompressed().getType());
+      compressedRows = e.buffer(adaptor.getCompressedRows());
+      bases = e.buffer(adaptor.getBase());
+    }
+    Value tokens = e.dim(q, 0), width = e.dim(q, 2);
+    Value w = e.dim(windowRows, 1);
+    Value k = compressed ? e.dim(compressedRows, 1) : e.index(0);
+    Value slots = e.add(w, k);
+    Value out = allocLike(e, q, op.getType());
+    Value zero = e.index(0), minusOne = e.index(-1);
+    // Slot s < w: a window row; the others: the token's compressed rows.
+    auto indexOf = [&](Value t, Value s) {
+      if (!compressed)
+        return e.loadIndex(windowRows, {t, s});
+      Value inWindow = e.cmp(IP::slt, s, w);
+      Value ws = e.select(inWindow, s, zero);
+      Value cs = e.select(inWindow, zero, e.sub(s, w));
+      return e.select(inWindow, e.loadIndex(windowRows, {t, ws}),
+                      e.loadIndex(compressedRows, {t, cs}));
+    };
+    auto used = [&](Value t, Value s) {
+      return e.cmp(IP::ne, indexOf(t, s), minusOne);
+    };
+    emitAttention(
+        e, q, sink, op.getScale().convertToDouble(), out, slots,
+        [&](Value t, Value table) {
+          auto copyRow = [&](Value s, const std::function<Value(Value)> &at) {
+            e.loop(zero, width, [&](Value i) {
+              e.store(at(i), table, {e.add(e.mul(s, width), i)});
+            });
+          };
+          e.loop(zero, w, [&](Value s) {
+            Value row = e.loadIndex(windowRows, {t, s});
+            Value fromStep = e.cmp(IP::slt, row, tokens);
+            e.ifThen(e.cmp(IP::ne, row, minusOne), [&] {
+              e.ifThen(fromStep, [&] {
+                copyRow(s, [&](Value i) { return e.load(kv, {row, i}); });
+              });
+              e.ifThen(e.cmp(IP::sge, row, tokens), [&] {
+                Value ring = e.sub(row, tokens);
+                copyRow(s, [&](Value i) { return window.load(ring, i); });
+              });
+            });
+          });
+          if (!compressed)
+            return;
+          Value base = e.loadIndex(bases, {t});
+          e.loop(zero, k, [&](Value j) {
+            Value row = e.loadIndex(compressedRows, {t, j});
+            e.ifThen(e.cmp(IP::ne, row, minusOne), [&] {
+              Value global = e.add(base, row);
+              copyRow(e.add(w, j), [&](Value i) {
+                return compressed->load(global, i);
+              });
+            });
+          });
+        },
+        used);
+    rewriter.replaceOp(op, e.tensor(out, op.getType()));
+    return success();
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Caches: a !v4a.kv_cache is its bytes, memref<?xi8>, in the row layout of
-// core/CacheLayout.h. Layouts whose rows are plain elements (bf16,
-// index_bf16, f32) are viewed as [rows, dim] arrays of that element.
+// core/CacheLayout.h (see CacheRows).
 //===----------------------------------------------------------------------===//
-
-/// The element a cache row is made of, when rows are plain arrays of it.
-Type plainRowElement(KVCacheType type) {
-  Builder b(type.getContext());
-  switch (type.getLayout()) {
-  case CacheLayout::BF16:
-  case CacheLayout::IndexBF16:
-    return b.getBF16Type();
-  case CacheLayout::F32:
-    return b.getF32Type();
-  default:
-    return Type();
-  }
-}
-
-/// The cache bytes viewed as [rows, dim] elements.
-Value viewRows(LoopEmitter &e, Value bytes, KVCacheType type, Type element) {
-  int64_t rowBytes = type.getDim() * element.getIntOrFloatBitWidth() / 8;
-  Value rows = e.div(e.dim(bytes, 0), e.index(rowBytes));
-  auto view = MemRefType::get({ShapedType::kDynamic, type.getDim()}, element);
-  return memref::ViewOp::create(e.builder(), e.location(), view, bytes,
-                                e.index(0), ValueRange{rows});
-}
 
 struct LowerCacheStore : public OpConversionPattern<CacheStoreOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(CacheStoreOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    KVCacheType type = op.getCache().getType();
-    Type element = plainRowElement(type);
-    if (!element)
-      return rewriter.notifyMatchFailure(op, "layout has no CPU lowering");
     LoopEmitter e(rewriter, op.getLoc());
-    Value cache = viewRows(e, adaptor.getCache(), type, element);
+    CacheRows cache(e, adaptor.getCache(), op.getCache().getType());
     Value rows = e.buffer(adaptor.getRows());
     Value ids = e.buffer(adaptor.getRowIds());
     Value zero = e.index(0);
     e.loop(zero, e.dim(rows, 0), [&](Value r) {
       Value id = e.loadIndex(ids, {r});
-      e.ifThen(e.cmp(IP::sge, id, zero), [&] {
-        e.loop(zero, e.index(type.getDim()), [&](Value f) {
-          e.store(e.load(rows, {r, f}), cache, {id, f});
-        });
-      });
+      e.ifThen(e.cmp(IP::sge, id, zero), [&] { cache.storeRow(id, rows, r); });
     });
     rewriter.eraseOp(op);
     return success();
@@ -1126,11 +1426,8 @@ struct LowerCacheGather : public OpConversionPattern<CacheGatherOp> {
   matchAndRewrite(CacheGatherOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     KVCacheType type = op.getCache().getType();
-    Type element = plainRowElement(type);
-    if (!element)
-      return rewriter.notifyMatchFailure(op, "layout has no CPU lowering");
     LoopEmitter e(rewriter, op.getLoc());
-    Value cache = viewRows(e, adaptor.getCache(), type, element);
+    CacheRows cache(e, adaptor.getCache(), type);
     Value indices = e.buffer(adaptor.getIndices());
     Value tokens = e.dim(indices, 0), slots = e.dim(indices, 1);
     auto resultType = cast<RankedTensorType>(op.getType());
@@ -1142,7 +1439,7 @@ struct LowerCacheGather : public OpConversionPattern<CacheGatherOp> {
         Value used = e.cmp(IP::sge, id, zero);
         Value safe = e.select(used, id, zero);
         e.loop(zero, e.index(type.getDim()), [&](Value f) {
-          Value v = e.load(cache, {safe, f});
+          Value v = cache.load(safe, f);
           e.store(e.select(used, v, e.f32(0.0)), out, {t, s, f});
         });
       });
@@ -1151,6 +1448,11 @@ struct LowerCacheGather : public OpConversionPattern<CacheGatherOp> {
     return success();
   }
 };
+
+bool isCacheOp(Operation *op) {
+  return isa<CacheStoreOp, CacheGatherOp, CompressorOp, CacheIndexerScoreOp,
+             CacheAttentionOp>(op);
+}
 
 /// Rewrites cache values to their bytes, in signatures and in the cache ops.
 LogicalResult lowerCaches(ModuleOp module) {
@@ -1169,7 +1471,8 @@ LogicalResult lowerCaches(ModuleOp module) {
   converter.addSourceMaterialization(cast);
   converter.addTargetMaterialization(cast);
   ConversionTarget target(*context);
-  target.addIllegalOp<CacheStoreOp, CacheGatherOp>();
+  target.addIllegalOp<CacheStoreOp, CacheGatherOp, CompressorOp,
+                      CacheIndexerScoreOp, CacheAttentionOp>();
   target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp op) {
     return converter.isSignatureLegal(op.getFunctionType());
   });
@@ -1177,7 +1480,9 @@ LogicalResult lowerCaches(ModuleOp module) {
       [&](Operation *op) { return converter.isLegal(op); });
   target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
   RewritePatternSet patterns(context);
-  patterns.add<LowerCacheStore, LowerCacheGather>(converter, context);
+  patterns.add<LowerCacheStore, LowerCacheGather, LowerCompressor,
+               LowerCacheIndexerScore, LowerCacheAttention>(converter,
+                                                            context);
   populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                  converter);
   populateReturnOpTypeConversionPattern(patterns, converter);
@@ -1192,29 +1497,30 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
                  LowerRMSNorm, LowerRoPE, LowerActQuant, LowerHadamard,
                  LowerCompress, LowerCompressStep, LowerIndexerScore, LowerTopK,
                  LowerBlockTopK, LowerWindowStore, LowerWindowIndices,
-                 LowerSparseAttention>(&getContext());
+                 LowerSparseAttention, LowerStepWindow, LowerStepCompressed,
+                 LowerVisibleRows>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     WalkResult leftover = getOperation()->walk([](Operation *op) {
-      auto store = dyn_cast<CacheStoreOp>(op);
-      auto gather = dyn_cast<CacheGatherOp>(op);
-      if (!store && !gather) {
-        if (!isa<V4ADialect>(op->getDialect()) || isa<ModelOp, LayerOp>(op))
-          return WalkResult::advance();
+      if (!isa<V4ADialect>(op->getDialect()) || isa<ModelOp, LayerOp>(op))
+        return WalkResult::advance();
+      if (!isCacheOp(op)) {
         op->emitError() << "v4a-lower-to-cpu: no CPU lowering for "
                         << op->getName();
         return WalkResult::interrupt();
       }
-      KVCacheType type =
-          store ? store.getCache().getType() : gather.getCache().getType();
-      if (plainRowElement(type))
-        return WalkResult::advance();
-      op->emitError() << "v4a-lower-to-cpu: no CPU lowering for "
-                      << op->getName() << " on "
-                      << stringifyCacheLayout(type.getLayout())
-                      << " caches (bf16, index_bf16 and f32 rows are "
-                         "lowered; the runtime encodes the others)";
-      return WalkResult::interrupt();
+      for (Type type : op->getOperandTypes()) {
+        auto cache = dyn_cast<KVCacheType>(type);
+        if (!cache || CacheRows::isLowered(cache))
+          continue;
+        op->emitError() << "v4a-lower-to-cpu: no CPU lowering for "
+                        << op->getName() << " on "
+                        << stringifyCacheLayout(cache.getLayout())
+                        << " caches (bf16, fp8_model1, index_bf16 and f32 "
+                           "rows are lowered)";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
     });
     if (leftover.wasInterrupted() || failed(lowerCaches(getOperation())))
       return signalPassFailure();

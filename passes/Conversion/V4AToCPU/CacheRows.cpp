@@ -1,0 +1,176 @@
+//===- CacheRows.cpp - reading and writing cache rows in loops ------------===//
+
+#include "passes/Conversion/V4AToCPU/CacheRows.h"
+
+#include "dialects/V4A/IR/V4AOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+using namespace v4a;
+
+using IP = arith::CmpIPredicate;
+using v4a::cpu::LoopEmitter;
+
+namespace {
+
+constexpr float kE4M3Max = 448.0f, kE4M3AmaxFloor = 1e-4f;
+
+layout::RowKind rowKindOf(CacheLayout layout) {
+  switch (layout) {
+  case CacheLayout::BF16:
+    return layout::RowKind::BF16;
+  case CacheLayout::FP8Model1:
+    return layout::RowKind::FP8Model1;
+  case CacheLayout::MXFP8:
+    return layout::RowKind::MXFP8;
+  case CacheLayout::IndexBF16:
+    return layout::RowKind::IndexBF16;
+  case CacheLayout::IndexFP8:
+    return layout::RowKind::IndexFP8;
+  case CacheLayout::IndexMXFP4:
+    return layout::RowKind::IndexMXFP4;
+  case CacheLayout::F32:
+    return layout::RowKind::F32;
+  }
+  return layout::RowKind::BF16;
+}
+
+bool isPlain(layout::RowKind kind) {
+  return kind == layout::RowKind::BF16 || kind == layout::RowKind::IndexBF16 ||
+         kind == layout::RowKind::F32;
+}
+
+} // namespace
+
+bool CacheRows::isLowered(KVCacheType type) {
+  layout::RowKind kind = rowKindOf(type.getLayout());
+  return isPlain(kind) || kind == layout::RowKind::FP8Model1;
+}
+
+CacheRows::CacheRows(LoopEmitter &e, Value bytes, KVCacheType type)
+    : e(e), bytes(bytes), pageRows(type.getPageSize()) {
+  row = *layout::describeRow(rowKindOf(type.getLayout()), type.getDim());
+  if (!isPlain(row.kind))
+    return;
+  OpBuilder &b = e.builder();
+  Type element = row.kind == layout::RowKind::F32 ? Type(b.getF32Type())
+                                                   : Type(b.getBF16Type());
+  Value rows = e.div(e.dim(bytes, 0), e.index(row.rowBytes()));
+  auto view = MemRefType::get({ShapedType::kDynamic, row.dim}, element);
+  plain = memref::ViewOp::create(b, e.location(), view, bytes, e.index(0),
+                                 ValueRange{rows});
+}
+
+Value CacheRows::valueOffset(Value index) {
+  Value pages = e.index(pageRows);
+  Value page = e.div(index, pages), slot = e.rem(index, pages);
+  return e.add(e.mul(page, e.index(pageRows * row.rowBytes())),
+               e.mul(slot, e.index(row.valueBytes)));
+}
+
+Value CacheRows::scaleOffset(Value index) {
+  Value pages = e.index(pageRows);
+  Value page = e.div(index, pages), slot = e.rem(index, pages);
+  return e.add(e.add(e.mul(page, e.index(pageRows * row.rowBytes())),
+                     e.index(pageRows * row.valueBytes)),
+               e.mul(slot, e.index(row.scaleBytes)));
+}
+
+Value CacheRows::byteAt(Value offset) {
+  return memref::LoadOp::create(e.builder(), e.location(), bytes,
+                                ValueRange{offset});
+}
+
+void CacheRows::storeByte(Value byte, Value offset) {
+  memref::StoreOp::create(e.builder(), e.location(), byte, bytes,
+                          ValueRange{offset});
+}
+
+/// Little-endian bf16 at a byte offset.
+Value CacheRows::loadBF16(Value offset) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Type i16 = b.getI16Type();
+  Value lo = arith::ExtUIOp::create(b, loc, i16, byteAt(offset));
+  Value hi = arith::ExtUIOp::create(b, loc, i16,
+                                    byteAt(e.add(offset, e.index(1))));
+  Value shift = arith::ConstantOp::create(b, loc, b.getI16IntegerAttr(8));
+  Value bits = arith::OrIOp::create(
+      b, loc, lo, arith::ShLIOp::create(b, loc, hi, shift));
+  Value value = arith::BitcastOp::create(b, loc, b.getBF16Type(), bits);
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), value);
+}
+
+void CacheRows::storeBF16(Value value, Value offset) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Value rounded = arith::TruncFOp::create(b, loc, b.getBF16Type(), value);
+  Value bits = arith::BitcastOp::create(b, loc, b.getI16Type(), rounded);
+  Value shift = arith::ConstantOp::create(b, loc, b.getI16IntegerAttr(8));
+  Type i8 = b.getI8Type();
+  storeByte(arith::TruncIOp::create(b, loc, i8, bits), offset);
+  storeByte(arith::TruncIOp::create(
+                b, loc, i8, arith::ShRUIOp::create(b, loc, bits, shift)),
+            e.add(offset, e.index(1)));
+}
+
+Value CacheRows::load(Value index, Value feature) {
+  if (plain)
+    return e.load(plain, {index, feature});
+  // Both the quantized and the raw reading use in-row offsets; the feature
+  // picks one.
+  Value quantDims = e.index(row.quantDims);
+  Value values = valueOffset(index);
+  Value isRaw = e.cmp(IP::sge, feature, quantDims);
+  Value rawDim = e.sub(e.max(feature, quantDims), quantDims);
+  Value raw = loadBF16(e.add(values, e.add(quantDims,
+                                           e.mul(e.index(2), rawDim))));
+  Value quantFeature = e.min(feature, e.index(row.quantDims - 1));
+  Value value = e.fromE4M3Bits(byteAt(e.add(values, quantFeature)));
+  Value scale = e.fromUE8M0Bits(byteAt(
+      e.add(scaleOffset(index), e.div(quantFeature, e.index(row.scaleBlock)))));
+  return e.select(isRaw, raw, e.mul(value, scale));
+}
+
+void CacheRows::storeRow(Value index, Value source, Value sourceRow) {
+  if (plain) {
+    e.loop(e.index(0), e.index(row.dim), [&](Value f) {
+      e.store(e.load(source, {sourceRow, f}), plain, {index, f});
+    });
+    return;
+  }
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Value values = valueOffset(index), scales = scaleOffset(index);
+  Value block = e.index(row.scaleBlock);
+  Value blocks = e.index(row.quantDims / row.scaleBlock);
+  e.loop(e.index(0), blocks, [&](Value blk) {
+    Value begin = e.mul(blk, block), end = e.add(begin, block);
+    Value amax = e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
+                        [&](Value f, ValueRange a) -> SmallVector<Value> {
+                          return {e.max(a[0], e.abs(e.load(source,
+                                                           {sourceRow, f})))};
+                        })[0];
+    Value scale = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
+    Value scaleBits = arith::BitcastOp::create(b, loc, b.getI32Type(), scale);
+    Value exponent = arith::ShRUIOp::create(b, loc, scaleBits, e.i32(23));
+    storeByte(arith::TruncIOp::create(b, loc, b.getI8Type(), exponent),
+              e.add(scales, blk));
+    e.loop(begin, end, [&](Value f) {
+      Value v = e.roundToMinifloat(e.div(e.load(source, {sourceRow, f}), scale),
+                                   3, -6, kE4M3Max);
+      storeByte(e.toE4M3Bits(v), e.add(values, f));
+    });
+  });
+  // The pad byte after the scales.
+  Value zeroByte = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(0));
+  e.loop(blocks, e.index(row.scaleBytes),
+         [&](Value i) { storeByte(zeroByte, e.add(scales, i)); });
+  e.loop(e.index(0), e.index(row.rawDims), [&](Value i) {
+    Value f = e.add(e.index(row.quantDims), i);
+    storeBF16(e.load(source, {sourceRow, f}),
+              e.add(values, e.add(e.index(row.quantDims), e.mul(i, e.index(2)))));
+  });
+}

@@ -1,0 +1,53 @@
+//===- CacheRows.h - reading and writing cache rows in loops ----*- C++ -*-===//
+//
+// A !v4a.kv_cache lowered to its bytes (memref<?xi8>), read and written row
+// by row in the layouts of core/CacheLayout.h: plain bf16 / f32 rows, and
+// fp8 MODEL1 rows (e4m3 values with a ue8m0 scale per 64 dims, bf16 rope
+// dims; pages hold all value bytes, then all scale bytes).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_PASSES_CONVERSION_V4ATOCPU_CACHEROWS_H
+#define V4A_PASSES_CONVERSION_V4ATOCPU_CACHEROWS_H
+
+#include "core/CacheLayout.h"
+#include "dialects/V4A/IR/V4ADialect.h"
+#include "passes/Conversion/V4AToCPU/LoopEmitter.h"
+
+namespace v4a {
+
+class CacheRows {
+  using LoopEmitter = cpu::LoopEmitter;
+
+public:
+  /// Whether rows of this layout are lowered (the others are an error).
+  static bool isLowered(KVCacheType type);
+
+  CacheRows(LoopEmitter &e, mlir::Value bytes, KVCacheType type);
+
+  /// Feature `feature` of row `row`, decoded to f32.
+  mlir::Value load(mlir::Value row, mlir::Value feature);
+  /// Encodes row `sourceRow` of `source` ([N, dim], any float type) into row
+  /// `row`. Quantized parts take a power-of-two scale per block, so values
+  /// that went through the fp8 simulation are stored exactly.
+  void storeRow(mlir::Value row, mlir::Value source, mlir::Value sourceRow);
+
+private:
+  mlir::Value byteAt(mlir::Value offset);
+  mlir::Value valueOffset(mlir::Value row);
+  mlir::Value scaleOffset(mlir::Value row);
+  mlir::Value loadBF16(mlir::Value offset);
+  void storeBF16(mlir::Value value, mlir::Value offset);
+  void storeByte(mlir::Value byte, mlir::Value offset);
+
+  LoopEmitter &e;
+  mlir::Value bytes;
+  layout::RowLayout row;
+  int64_t pageRows;
+  /// The bytes viewed as [rows, dim] elements, for plain layouts.
+  mlir::Value plain;
+};
+
+} // namespace v4a
+
+#endif // V4A_PASSES_CONVERSION_V4ATOCPU_CACHEROWS_H
