@@ -65,6 +65,22 @@ def BuildSteps : Pass<"v4a-build-steps", "::mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect", "::mlir::tensor::TensorDialect"];
 }
 
+def Fuse : Pass<"v4a-fuse", "::mlir::ModuleOp"> {
+  let summary = "Groups the ops of each step function into kernel regions";
+  let description = [{
+    In every step function (`v4a.sched_meta_key`), projections of the same
+    input with the same kind of weight become one `v4a.fused
+    "merged_linear"` region (one GEMM over the stacked weights), and chains
+    of row-wise ops (rms_norm, rope, act_quant, hadamard, compressor, tensor
+    casts) in which each result feeds only the next op become one region,
+    with a cache store of the last result when there is one. A region is
+    what a backend turns into one kernel; its kind lists its ops. The
+    window store stays outside: it follows the attention, which still reads
+    the ring rows a long prefill overwrites.
+  }];
+  let dependentDialects = ["::v4a::V4ADialect"];
+}
+
 def Schedule : Pass<"v4a-schedule", "::mlir::ModuleOp"> {
   let summary = "Groups layers by sched_meta_key";
   let description = [{
@@ -85,10 +101,11 @@ def LowerToCPU : Pass<"v4a-lower-to-cpu", "::mlir::ModuleOp"> {
     bufferization.to_buffer, writing a fresh buffer per result, with the
     rounding points of the specification (f32 accumulation, results rounded
     to their element type, fp8/fp4 round-to-nearest-even on the format grid).
-    One-shot bufferization then removes the tensor bridges. A !v4a.kv_cache
-    becomes its bytes (memref<?xi8>) in function signatures; cache_store and
-    cache_gather are lowered for layouts whose rows are plain bf16 or f32
-    arrays (the runtime encodes the packed fp8 ones).
+    One-shot bufferization then removes the tensor bridges. `v4a.fused`
+    regions are inlined first (each op keeps its loop nest). A !v4a.kv_cache
+    becomes its bytes (memref<?xi8>) in function signatures; the ops that
+    read or write caches decode and encode rows of bf16, fp8_model1,
+    index_bf16 and f32 layouts, and name any other layout in an error.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect",
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

@@ -196,6 +196,7 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
   pm.addPass(createVerifyTopology());
   pm.addPass(createPlanKV(planOptions));
   pm.addPass(createBuildSteps());
+  pm.addPass(createFuse());
   if (!module || mlir::failed(pm.run(*module))) {
     error = "cannot build the step functions: " +
             (messages.empty() ? std::string("invalid configuration")

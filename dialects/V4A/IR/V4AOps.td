@@ -801,7 +801,7 @@ def V4A_CacheAttentionOp : V4A_Op<"cache_attention", [AttrSizedOperandSegments]>
 // Fusion
 //===----------------------------------------------------------------------===//
 
-def V4A_FusedOp : V4A_Op<"fused", [IsolatedFromAbove,
+def V4A_FusedOp : V4A_Op<"fused", [IsolatedFromAbove, RecursiveMemoryEffects,
     SingleBlockImplicitTerminator<"YieldOp">]> {
   let summary = "One kernel: a region of v4a ops over explicit operands";
   let description = [{

@@ -1490,8 +1490,25 @@ LogicalResult lowerCaches(ModuleOp module) {
   return applyPartialConversion(module, target, std::move(patterns));
 }
 
+/// On the CPU each op of a kernel region keeps its own loop nest: the
+/// regions are inlined where they stand.
+void inlineFusedRegions(ModuleOp module) {
+  SmallVector<FusedOp> regions;
+  module.walk([&](FusedOp op) { regions.push_back(op); });
+  for (FusedOp op : regions) {
+    Block &body = op.getBody().front();
+    auto yield = cast<YieldOp>(body.getTerminator());
+    SmallVector<Value> results(yield.getValues());
+    IRRewriter rewriter(op);
+    rewriter.inlineBlockBefore(&body, op, op.getInputs());
+    rewriter.eraseOp(yield);
+    rewriter.replaceOp(op, results);
+  }
+}
+
 struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
   void runOnOperation() override {
+    inlineFusedRegions(getOperation());
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeProjectIndexKeys, LowerLinear, LowerGroupedOutput,
                  LowerRMSNorm, LowerRoPE, LowerActQuant, LowerHadamard,
