@@ -90,6 +90,10 @@ def Schedule : Pass<"v4a-schedule", "::mlir::ModuleOp"> {
     layer whose step computes the per-step metadata the group shares. MTP
     layers run in their own step and get their own groups in
     `v4a.mtp_schedule` (reusing the kernel variant of their key).
+    When v4a-build-steps has run, it also writes the step programs:
+    `v4a.program @main` (and `@mtp` for MTP layers) with, in layer order,
+    each key's `v4a.run_meta` before its first layer and one `v4a.run_step`
+    per layer listing the step's kernels in order.
   }];
   let dependentDialects = ["::v4a::V4ADialect"];
 }

@@ -255,24 +255,31 @@ int64_t CpuModel::contextTokens() const {
   return impl->plan.options.contextTokens;
 }
 
-/// Checks that every selected layer has its functions and that its weights
-/// can be bound to them, converting weights to the argument types.
+/// Checks that every selected layer has one step call and that its weights
+/// can be bound to it, converting weights to the argument types.
 static bool bindWeights(const std::vector<LayerSpec> &layers,
                         const StepProgram &program,
                         std::vector<LayerTensors> &weights,
                         std::string &error) {
   for (const LayerSpec &layer : layers) {
-    if (layer.id >= static_cast<int64_t>(program.stepOf.size()) ||
-        program.stepOf[layer.id] < 0 || program.metaOf[layer.id] < 0) {
-      error = "layer " + std::to_string(layer.id) + " has no compiled step";
+    auto calls = std::count_if(
+        program.calls.begin(), program.calls.end(),
+        [&](const StepProgram::Call &call) { return call.layer == layer.id; });
+    if (calls != 1) {
+      error = "layer " + std::to_string(layer.id) + " has " +
+              std::to_string(calls) + " step calls in the program, not one";
       return false;
     }
-    const step::Function &step = program.functions[program.stepOf[layer.id]];
-    for (const step::Arg &arg : step.args) {
-      if (!weights[layer.id].count(arg.bind))
+  }
+  for (const StepProgram::Call &call : program.calls) {
+    if (call.layer < 0)
+      continue;
+    LayerTensors &w = weights[call.layer];
+    for (const step::Arg &arg : program.functions[call.function].args) {
+      if (!w.count(arg.bind))
         continue;
-      if (!convertWeight(weights[layer.id], arg.bind, arg.element, error)) {
-        error = "layer " + std::to_string(layer.id) + " " + error;
+      if (!convertWeight(w, arg.bind, arg.element, error)) {
+        error = "layer " + std::to_string(call.layer) + " " + error;
         return false;
       }
     }
@@ -463,12 +470,14 @@ bool CpuModel::Impl::runStep(const std::vector<int64_t> &positions,
   std::map<int, std::map<std::string, StepBuffer>> metadata;
   // The top-k and candidate blocks of source layers, for their consumers.
   std::map<int64_t, std::map<std::string, StepBuffer>> produced;
-  for (const LayerSpec &layer : layers) {
-    int metaIndex = program.metaOf[layer.id];
-    if (!metadata.count(metaIndex)) {
-      std::map<std::string, StepBuffer> &out = metadata[metaIndex];
+  std::map<int64_t, const LayerSpec *> byId;
+  for (const LayerSpec &layer : layers)
+    byId[layer.id] = &layer;
+  for (const StepProgram::Call &call : program.calls) {
+    if (call.layer < 0) {
+      std::map<std::string, StepBuffer> &out = metadata[call.function];
       if (!runFunction(
-              program.functions[metaIndex],
+              program.functions[call.function],
               [&](const step::Arg &arg, std::vector<int64_t> &shape) -> void * {
                 if (arg.output) {
                   StepBuffer &buffer = out[arg.bind] = makeBuffer(arg, tokens);
@@ -483,8 +492,10 @@ bool CpuModel::Impl::runStep(const std::vector<int64_t> &positions,
               },
               error))
         return false;
+      continue;
     }
-    std::map<std::string, StepBuffer> &meta = metadata[metaIndex];
+    const LayerSpec &layer = *byId.at(call.layer);
+    std::map<std::string, StepBuffer> &meta = metadata[call.meta];
     std::map<std::string, StepBuffer> &mine = produced[layer.id];
     LayerTensors &w = weights[layer.id];
     auto bind = [&](const step::Arg &arg,
@@ -534,8 +545,7 @@ bool CpuModel::Impl::runStep(const std::vector<int64_t> &positions,
                  ? static_cast<void *>(it->second.f32.data())
                  : static_cast<void *>(it->second.bytes.data());
     };
-    if (!runFunction(program.functions[program.stepOf[layer.id]], bind,
-                     error)) {
+    if (!runFunction(program.functions[call.function], bind, error)) {
       error = "layer " + std::to_string(layer.id) + ": " + error;
       return false;
     }

@@ -35,11 +35,17 @@ struct HostTensor {
 };
 const char *typeName(HostTensor::Type type);
 
-/// The compiled functions of a model and, per layer id, the index of its
-/// step and metadata functions (-1: the layer does not run).
+/// The compiled functions of a model and the calls one step makes, in
+/// order: a key's metadata function (layer -1), or a layer's step function
+/// with the metadata function whose latest outputs it reads.
 struct StepProgram {
+  struct Call {
+    int function = -1;
+    int meta = -1;
+    int64_t layer = -1;
+  };
   std::vector<step::Function> functions;
-  std::vector<int> stepOf, metaOf;
+  std::vector<Call> calls;
 };
 
 /// One layer's tensors by checkpoint name without the layer prefix; an fp8

@@ -197,12 +197,18 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
   pm.addPass(createPlanKV(planOptions));
   pm.addPass(createBuildSteps());
   pm.addPass(createFuse());
+  pm.addPass(createSchedule());
   if (!module || mlir::failed(pm.run(*module))) {
     error = "cannot build the step functions: " +
             (messages.empty() ? std::string("invalid configuration")
                               : messages);
     return false;
   }
+  // The calls of the step programs (@main, then @mtp) that the selected
+  // layers need.
+  std::set<int64_t> selected;
+  for (const LayerSpec &layer : m.selected)
+    selected.insert(layer.id);
   std::vector<std::string> names;
   auto indexOf = [&](llvm::StringRef name) {
     auto it = std::find(names.begin(), names.end(), name.str());
@@ -210,21 +216,37 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
       it = names.insert(names.end(), name.str());
     return static_cast<int>(it - names.begin());
   };
-  m.program.stepOf.assign(m.config.numLayers(), -1);
-  m.program.metaOf.assign(m.config.numLayers(), -1);
-  std::set<int64_t> selected;
-  for (const LayerSpec &layer : m.selected)
-    selected.insert(layer.id);
-  for (auto model : module->getOps<ModelOp>())
-    for (LayerOp layer : model.getLayers()) {
-      int64_t id = layer.getLayerId();
-      if (!selected.count(id))
+  m.program.calls.clear();
+  for (auto program : module->getOps<ProgramOp>()) {
+    std::vector<std::pair<std::string, rt::StepProgram::Call>> pending;
+    for (mlir::Operation &op : program.getBody().front()) {
+      if (auto meta = mlir::dyn_cast<RunMetaOp>(op)) {
+        pending.push_back({meta.getFunction().str(), {}});
         continue;
-      auto step = layer->getAttrOfType<mlir::FlatSymbolRefAttr>("v4a.step");
-      auto meta = layer->getAttrOfType<mlir::FlatSymbolRefAttr>("v4a.meta");
-      m.program.metaOf[id] = indexOf(meta.getValue());
-      m.program.stepOf[id] = indexOf(step.getValue());
+      }
+      auto run = mlir::cast<RunStepOp>(op);
+      if (!selected.count(static_cast<int64_t>(run.getLayer())))
+        continue;
+      auto step = module->lookupSymbol<mlir::func::FuncOp>(run.getFunction());
+      auto meta = step->getAttrOfType<mlir::FlatSymbolRefAttr>("v4a.meta");
+      // A metadata call is kept only when a selected layer reads it.
+      for (auto &[name, call] : pending)
+        if (name == meta.getValue()) {
+          call.function = indexOf(name);
+          m.program.calls.push_back(call);
+        }
+      pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                   [&](auto &p) {
+                                     return p.first == meta.getValue();
+                                   }),
+                    pending.end());
+      rt::StepProgram::Call call;
+      call.function = indexOf(run.getFunction());
+      call.meta = indexOf(meta.getValue());
+      call.layer = static_cast<int64_t>(run.getLayer());
+      m.program.calls.push_back(call);
     }
+  }
   m.jit = jit::compileSteps(std::move(context), std::move(module), names,
                             m.program.functions, error);
   return m.jit != nullptr;

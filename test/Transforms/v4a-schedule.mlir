@@ -1,6 +1,9 @@
 // RUN: v4a-opt %s -split-input-file -v4a-schedule | FileCheck %s
 // RUN: v4a-compile %examples/v4-flash.json | v4a-opt -v4a-schedule | FileCheck %s --check-prefix=FLASH
 // RUN: v4a-compile %examples/v4-pro.json --kv-layout=fp8 | v4a-opt -v4a-schedule | FileCheck %s --check-prefix=PRO
+// RUN: v4a-compile %examples/tiny.json --emit=planned | v4a-opt -v4a-build-steps -v4a-fuse -v4a-schedule | FileCheck %s --check-prefix=PROGRAM
+// RUN: v4a-compile %examples/tiny-v41.json --emit=planned | v4a-opt -v4a-build-steps -v4a-schedule -v4a-schedule | FileCheck %s --check-prefix=SHARED
+// RUN: v4a-compile %examples/v4-flash.json --emit=planned | v4a-opt -v4a-build-steps -v4a-fuse -v4a-schedule | FileCheck %s --check-prefix=FLASHPROGRAM
 
 // Layers group by "{ratio}_{has_packed_kv}_{use_swa}_{index_topk}" in order of
 // their first layer; the first layer of a group computes the per-step
@@ -59,3 +62,45 @@ v4a.model @no_mtp <{compress_rope_theta = 1.6e5 : f64, head_dim = 512 : i64,
 // PRO-SAME: v4a.schedule = [
 // PRO-SAME: #v4a.sched_group<key = "128_1_1_0", kernel = "v4a_attn_128_1_1_0", layers = [0, 1, 3, 5,
 // PRO-SAME: #v4a.sched_group<key = "4_1_1_1024", kernel = "v4a_attn_4_1_1_1024", layers = [2, 4, 6,
+
+// Without step functions there are no programs.
+// CHECK-NOT: v4a.program
+
+// With step functions: each key's metadata runs once, before its first
+// layer, and every layer runs its key's step; the MTP layer gets a program
+// of its own with its own metadata. Each step lists its kernels in order.
+// PROGRAM: v4a.program @main {
+// PROGRAM-NEXT: v4a.run_meta @meta_0_0_1_0
+// PROGRAM-NEXT: v4a.run_step @step_0_0_1_0 layer 0 kernels ["merged_linear", "rms_norm", "linear", "rms_norm_rope", "rms_norm_rope_act_quant", "cache_attention", "cache_store", "rope", "grouped_output"]
+// PROGRAM-NEXT: v4a.run_meta @meta_4_0_1_4
+// PROGRAM-NEXT: v4a.run_step @step_4_0_1_4 layer 1 kernels ["merged_linear", "rms_norm", "merged_linear", "rms_norm_rope", "rms_norm_rope_act_quant", "subi", "compressor_truncf_rms_norm_rope_act_quant_cache_store", "compressor_truncf_rms_norm_rope_hadamard_act_quant_cache_store", "rope_hadamard_act_quant", "extf", "mulf", "cache_indexer_score", "topk", "cache_attention", "cache_store", "rope", "grouped_output"]
+// PROGRAM-NEXT: v4a.run_meta @meta_128_0_1_0
+// PROGRAM-NEXT: v4a.run_step @step_128_0_1_0 layer 2
+// PROGRAM-NEXT: v4a.run_step @step_4_0_1_4 layer 3
+// PROGRAM-NEXT: }
+// PROGRAM-NEXT: v4a.program @mtp {
+// PROGRAM-NEXT: v4a.run_meta @meta_0_0_1_0
+// PROGRAM-NEXT: v4a.run_step @step_0_0_1_0 layer 4
+// PROGRAM-NEXT: }
+
+// Consumers run their own role's step after the source's; running the pass
+// twice gives one set of programs.
+// SHARED: v4a.program @main {
+// SHARED-NEXT: v4a.run_meta @meta_0_0_1_0
+// SHARED-NEXT: v4a.run_step @step_0_0_1_0 layer 0
+// SHARED-NEXT: v4a.run_meta @meta_2_0_1_4
+// SHARED-NEXT: v4a.run_step @step_2_0_1_4 layer 1
+// SHARED-NEXT: v4a.run_step @step_2_0_1_4_shares_kv_shares_topk layer 2
+// SHARED-NEXT: v4a.run_meta @meta_1_0_1_4
+// SHARED-NEXT: v4a.run_step @step_1_0_1_4_makes_candidates layer 3
+// SHARED-NEXT: v4a.run_step @step_1_0_1_4_shares_kv_shares_topk layer 4
+// SHARED-NEXT: v4a.run_step @step_1_0_1_4_shares_kv_uses_candidates layer 5
+// SHARED-NEXT: }
+// SHARED-NOT: v4a.program @main
+
+// V4-Flash: three metadata calls for 43 layers.
+// FLASHPROGRAM: v4a.program @main {
+// FLASHPROGRAM-COUNT-3: v4a.run_meta
+// FLASHPROGRAM-NOT: v4a.run_meta
+// FLASHPROGRAM: v4a.run_step @step_4_0_1_512 layer 42
+// FLASHPROGRAM-NEXT: }

@@ -580,3 +580,35 @@ LogicalResult FusedOp::verifyRegions() {
     return emitOpError() << "yielded types must equal the result types";
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Step programs
+//===----------------------------------------------------------------------===//
+
+static LogicalResult expectFunction(Operation *op, FlatSymbolRefAttr name,
+                                    SymbolTableCollection &symbols) {
+  if (symbols.lookupNearestSymbolFrom(op, name))
+    return success();
+  return op->emitOpError() << "names " << name << ", which is not a symbol";
+}
+
+LogicalResult RunMetaOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return expectFunction(*this, getFunctionAttr(), symbols);
+}
+
+LogicalResult RunStepOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (failed(expectFunction(*this, getFunctionAttr(), symbols)))
+    return failure();
+  Operation *function =
+      symbols.lookupNearestSymbolFrom(*this, getFunctionAttr());
+  auto meta = function->getAttrOfType<FlatSymbolRefAttr>("v4a.meta");
+  if (!meta)
+    return success();
+  for (Operation *op = getOperation()->getPrevNode(); op;
+       op = op->getPrevNode())
+    if (auto run = dyn_cast<RunMetaOp>(op); run && run.getFunctionAttr() == meta)
+      return success();
+  return emitOpError() << "runs " << getFunctionAttr()
+                       << " before its metadata " << meta
+                       << " is computed in this program";
+}

@@ -845,4 +845,61 @@ def V4A_YieldOp : V4A_Op<"yield", [Pure, Terminator, HasParent<"FusedOp">]> {
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
+//===----------------------------------------------------------------------===//
+// Step programs
+//===----------------------------------------------------------------------===//
+
+def V4A_ProgramOp : V4A_Op<"program", [Symbol, NoTerminator, SingleBlock,
+    NoRegionArguments]> {
+  let summary = "The order in which one step runs its functions";
+  let description = [{
+    The step program `v4a-schedule` writes: `v4a.run_meta` computes a key's
+    metadata once, `v4a.run_step` runs one layer through its key's step
+    function, in layer order. `@main` holds the attention layers; `@mtp` the
+    multi-token-prediction layers, which run in a step of their own.
+
+    Example:
+    ```mlir
+    v4a.program @main {
+      v4a.run_meta @meta_0_0_1_0
+      v4a.run_step @step_0_0_1_0 layer 0 kernels ["merged_linear", "rms_norm_rope"]
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+}
+
+def V4A_RunMetaOp : V4A_Op<"run_meta", [HasParent<"ProgramOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Computes a key's per-step metadata";
+  let description = [{
+    Example:
+    ```mlir
+    v4a.run_meta @meta_4_0_1_512
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$function);
+  let assemblyFormat = "$function attr-dict";
+}
+
+def V4A_RunStepOp : V4A_Op<"run_step", [HasParent<"ProgramOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Runs one layer through its key's step function";
+  let description = [{
+    `kernels` lists the step's kernels in order (kernel regions by kind,
+    single ops by name). The function's metadata (`v4a.meta`) must have been
+    computed earlier in the same program.
+
+    Example:
+    ```mlir
+    v4a.run_step @step_4_0_1_512 layer 2 kernels ["merged_linear", "topk"]
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$function, V4A_NonNegI64:$layer,
+                       StrArrayAttr:$kernels);
+  let assemblyFormat = "$function `layer` $layer `kernels` $kernels attr-dict";
+}
+
 #endif // V4A_OPS_TD
