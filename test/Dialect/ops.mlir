@@ -163,3 +163,79 @@ v4a.model @tiny <{candidate_block_size = 8 : i64, candidate_topk_blocks = 8 : i6
   v4a.layer 2 ratio 2 topk 4 swa packed_kv kv_source 1 index_source 1 candidate_source 1
   v4a.layer 3 ratio 0 topk 0 swa mtp kv_source 3 index_source 3
 }
+
+// Batched steps: metadata, the stateful compressor, and the ops that address
+// every sequence's cache rows; kernel regions; step programs.
+// CHECK-LABEL: func @batched_step
+func.func @batched_step(%pos: tensor<?xi64>, %slots: tensor<?xi64>,
+                        %first: tensor<?xi64>, %last: tensor<?xi64>,
+                        %kv: tensor<?x1024xf32>, %score: tensor<?x1024xf32>,
+                        %ape: tensor<4x1024xf32>,
+                        %state: !v4a.kv_cache<f32, dim = 2048, page_size = 8>,
+                        %qi: tensor<?x64x128xbf16>,
+                        %keys: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+                        %w: tensor<?x64xf32>, %q: tensor<?x64x512xbf16>,
+                        %rows: tensor<?x512xbf16>,
+                        %ring: !v4a.kv_cache<bf16, dim = 512, page_size = 128>,
+                        %cmp: !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>,
+                        %sel: tensor<?x512xi32>, %sink: tensor<64xf32>)
+    -> (tensor<?x64x512xbf16>, tensor<?x64x512xbf16>) {
+  // CHECK: v4a.step_window %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {window = 128 : i64} : tensor<?xi64> -> tensor<?x128xi32>
+  %attend, %store = v4a.step_window %pos, %slots, %first, %last
+      {window = 128 : i64} : tensor<?xi64> -> tensor<?x128xi32>
+  // CHECK: v4a.step_compressed %{{.*}}, %{{.*}} {ratio = 4 : i64, slot_rows = 64 : i64} : tensor<?xi64>
+  %base, %complete = v4a.step_compressed %pos, %slots
+      {ratio = 4 : i64, slot_rows = 64 : i64} : tensor<?xi64>
+  // CHECK: v4a.visible_rows %{{.*}} {ratio = 128 : i64} : tensor<?xi64> -> tensor<?x?xi32>
+  %visible = v4a.visible_rows %pos {ratio = 128 : i64}
+      : tensor<?xi64> -> tensor<?x?xi32>
+  // CHECK: v4a.compressor {{.*}} {overlap, ratio = 4 : i64, slot_rows = 8 : i64} : tensor<?x1024xf32>, tensor<4x1024xf32>, tensor<?xi64>, !v4a.kv_cache<f32, dim = 2048, page_size = 8> -> tensor<?x512xf32>
+  %e = v4a.compressor %kv, %score, %ape, %pos, %slots, %state
+      {ratio = 4 : i64, overlap, slot_rows = 8 : i64}
+      : tensor<?x1024xf32>, tensor<4x1024xf32>, tensor<?xi64>,
+        !v4a.kv_cache<f32, dim = 2048, page_size = 8> -> tensor<?x512xf32>
+  // CHECK: v4a.cache_indexer_score {{.*}} {ratio = 4 : i64}
+  %s = v4a.cache_indexer_score %qi, %keys, %w, %pos, %base {ratio = 4 : i64}
+      : tensor<?x64x128xbf16>,
+        !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+        tensor<?x64xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  // CHECK: v4a.cache_attention %{{.*}}, %{{.*}} window %{{.*}}[%{{.*}}] compressed %{{.*}} : !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>[%{{.*}} : tensor<?x512xi32>] base %{{.*}} : tensor<?xi64> sink
+  %o = v4a.cache_attention %q, %rows window %ring[%attend]
+      compressed %cmp : !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>
+          [%sel : tensor<?x512xi32>] base %base : tensor<?xi64>
+      sink %sink {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  // CHECK: v4a.cache_attention %{{.*}}, %{{.*}} window %{{.*}}[%{{.*}}] sink
+  %ow = v4a.cache_attention %q, %rows window %ring[%attend] sink %sink
+      {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  // CHECK: v4a.fused "rms_norm_rope" (%{{.*}}, %{{.*}}) : (tensor<?x64x512xbf16>, tensor<?xi64>) -> tensor<?x64x512xbf16> {
+  // CHECK: v4a.yield %{{.*}} : tensor<?x64x512xbf16>
+  %f = v4a.fused "rms_norm_rope" (%o, %pos)
+      : (tensor<?x64x512xbf16>, tensor<?xi64>) -> tensor<?x64x512xbf16> {
+  ^bb0(%a: tensor<?x64x512xbf16>, %p: tensor<?xi64>):
+    %n = v4a.rms_norm %a {eps = 1.0e-06 : f64} : tensor<?x64x512xbf16>
+    %r = v4a.rope %n, %p {rope_dim = 64 : i64, theta = 1.0e+04 : f64}
+        : tensor<?x64x512xbf16>, tensor<?xi64>
+    v4a.yield %r : tensor<?x64x512xbf16>
+  }
+  return %f, %ow : tensor<?x64x512xbf16>, tensor<?x64x512xbf16>
+}
+
+// CHECK-LABEL: v4a.program @main
+// CHECK-NEXT: v4a.run_meta @meta_0_0_1_0
+// CHECK-NEXT: v4a.run_step @step_0_0_1_0 layer 0 kernels ["merged_linear", "rms_norm_rope"]
+func.func @meta_0_0_1_0() {
+  return
+}
+func.func @step_0_0_1_0() attributes {v4a.meta = @meta_0_0_1_0} {
+  return
+}
+v4a.program @main {
+  v4a.run_meta @meta_0_0_1_0
+  v4a.run_step @step_0_0_1_0 layer 0 kernels ["merged_linear", "rms_norm_rope"]
+}
