@@ -8,6 +8,7 @@
 #include "core/TensorSpecs.h"
 #include "lib/Engine/Checkpoint.h"
 #include "lib/Import/ConfigImport.h"
+#include "lib/Pipeline/Pipelines.h"
 #include "lib/JIT/CpuJit.h"
 #include "lib/JIT/StepJit.h"
 #include "dialects/V4A/IR/V4AOps.h"
@@ -190,14 +191,7 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
       model.setWeightFormat(fp8 ? WeightFormat::FP8 : WeightFormat::BF16);
   m.fp8Steps = fp8;
   mlir::PassManager pm(context.get());
-  PlanKVOptions planOptions;
-  planOptions.contextTokens = m.options.contextTokens;
-  planOptions.pageSize = m.options.pageSize;
-  pm.addPass(createVerifyTopology());
-  pm.addPass(createPlanKV(planOptions));
-  pm.addPass(createBuildSteps());
-  pm.addPass(createFuse());
-  pm.addPass(createSchedule());
+  buildStepsPipeline(pm, {m.options.contextTokens, m.options.pageSize, "bf16"});
   if (!module || mlir::failed(pm.run(*module))) {
     error = "cannot build the step functions: " +
             (messages.empty() ? std::string("invalid configuration")

@@ -19,6 +19,14 @@ void v4a::buildPlanningPipeline(OpPassManager &pm,
   pm.addPass(createSchedule());
 }
 
+void v4a::buildStepsPipeline(OpPassManager &pm,
+                             const PlanningOptions &options) {
+  buildPlanningPipeline(pm, options);
+  pm.addPass(createBuildSteps());
+  pm.addPass(createFuse());
+  pm.addPass(createSchedule());
+}
+
 namespace {
 struct PlanningPipelineOptions
     : public PassPipelineOptions<PlanningPipelineOptions> {
@@ -40,6 +48,13 @@ void v4a::registerPipelines() {
       "Verify the sharing topology, plan the caches and schedule the layers",
       [](OpPassManager &pm, const PlanningPipelineOptions &options) {
         buildPlanningPipeline(
+            pm, {options.context, options.pageSize, options.indexLayout});
+      });
+  PassPipelineRegistration<PlanningPipelineOptions>(
+      "v4a-steps-pipeline",
+      "Plan, then build, fuse and schedule the step functions of every key",
+      [](OpPassManager &pm, const PlanningPipelineOptions &options) {
+        buildStepsPipeline(
             pm, {options.context, options.pageSize, options.indexLayout});
       });
 }

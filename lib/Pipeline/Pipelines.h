@@ -20,7 +20,12 @@ struct PlanningOptions {
 void buildPlanningPipeline(mlir::OpPassManager &pm,
                            const PlanningOptions &options);
 
-/// Registers "v4a-planning-pipeline" for v4a-opt.
+/// The planning pipeline, then v4a-build-steps, v4a-fuse and v4a-schedule
+/// again for the step programs.
+void buildStepsPipeline(mlir::OpPassManager &pm,
+                        const PlanningOptions &options);
+
+/// Registers "v4a-planning-pipeline" and "v4a-steps-pipeline" for v4a-opt.
 void registerPipelines();
 
 } // namespace v4a

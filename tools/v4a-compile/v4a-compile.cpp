@@ -1,6 +1,6 @@
 //===- v4a-compile.cpp - ahead-of-time compiler for v4a -------------------===//
 //
-// v4a-compile CONFIG.json [--emit=v4a|planned|plan] [--report[=json]]
+// v4a-compile CONFIG.json [--emit=v4a|planned|steps|plan|obj] [--report[=json]]
 //             [--context N] [--page-size N] [-o FILE]
 //
 //===----------------------------------------------------------------------===//
@@ -27,7 +27,7 @@
 using namespace llvm;
 
 namespace {
-enum class EmitKind { V4A, Planned, Plan, Object };
+enum class EmitKind { V4A, Planned, Steps, Plan, Object };
 enum class ReportKind { None, Text, Json };
 enum class KVLayoutKind { BF16, FP8 };
 } // namespace
@@ -43,6 +43,9 @@ static cl::opt<EmitKind> emitKind(
                    "v4a IR of the model, sharing topology verified"),
         clEnumValN(EmitKind::Planned, "planned",
                    "v4a IR with the cache plan and the schedule attached"),
+        clEnumValN(EmitKind::Steps, "steps",
+                   "v4a IR with the step functions of every key, their "
+                   "kernel regions and the step programs"),
         clEnumValN(EmitKind::Plan, "plan", "the cache plan as JSON"),
         clEnumValN(EmitKind::Object, "obj",
                    "the model's CPU kernels as an object file, and their C "
@@ -170,6 +173,8 @@ int main(int argc, char **argv) {
   mlir::PassManager pm(&context);
   if (emitKind == EmitKind::V4A && reportKind == ReportKind::None)
     pm.addPass(v4a::createVerifyTopology());
+  else if (emitKind == EmitKind::Steps)
+    v4a::buildStepsPipeline(pm, {contextTokens, pageSize, "bf16"});
   else
     v4a::buildPlanningPipeline(pm, {contextTokens, pageSize, "bf16"});
   if (failed(pm.run(*module)))
