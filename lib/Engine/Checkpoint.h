@@ -3,7 +3,7 @@
 #ifndef V4A_LIB_ENGINE_CHECKPOINT_H
 #define V4A_LIB_ENGINE_CHECKPOINT_H
 
-#include "runtime/CpuModel.h"
+#include "runtime/Model.h"
 #include "v4a/ModelConfig.h"
 
 #include <string>

@@ -6,15 +6,15 @@
 #include "core/KVPlan.h"
 #include "core/Numerics.h"
 #include "core/TensorSpecs.h"
+#include "dialects/V4A/IR/V4AOps.h"
 #include "lib/Engine/Checkpoint.h"
 #include "lib/Import/ConfigImport.h"
-#include "lib/Pipeline/Pipelines.h"
 #include "lib/JIT/CpuJit.h"
 #include "lib/JIT/StepJit.h"
-#include "dialects/V4A/IR/V4AOps.h"
+#include "lib/Pipeline/Pipelines.h"
 #include "lib/Reference/Reference.h"
 #include "passes/Passes.h"
-#include "runtime/CpuModel.h"
+#include "runtime/Model.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -42,7 +42,7 @@ struct Engine::Impl {
   plan::Plan plan;
   std::unique_ptr<jit::CpuJit> jit;
   rt::StepProgram program;
-  std::unique_ptr<rt::CpuModel> model;
+  std::unique_ptr<rt::Model> model;
 };
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
@@ -176,16 +176,15 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
   const std::string &json = m.json;
   std::unique_ptr<mlir::MLIRContext> context = jit::createKernelContext();
   std::string messages;
-  mlir::ScopedDiagnosticHandler handler(
-      context.get(), [&](mlir::Diagnostic &diag) {
-        if (messages.empty())
-          messages = diag.str();
-        return mlir::success();
-      });
-  auto module = importConfig(context.get(),
-                             llvm::StringRef(json.data(), json.size()),
-                             mlir::UnknownLoc::get(context.get()), "model",
-                             m.layerOptions);
+  mlir::ScopedDiagnosticHandler handler(context.get(),
+                                        [&](mlir::Diagnostic &diag) {
+                                          if (messages.empty())
+                                            messages = diag.str();
+                                          return mlir::success();
+                                        });
+  auto module = importConfig(
+      context.get(), llvm::StringRef(json.data(), json.size()),
+      mlir::UnknownLoc::get(context.get()), "model", m.layerOptions);
   if (module)
     for (auto model : module->getOps<ModelOp>())
       model.setWeightFormat(fp8 ? WeightFormat::FP8 : WeightFormat::BF16);
@@ -193,9 +192,9 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
   mlir::PassManager pm(context.get());
   buildStepsPipeline(pm, {m.options.contextTokens, m.options.pageSize, "bf16"});
   if (!module || mlir::failed(pm.run(*module))) {
-    error = "cannot build the step functions: " +
-            (messages.empty() ? std::string("invalid configuration")
-                              : messages);
+    error =
+        "cannot build the step functions: " +
+        (messages.empty() ? std::string("invalid configuration") : messages);
     return false;
   }
   // The calls of the step programs (@main, then @mtp) that the selected
@@ -229,11 +228,10 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
           call.function = indexOf(name);
           m.program.calls.push_back(call);
         }
-      pending.erase(std::remove_if(pending.begin(), pending.end(),
-                                   [&](auto &p) {
-                                     return p.first == meta.getValue();
-                                   }),
-                    pending.end());
+      pending.erase(
+          std::remove_if(pending.begin(), pending.end(),
+                         [&](auto &p) { return p.first == meta.getValue(); }),
+          pending.end());
       rt::StepProgram::Call call;
       call.function = indexOf(run.getFunction());
       call.meta = indexOf(meta.getValue());
@@ -288,9 +286,9 @@ static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
   std::optional<bool> fp8 = checkpointIsFp8(m, tensors, error);
   if (!fp8 || (*fp8 != m.fp8Steps && !compileKernels(m, *fp8, error)))
     return false;
-  m.model =
-      rt::CpuModel::create(m.config, m.selected, m.program, std::move(tensors),
-                           m.plan, m.options.maxSequences, error);
+  m.model = rt::Model::create(
+      m.config, m.selected, m.program, std::move(tensors), m.plan,
+      m.options.maxSequences, rt::createCpuBackend(), error);
   return m.model != nullptr;
 }
 

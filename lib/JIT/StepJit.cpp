@@ -103,8 +103,8 @@ void addEntry(OpBuilder &b, func::FuncOp func) {
       operands.push_back(
           UnrealizedConversionCastOp::create(b, loc, type, arg).getResult(0));
     else
-      operands.push_back(bufferization::ToTensorOp::create(
-          b, loc, type, arg, /*restrict=*/true));
+      operands.push_back(bufferization::ToTensorOp::create(b, loc, type, arg,
+                                                           /*restrict=*/true));
   }
   auto call = func::CallOp::create(b, loc, func, operands);
   unsigned inputs = func.getNumArguments();

@@ -84,8 +84,8 @@ public:
   }
   func::FuncOp create(OpBuilder &b, Location loc, StringRef name,
                       TypeRange results, ArrayRef<std::string> resultBinds) {
-    auto func = func::FuncOp::create(b, loc, name,
-                                     b.getFunctionType(types, results));
+    auto func =
+        func::FuncOp::create(b, loc, name, b.getFunctionType(types, results));
     for (auto [i, bind] : llvm::enumerate(binds))
       func.setArgAttr(i, kBindAttr, b.getStringAttr(bind));
     for (auto [i, bind] : llvm::enumerate(resultBinds))
@@ -130,9 +130,9 @@ public:
     for (const LayerSpec &layer : layers) {
       std::string key = keyOf(layer);
       LayerOp op = layerOp(layer.id);
-      op->setAttr(kStepAttr, FlatSymbolRefAttr::get(
-                                 b.getContext(),
-                                 stepName(key, Role::of(layer))));
+      op->setAttr(kStepAttr,
+                  FlatSymbolRefAttr::get(b.getContext(),
+                                         stepName(key, Role::of(layer))));
       op->setAttr(kMetaAttr,
                   FlatSymbolRefAttr::get(b.getContext(), metaName(key)));
       if (metas.count(key) && metas[key] == &layer &&
@@ -169,8 +169,7 @@ private:
   KVCacheType cacheType(CacheBufferAttr buffer) {
     bool paged = buffer.getComponent() == CacheComponent::Compressed ||
                  buffer.getComponent() == CacheComponent::IndexKeys;
-    return KVCacheType::get(b.getContext(), buffer.getLayout(),
-                            buffer.getDim(),
+    return KVCacheType::get(b.getContext(), buffer.getLayout(), buffer.getDim(),
                             paged ? plan.getPageSize() : buffer.getRows());
   }
 
@@ -179,8 +178,7 @@ private:
   }
   /// `value` in every element of a tensor shaped like `like` ([T, ...]).
   Value splat(Value like, TypedAttr value) {
-    auto type = cast<RankedTensorType>(like.getType())
-                    .clone(value.getType());
+    auto type = cast<RankedTensorType>(like.getType()).clone(value.getType());
     Value scalar = arith::ConstantOp::create(b, loc, value);
     Value tokens = tensor::DimOp::create(b, loc, like, 0);
     return tensor::SplatOp::create(b, loc, type, scalar, ValueRange{tokens});
@@ -237,10 +235,11 @@ private:
       // wo_a runs as a bf16 GEMM on unquantized input in DeepSeek's
       // reference: an fp8 checkpoint's wo_a is bound as its exact bf16
       // product with the block scales.
-      bool fp8 = spec.projection && config.fp8Weights &&
-                 spec.name != "wo_a.weight";
-      Type element = spec.f32 ? f32 : fp8 ? Type(b.getType<Float8E4M3FNType>())
-                                          : bf16;
+      bool fp8 =
+          spec.projection && config.fp8Weights && spec.name != "wo_a.weight";
+      Type element = spec.f32 ? f32
+                     : fp8    ? Type(b.getType<Float8E4M3FNType>())
+                              : bf16;
       sig.add(spec.name, tensor(spec.shape, element));
       if (fp8) {
         SmallVector<int64_t> blocks;
@@ -355,8 +354,8 @@ private:
       std::string scaleName = scaleTensorName(weight.str());
       Value scale = sig.has(scaleName) ? arg(scaleName) : Value();
       int64_t rows = cast<RankedTensorType>(w.getType()).getDimSize(0);
-      return LinearOp::create(b, loc, s.tensor({kDyn, rows}, element), input,
-                              w, scale);
+      return LinearOp::create(b, loc, s.tensor({kDyn, rows}, element), input, w,
+                              scale);
     }
     Value rmsNorm(Value input, Value weight) {
       return RMSNormOp::create(b, loc, input.getType(), input, weight,
@@ -367,21 +366,18 @@ private:
       YarnAttr yarn = compressed ? s.model.getRopeScalingAttr() : YarnAttr();
       double theta = compressed ? c.compressRopeTheta : c.ropeTheta;
       return RoPEOp::create(b, loc, input.getType(), input, positions,
-                            b.getI64IntegerAttr(rope),
-                            b.getF64FloatAttr(theta),
+                            b.getI64IntegerAttr(rope), b.getF64FloatAttr(theta),
                             inverse ? b.getUnitAttr() : UnitAttr(), yarn);
     }
     Value quantKv(Value input) {
       return ActQuantOp::create(
-          b, loc, input.getType(), input,
-          QuantFormat::E4M3, uint64_t(64),
+          b, loc, input.getType(), input, QuantFormat::E4M3, uint64_t(64),
           b.getI64IntegerAttr(d - rope), /*pow2_scale=*/true);
     }
     Value quantFp4(Value input) {
-      return ActQuantOp::create(
-          b, loc, input.getType(), input,
-          QuantFormat::E2M1, uint64_t(32),
-          IntegerAttr(), /*pow2_scale=*/true);
+      return ActQuantOp::create(b, loc, input.getType(), input,
+                                QuantFormat::E2M1, uint64_t(32), IntegerAttr(),
+                                /*pow2_scale=*/true);
     }
     Value hadamard(Value input) {
       return HadamardOp::create(b, loc, input.getType(), input);
@@ -401,9 +397,9 @@ private:
                                            b.getIndexAttr(offset)};
       SmallVector<OpFoldResult> sizes = {tokens, b.getIndexAttr(width)};
       SmallVector<OpFoldResult> strides(2, b.getIndexAttr(1));
-      return tensor::ExtractSliceOp::create(
-          b, loc, s.tensor({kDyn, width}, s.f32), rows, offsets, sizes,
-          strides);
+      return tensor::ExtractSliceOp::create(b, loc,
+                                            s.tensor({kDyn, width}, s.f32),
+                                            rows, offsets, sizes, strides);
     }
     /// The position of the first token of the group each token completes.
     Value groupStarts() {
@@ -416,10 +412,10 @@ private:
           s.buffer(layer.id, state == "cache.indexer_state"
                                  ? CacheComponent::IndexerState
                                  : CacheComponent::CompressorState);
-      return CompressorOp::create(
-          b, loc, s.tensor({kDyn, width}, s.f32), kv, score, arg(ape),
-          arg("positions"), arg("slots"), arg(state), ratio,
-          compressorOverlaps(ratio), buffer.getRows());
+      return CompressorOp::create(b, loc, s.tensor({kDyn, width}, s.f32), kv,
+                                  score, arg(ape), arg("positions"),
+                                  arg("slots"), arg(state), ratio,
+                                  compressorOverlaps(ratio), buffer.getRows());
     }
     /// RoPE at the group's first token, Hadamard, fp4, then the store.
     void storeIndexKeys(Value keys, Value starts) {
@@ -478,8 +474,7 @@ private:
     std::pair<Value, Value> select(Value qr) {
       int64_t hi = c.indexNHeads, di = c.indexHeadDim, k = layer.indexTopk;
       Value qi = linear(qr, "indexer.wq_b.weight", s.bf16);
-      qi = quantFp4(
-          hadamard(ropeOf(heads(qi, hi, di), arg("positions"))));
+      qi = quantFp4(hadamard(ropeOf(heads(qi, hi, di), arg("positions"))));
       Value w = linear(arg("x"), "indexer.weights_proj.weight", s.bf16);
       auto wType = s.tensor({kDyn, hi}, s.f32);
       Value wide = arith::ExtFOp::create(b, loc, wType, w);
@@ -494,25 +489,25 @@ private:
         auto blocks = BlockTopKOp::create(
             b, loc, s.tensor({kDyn, s.candidateBlocks()}, s.i32), scores,
             c.candidateBlockSize.value_or(8), s.candidateBlocks());
-        return {TopKOp::create(b, loc, topkType, scores, Value(), k,
-                               IntegerAttr()),
-                blocks};
+        return {
+            TopKOp::create(b, loc, topkType, scores, Value(), k, IntegerAttr()),
+            blocks};
       }
       if (role.usesCandidates)
         return {TopKOp::create(
                     b, loc, topkType, scores, arg("candidates"), k,
                     b.getI64IntegerAttr(c.candidateBlockSize.value_or(8))),
                 Value()};
-      return {TopKOp::create(b, loc, topkType, scores, Value(), k,
-                             IntegerAttr()),
-              Value()};
+      return {
+          TopKOp::create(b, loc, topkType, scores, Value(), k, IntegerAttr()),
+          Value()};
     }
 
     LogicalResult emit() {
       Value x = arg("x"), positions = arg("positions");
       int64_t h = c.numAttentionHeads;
-      Value qr = rmsNorm(linear(x, "wq_a.weight", s.bf16),
-                         arg("q_norm.weight"));
+      Value qr =
+          rmsNorm(linear(x, "wq_a.weight", s.bf16), arg("q_norm.weight"));
       Value q = heads(linear(qr, "wq_b.weight", s.bf16), h, d);
       q = ropeOf(RMSNormOp::create(b, loc, q.getType(), q, Value(),
                                    b.getF64FloatAttr(c.rmsNormEps)),
@@ -527,8 +522,7 @@ private:
       // Every metadata output is [T, ...]; this width depends on the
       // positions, so the step computes it.
       if (r > 0 && layer.indexTopk == 0)
-        selected = VisibleRowsOp::create(b, loc,
-                                         s.tensor({kDyn, kDyn}, s.i32),
+        selected = VisibleRowsOp::create(b, loc, s.tensor({kDyn, kDyn}, s.i32),
                                          positions, r);
       else if (role.sharesTopk)
         selected = arg("topk");
@@ -538,9 +532,9 @@ private:
       Value sink = arg("attn_sink");
       double scale = 1.0 / std::sqrt(static_cast<double>(d));
       Value o = CacheAttentionOp::create(
-          b, loc, q.getType(), q, kv, arg("cache.window"),
-          arg("window.attend"), r > 0 ? arg("cache.compressed") : Value(),
-          selected, r > 0 ? arg("compressed.base") : Value(), sink,
+          b, loc, q.getType(), q, kv, arg("cache.window"), arg("window.attend"),
+          r > 0 ? arg("cache.compressed") : Value(), selected,
+          r > 0 ? arg("compressed.base") : Value(), sink,
           b.getF64FloatAttr(scale));
       // After the attention: a later token of a long prefill lands on ring
       // rows that earlier tokens of the same step still read.

@@ -64,14 +64,14 @@ FusedOp outline(OpBuilder &b, StringRef kind, ArrayRef<Operation *> ops) {
   SmallVector<Value> results;
   for (Operation *op : ops)
     for (Value result : op->getResults())
-      if (llvm::any_of(result.getUsers(), [&](Operation *user) {
-            return !inside.contains(user);
-          }))
+      if (llvm::any_of(result.getUsers(),
+                       [&](Operation *user) { return !inside.contains(user); }))
         results.push_back(result);
   Operation *last = ops.back();
   b.setInsertionPoint(last);
-  auto fused = FusedOp::create(b, last->getLoc(), ValueRange(results).getTypes(),
-                               b.getStringAttr(kind), inputs.getArrayRef());
+  auto fused =
+      FusedOp::create(b, last->getLoc(), ValueRange(results).getTypes(),
+                      b.getStringAttr(kind), inputs.getArrayRef());
   Block *body = new Block();
   fused.getBody().push_back(body);
   IRMapping mapping;
@@ -97,10 +97,9 @@ void mergeProjections(OpBuilder &b, Block &block) {
   llvm::MapVector<std::pair<Value, int>, SmallVector<Operation *>> groups;
   for (auto linear : block.getOps<LinearOp>()) {
     int fp8 = linear.getScale() ? 1 : 0;
-    bool argsOnly = llvm::all_of(
-        ValueRange{linear.getWeight(), linear.getScale()}, [](Value v) {
-          return !v || isa<BlockArgument>(v);
-        });
+    bool argsOnly =
+        llvm::all_of(ValueRange{linear.getWeight(), linear.getScale()},
+                     [](Value v) { return !v || isa<BlockArgument>(v); });
     if (argsOnly)
       groups[{linear.getInput(), fp8}].push_back(linear);
   }

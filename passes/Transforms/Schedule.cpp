@@ -83,8 +83,7 @@ void buildProgram(OpBuilder &b, ModelOp model, StringRef name,
 struct SchedulePass : public v4a::impl::ScheduleBase<SchedulePass> {
   void runOnOperation() override {
     // Programs are rebuilt from the layers each time.
-    for (auto program :
-         llvm::to_vector(getOperation().getOps<ProgramOp>()))
+    for (auto program : llvm::to_vector(getOperation().getOps<ProgramOp>()))
       program.erase();
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
       SmallVector<LayerOp> attention, mtp;

@@ -36,12 +36,12 @@ expect() {
 
 expect core ok core/KVPlan.h
 expect core ok v4a/ModelConfig.h
-expect core missing runtime/CpuModel.h
+expect core missing runtime/Model.h
 expect core missing dialects/V4A/IR/V4ADialect.h
 expect core missing llvm/Support/JSON.h
 expect core missing v4a/Engine.h
 
-expect runtime ok runtime/CpuModel.h
+expect runtime ok runtime/Model.h
 expect runtime ok runtime/SafeTensors.h
 expect runtime missing dialects/V4A/IR/V4AOps.h
 expect runtime missing lib/JIT/CpuJit.h
@@ -51,7 +51,7 @@ expect runtime missing v4a/Engine.h
 
 expect compiler ok dialects/V4A/IR/V4ADialect.h -I"$build" -isystem "$llvm"
 expect compiler ok passes/Passes.h -I"$build" -isystem "$llvm"
-expect compiler missing runtime/CpuModel.h -I"$build" -isystem "$llvm"
+expect compiler missing runtime/Model.h -I"$build" -isystem "$llvm"
 expect compiler missing lib/Engine/Checkpoint.h -I"$build" -isystem "$llvm"
 expect compiler missing v4a/Engine.h -I"$build" -isystem "$llvm"
 

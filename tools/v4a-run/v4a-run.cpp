@@ -14,7 +14,7 @@
 #include "core/Numerics.h"
 #include "lib/Engine/Checkpoint.h"
 #include "lib/Reference/Reference.h"
-#include "runtime/CpuModel.h"
+#include "runtime/Model.h"
 #include "runtime/SafeTensors.h"
 #include "tools/v4a-run/RunOptions.h"
 #include "v4a/Engine.h"

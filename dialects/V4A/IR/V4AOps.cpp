@@ -606,7 +606,8 @@ LogicalResult RunStepOp::verifySymbolUses(SymbolTableCollection &symbols) {
     return success();
   for (Operation *op = getOperation()->getPrevNode(); op;
        op = op->getPrevNode())
-    if (auto run = dyn_cast<RunMetaOp>(op); run && run.getFunctionAttr() == meta)
+    if (auto run = dyn_cast<RunMetaOp>(op);
+        run && run.getFunctionAttr() == meta)
       return success();
   return emitOpError() << "runs " << getFunctionAttr()
                        << " before its metadata " << meta

@@ -56,7 +56,7 @@ CacheRows::CacheRows(LoopEmitter &e, Value bytes, KVCacheType type)
     return;
   OpBuilder &b = e.builder();
   Type element = row.kind == layout::RowKind::F32 ? Type(b.getF32Type())
-                                                   : Type(b.getBF16Type());
+                                                  : Type(b.getBF16Type());
   Value rows = e.div(e.dim(bytes, 0), e.index(row.rowBytes()));
   auto view = MemRefType::get({ShapedType::kDynamic, row.dim}, element);
   plain = memref::ViewOp::create(b, e.location(), view, bytes, e.index(0),
@@ -94,11 +94,11 @@ Value CacheRows::loadBF16(Value offset) {
   Location loc = e.location();
   Type i16 = b.getI16Type();
   Value lo = arith::ExtUIOp::create(b, loc, i16, byteAt(offset));
-  Value hi = arith::ExtUIOp::create(b, loc, i16,
-                                    byteAt(e.add(offset, e.index(1))));
+  Value hi =
+      arith::ExtUIOp::create(b, loc, i16, byteAt(e.add(offset, e.index(1))));
   Value shift = arith::ConstantOp::create(b, loc, b.getI16IntegerAttr(8));
-  Value bits = arith::OrIOp::create(
-      b, loc, lo, arith::ShLIOp::create(b, loc, hi, shift));
+  Value bits = arith::OrIOp::create(b, loc, lo,
+                                    arith::ShLIOp::create(b, loc, hi, shift));
   Value value = arith::BitcastOp::create(b, loc, b.getBF16Type(), bits);
   return arith::ExtFOp::create(b, loc, b.getF32Type(), value);
 }
@@ -125,8 +125,8 @@ Value CacheRows::load(Value index, Value feature) {
   Value values = valueOffset(index);
   Value isRaw = e.cmp(IP::sge, feature, quantDims);
   Value rawDim = e.sub(e.max(feature, quantDims), quantDims);
-  Value raw = loadBF16(e.add(values, e.add(quantDims,
-                                           e.mul(e.index(2), rawDim))));
+  Value raw =
+      loadBF16(e.add(values, e.add(quantDims, e.mul(e.index(2), rawDim))));
   Value quantFeature = e.min(feature, e.index(row.quantDims - 1));
   Value value = e.fromE4M3Bits(byteAt(e.add(values, quantFeature)));
   Value scale = e.fromUE8M0Bits(byteAt(
@@ -148,11 +148,11 @@ void CacheRows::storeRow(Value index, Value source, Value sourceRow) {
   Value blocks = e.index(row.quantDims / row.scaleBlock);
   e.loop(e.index(0), blocks, [&](Value blk) {
     Value begin = e.mul(blk, block), end = e.add(begin, block);
-    Value amax = e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
-                        [&](Value f, ValueRange a) -> SmallVector<Value> {
-                          return {e.max(a[0], e.abs(e.load(source,
-                                                           {sourceRow, f})))};
-                        })[0];
+    Value amax =
+        e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
+               [&](Value f, ValueRange a) -> SmallVector<Value> {
+                 return {e.max(a[0], e.abs(e.load(source, {sourceRow, f})))};
+               })[0];
     Value scale = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
     Value scaleBits = arith::BitcastOp::create(b, loc, b.getI32Type(), scale);
     Value exponent = arith::ShRUIOp::create(b, loc, scaleBits, e.i32(23));
@@ -170,7 +170,8 @@ void CacheRows::storeRow(Value index, Value source, Value sourceRow) {
          [&](Value i) { storeByte(zeroByte, e.add(scales, i)); });
   e.loop(e.index(0), e.index(row.rawDims), [&](Value i) {
     Value f = e.add(e.index(row.quantDims), i);
-    storeBF16(e.load(source, {sourceRow, f}),
-              e.add(values, e.add(e.index(row.quantDims), e.mul(i, e.index(2)))));
+    storeBF16(
+        e.load(source, {sourceRow, f}),
+        e.add(values, e.add(e.index(row.quantDims), e.mul(i, e.index(2)))));
   });
 }

@@ -129,9 +129,8 @@ Value LoopEmitter::toE4M3Bits(Value value) {
       b, loc, arith::ShRUIOp::create(b, loc, bits, i32(20)), i32(7));
   Value normal = arith::OrIOp::create(
       b, loc,
-      arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, exponent,
-                                                           i32(7)),
-                            i32(3)),
+      arith::ShLIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, exponent, i32(7)), i32(3)),
       mantissa);
   Value subnormal =
       arith::FPToSIOp::create(b, loc, word, mul(abs(value), f32(512.0)));

@@ -1014,31 +1014,29 @@ void emitAttention(LoopEmitter &e, Value q, Value sink, double scaleValue,
     e.parallelLoop(zero, heads, [&](Value h) {
       Value accBase = e.mul(h, width), logitBase = e.mul(h, slots);
       // The maximum logit over the selected rows.
-      Value m = e.loop(zero, slots, {negInf},
-                       [&](Value s, ValueRange a) -> SmallVector<Value> {
-                         Value logit = e.load(logits, {e.add(logitBase, s)});
-                         return {
-                             e.select(used(t, s), e.max(a[0], logit), a[0])};
-                       })[0];
+      Value m =
+          e.loop(zero, slots, {negInf},
+                 [&](Value s, ValueRange a) -> SmallVector<Value> {
+                   Value logit = e.load(logits, {e.add(logitBase, s)});
+                   return {e.select(used(t, s), e.max(a[0], logit), a[0])};
+                 })[0];
       e.loop(zero, width,
              [&](Value i) { e.store(e.f32(0.0), acc, {e.add(accBase, i)}); });
       Value empty = e.cmp(FP::OEQ, m, negInf);
       // Pass 2: accumulate in selection order, as the reference does.
-      Value den =
-          e.loop(zero, slots, {e.exp(e.sub(e.load(sink, {h}), m))},
-                 [&](Value s, ValueRange a) -> SmallVector<Value> {
-                   Value isUsed = used(t, s);
-                   Value w =
-                       e.exp(e.sub(e.load(logits, {e.add(logitBase, s)}), m));
-                   // The PV product takes bf16 probabilities; the denominator
-                   // keeps them in f32 (spec 2b).
-                   Value p = e.roundBF16(w);
-                   e.ifThen(isUsed, [&] {
-                     accumulateRow(e, acc, accBase, p, table, e.mul(s, width),
-                                   width);
-                   });
-                   return {e.select(isUsed, e.add(a[0], w), a[0])};
-                 })[0];
+      Value den = e.loop(
+          zero, slots, {e.exp(e.sub(e.load(sink, {h}), m))},
+          [&](Value s, ValueRange a) -> SmallVector<Value> {
+            Value isUsed = used(t, s);
+            Value w = e.exp(e.sub(e.load(logits, {e.add(logitBase, s)}), m));
+            // The PV product takes bf16 probabilities; the denominator
+            // keeps them in f32 (spec 2b).
+            Value p = e.roundBF16(w);
+            e.ifThen(isUsed, [&] {
+              accumulateRow(e, acc, accBase, p, table, e.mul(s, width), width);
+            });
+            return {e.select(isUsed, e.add(a[0], w), a[0])};
+          })[0];
       e.loop(zero, width, [&](Value i) {
         Value o = e.select(empty, e.f32(0.0),
                            e.div(e.load(acc, {e.add(accBase, i)}), den));
@@ -1068,8 +1066,7 @@ struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
             Value row =
                 e.select(used(t, s), e.loadIndex(indices, {t, s}), zero);
             e.loop(zero, width, [&](Value i) {
-              e.store(e.load(kv, {row, i}), table,
-                      {e.add(e.mul(s, width), i)});
+              e.store(e.load(kv, {row, i}), table, {e.add(e.mul(s, width), i)});
             });
           });
         },
@@ -1230,8 +1227,8 @@ struct LowerCompressor : public OpConversionPattern<CompressorOp> {
       Value row = e.add(current, inGroup);
       e.loop(zero, width, [&](Value f) {
         e.store(e.load(kv, {t, f}), state, {kvAt(row, f)});
-        e.store(e.add(e.load(score, {t, f}), e.load(ape, {inGroup, f})),
-                state, {scoreAt(row, f)});
+        e.store(e.add(e.load(score, {t, f}), e.load(ape, {inGroup, f})), state,
+                {scoreAt(row, f)});
       });
       e.loop(zero, d, [&](Value f) { e.store(e.f32(0.0), out, {t, f}); });
       e.ifThen(e.cmp(IP::eq, inGroup, e.sub(r, one)), [&] {
@@ -1252,8 +1249,7 @@ struct LowerCompressor : public OpConversionPattern<CompressorOp> {
             Value cur = e.add(current, s);
             if (overlap) {
               e.store(e.load(state, {kvAt(cur, f)}), state, {kvAt(s, f)});
-              e.store(e.load(state, {scoreAt(cur, f)}), state,
-                      {scoreAt(s, f)});
+              e.store(e.load(state, {scoreAt(cur, f)}), state, {scoreAt(s, f)});
             }
             e.store(e.f32(0.0), state, {kvAt(cur, f)});
             e.store(e.f32(kNegInf), state, {scoreAt(cur, f)});
@@ -1384,9 +1380,8 @@ struct LowerCacheAttention : public OpConversionPattern<CacheAttentionOp> {
             Value row = e.loadIndex(compressedRows, {t, j});
             e.ifThen(e.cmp(IP::ne, row, minusOne), [&] {
               Value global = e.add(base, row);
-              copyRow(e.add(w, j), [&](Value i) {
-                return compressed->load(global, i);
-              });
+              copyRow(e.add(w, j),
+                      [&](Value i) { return compressed->load(global, i); });
             });
           });
         },
@@ -1481,8 +1476,7 @@ LogicalResult lowerCaches(ModuleOp module) {
   target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
   RewritePatternSet patterns(context);
   patterns.add<LowerCacheStore, LowerCacheGather, LowerCompressor,
-               LowerCacheIndexerScore, LowerCacheAttention>(converter,
-                                                            context);
+               LowerCacheIndexerScore, LowerCacheAttention>(converter, context);
   populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                  converter);
   populateReturnOpTypeConversionPattern(patterns, converter);

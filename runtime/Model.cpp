@@ -1,6 +1,6 @@
-//===- CpuModel.cpp - the CPU backend of the host runtime -----------------===//
+//===- Model.cpp - the host runtime: caches, weights, step programs -------===//
 
-#include "runtime/CpuModel.h"
+#include "runtime/Model.h"
 
 #include "core/CacheLayout.h"
 #include "core/FileIO.h"
@@ -9,10 +9,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
-#include <optional>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 
 namespace v4a::rt {
@@ -109,40 +109,23 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-/// A memref descriptor built at run time: allocated and aligned pointers,
-/// offset, sizes, strides (row-major), as MLIR's C interface lays it out.
-struct Descriptor {
-  std::vector<int64_t> words;
-  Descriptor(const void *data, const std::vector<int64_t> &shape) {
-    auto pointer = reinterpret_cast<int64_t>(data);
-    words = {pointer, pointer, 0};
-    words.insert(words.end(), shape.begin(), shape.end());
-    std::vector<int64_t> strides(shape.size(), 1);
-    for (size_t i = shape.size(); i-- > 1;)
-      strides[i - 1] = strides[i] * shape[i];
-    words.insert(words.end(), strides.begin(), strides.end());
-  }
-};
-
-/// A buffer the runtime owns for one step: bytes and a shape.
-struct StepBuffer {
-  std::vector<uint8_t> bytes;
+/// The shape of an argument in a step of `tokens` tokens.
+std::vector<int64_t> shapeOf(const step::Arg &arg, int64_t tokens) {
   std::vector<int64_t> shape;
-  void *data() { return bytes.data(); }
-};
-
-StepBuffer makeBuffer(const step::Arg &arg, int64_t tokens) {
-  StepBuffer buffer;
-  int64_t count = 1;
-  for (int64_t d : arg.shape) {
-    buffer.shape.push_back(d < 0 ? tokens : d);
-    count *= buffer.shape.back();
-  }
-  buffer.bytes.assign(count * step::elementBytes(arg.element), 0);
-  return buffer;
+  for (int64_t d : arg.shape)
+    shape.push_back(d < 0 ? tokens : d);
+  return shape;
 }
 
-/// One owned cache buffer for every sequence slot: slot s at s * slotBytes.
+int64_t bytesOf(const std::vector<int64_t> &shape, step::Element element) {
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  return count * step::elementBytes(element);
+}
+
+/// One owned cache buffer for every sequence slot: slot s at s * slotBytes
+/// from `offset` in the cache arena.
 struct CacheArena {
   int64_t offset = 0;
   int64_t slotBytes = 0;
@@ -155,7 +138,9 @@ struct Sequence {
   int64_t position = 0;
 };
 
-bool isCacheBind(const std::string &bind) { return bind.rfind("cache.", 0) == 0; }
+bool isCacheBind(const std::string &bind) {
+  return bind.rfind("cache.", 0) == 0;
+}
 
 std::optional<plan::Component> componentOf(const std::string &bind) {
   for (plan::Component c : plan::kAllComponents)
@@ -178,8 +163,8 @@ HostTensor::Type hostTypeOf(step::Element element) {
 }
 
 /// Brings a validated weight to the element type its step argument has:
-/// bf16 values to bf16 bits, an e4m3 weight that a bf16 argument takes to
-/// its exact product with the block scales.
+/// bf16 values to bf16 bits, an e4m3 wo_a that a bf16 argument takes to its
+/// exact product with the block scales.
 bool convertWeight(LayerTensors &tensors, const std::string &name,
                    step::Element element, std::string &error) {
   HostTensor &weight = tensors.at(name);
@@ -218,49 +203,11 @@ bool convertWeight(LayerTensors &tensors, const std::string &name,
   return false;
 }
 
-} // namespace
-
-struct CpuModel::Impl {
-  ModelConfig config;
-  std::vector<LayerSpec> layers;
-  StepProgram program;
-  std::vector<LayerTensors> weights;
-  plan::Plan plan;
-  std::vector<uint8_t> arena;
-  std::vector<Sequence> sequences;
-  /// Per layer id and component: the arena it uses (aliases: the source's).
-  std::vector<std::map<plan::Component, CacheArena>> caches;
-
-  uint8_t *cacheBase(const CacheArena &cache) {
-    return arena.data() + cache.offset;
-  }
-  void resetSequence(int64_t sequence);
-  bool runFunction(const step::Function &function,
-                   const std::function<void *(const step::Arg &,
-                                              std::vector<int64_t> &)> &bind,
-                   std::string &error);
-  bool runStep(const std::vector<int64_t> &positions,
-               const std::vector<int64_t> &slots,
-               const std::vector<int64_t> &first,
-               const std::vector<int64_t> &last,
-               const std::vector<StepBuffer> &x, std::vector<StepBuffer> &y,
-               std::string &error);
-};
-
-CpuModel::CpuModel(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
-CpuModel::~CpuModel() = default;
-
-int64_t CpuModel::maxSequences() const { return impl->sequences.size(); }
-int64_t CpuModel::contextTokens() const {
-  return impl->plan.options.contextTokens;
-}
-
 /// Checks that every selected layer has one step call and that its weights
 /// can be bound to it, converting weights to the argument types.
-static bool bindWeights(const std::vector<LayerSpec> &layers,
-                        const StepProgram &program,
-                        std::vector<LayerTensors> &weights,
-                        std::string &error) {
+bool bindWeights(const std::vector<LayerSpec> &layers,
+                 const StepProgram &program, std::vector<LayerTensors> &weights,
+                 std::string &error) {
   for (const LayerSpec &layer : layers) {
     auto calls = std::count_if(
         program.calls.begin(), program.calls.end(),
@@ -287,11 +234,83 @@ static bool bindWeights(const std::vector<LayerSpec> &layers,
   return true;
 }
 
-std::unique_ptr<CpuModel>
-CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
-                 StepProgram program, std::vector<LayerTensors> weights,
-                 const plan::Plan &plan, int64_t maxSequences,
-                 std::string &error) {
+} // namespace
+
+struct Model::Impl {
+  ModelConfig config;
+  std::vector<LayerSpec> layers;
+  StepProgram program;
+  plan::Plan plan;
+  std::unique_ptr<Backend> backend;
+  /// Every owned cache buffer, for all sequence slots.
+  DeviceBuffer arena;
+  std::vector<Sequence> sequences;
+  /// Per layer id and component: the arena part it uses (aliases: the
+  /// source's).
+  std::vector<std::map<plan::Component, CacheArena>> caches;
+  /// Per layer id: its weights on the device, by checkpoint name.
+  std::vector<std::map<std::string, DeviceBuffer>> weights;
+
+  uint8_t *cacheBase(const CacheArena &cache) {
+    return static_cast<uint8_t *>(arena.data()) + cache.offset;
+  }
+  bool upload(const std::vector<LayerTensors> &host, std::string &error);
+  void resetSequence(int64_t sequence);
+  std::optional<DeviceBuffer> deviceCopy(const void *host,
+                                         std::vector<int64_t> shape,
+                                         int64_t bytes, std::string &error);
+  bool runStep(const std::vector<int64_t> &positions,
+               const std::vector<int64_t> &slots,
+               const std::vector<int64_t> &first,
+               const std::vector<int64_t> &last, std::vector<DeviceBuffer> &x,
+               std::vector<DeviceBuffer> &y, std::string &error);
+};
+
+Model::Model(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
+Model::~Model() = default;
+
+int64_t Model::maxSequences() const { return impl->sequences.size(); }
+int64_t Model::contextTokens() const {
+  return impl->plan.options.contextTokens;
+}
+
+std::optional<DeviceBuffer> Model::Impl::deviceCopy(const void *host,
+                                                    std::vector<int64_t> shape,
+                                                    int64_t bytes,
+                                                    std::string &error) {
+  void *memory = backend->allocate(bytes, error);
+  if (!memory)
+    return std::nullopt;
+  DeviceBuffer buffer(backend.get(), memory, bytes, std::move(shape));
+  backend->copyToDevice(memory, host, bytes);
+  return buffer;
+}
+
+/// Copies every weight to the device once.
+bool Model::Impl::upload(const std::vector<LayerTensors> &host,
+                         std::string &error) {
+  weights.resize(host.size());
+  for (const LayerSpec &layer : layers)
+    for (const auto &[name, tensor] : host[layer.id]) {
+      bool f32 = tensor.type == HostTensor::Type::F32;
+      const void *data = f32 ? static_cast<const void *>(tensor.f32.data())
+                             : static_cast<const void *>(tensor.bytes.data());
+      int64_t bytes = f32 ? 4 * static_cast<int64_t>(tensor.f32.size())
+                          : static_cast<int64_t>(tensor.bytes.size());
+      std::optional<DeviceBuffer> buffer =
+          deviceCopy(data, tensor.shape, bytes, error);
+      if (!buffer)
+        return false;
+      weights[layer.id][name] = std::move(*buffer);
+    }
+  return true;
+}
+
+std::unique_ptr<Model>
+Model::create(ModelConfig config, std::vector<LayerSpec> layers,
+              StepProgram program, std::vector<LayerTensors> weights,
+              const plan::Plan &plan, int64_t maxSequences,
+              std::unique_ptr<Backend> backend, std::string &error) {
   if (maxSequences <= 0) {
     error = "the number of sequence slots must be positive";
     return nullptr;
@@ -307,9 +326,8 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
     if (!layout::hasCodec(buffer.kind)) {
       error = std::string("layer ") + std::to_string(buffer.layer) + " " +
               plan::componentName(buffer.component) + ": layout " +
-              layout::rowKindName(buffer.kind) +
-              " is not supported by the CPU backend (bf16, fp8_model1, "
-              "index_bf16 are)";
+              layout::rowKindName(buffer.kind) + " is not supported by the " +
+              backend->name() + " backend (bf16, fp8_model1, index_bf16 are)";
       return nullptr;
     }
     if (buffer.layer < 0 || buffer.layer >= config.numLayers() ||
@@ -351,30 +369,37 @@ CpuModel::create(ModelConfig config, std::vector<LayerSpec> layers,
   impl->config = std::move(config);
   impl->layers = std::move(layers);
   impl->program = std::move(program);
-  impl->weights = std::move(weights);
   impl->plan = plan;
-  impl->arena.assign(total, 0);
+  impl->backend = std::move(backend);
+  void *arena = impl->backend->allocate(total, error);
+  if (!arena)
+    return nullptr;
+  impl->arena = DeviceBuffer(impl->backend.get(), arena, total, {total});
+  if (!impl->upload(weights, error))
+    return nullptr;
   impl->sequences.resize(maxSequences);
-  return std::unique_ptr<CpuModel>(new CpuModel(std::move(impl)));
+  return std::unique_ptr<Model>(new Model(std::move(impl)));
 }
 
-void CpuModel::Impl::resetSequence(int64_t sequence) {
+void Model::Impl::resetSequence(int64_t sequence) {
   for (auto &layerCaches : caches)
     for (auto &[component, cache] : layerCaches) {
-      uint8_t *bytes = cacheBase(cache) + sequence * cache.slotBytes;
-      std::fill(bytes, bytes + cache.slotBytes, 0);
-      if (component != plan::Component::CompressorState &&
-          component != plan::Component::IndexerState)
-        continue;
-      // State: kv slots (zero), then score slots (-inf).
-      auto *state = reinterpret_cast<float *>(bytes);
-      int64_t half = cache.rows * cache.dim / 2;
-      std::fill(state + half, state + 2 * half, kNegInf);
+      // Aliases appear under several layers: writing twice is harmless.
+      std::vector<uint8_t> bytes(cache.slotBytes, 0);
+      if (component == plan::Component::CompressorState ||
+          component == plan::Component::IndexerState) {
+        // State: kv slots (zero), then score slots (-inf).
+        auto *state = reinterpret_cast<float *>(bytes.data());
+        int64_t half = cache.rows * cache.dim / 2;
+        std::fill(state + half, state + 2 * half, kNegInf);
+      }
+      backend->copyToDevice(cacheBase(cache) + sequence * cache.slotBytes,
+                            bytes.data(), cache.slotBytes);
     }
   sequences[sequence].position = 0;
 }
 
-int64_t CpuModel::addSequence(std::string &error) {
+int64_t Model::addSequence(std::string &error) {
   for (size_t s = 0; s < impl->sequences.size(); ++s)
     if (!impl->sequences[s].active) {
       impl->sequences[s].active = true;
@@ -386,7 +411,7 @@ int64_t CpuModel::addSequence(std::string &error) {
   return -1;
 }
 
-bool CpuModel::releaseSequence(int64_t sequence, std::string &error) {
+bool Model::releaseSequence(int64_t sequence, std::string &error) {
   if (sequence < 0 || sequence >= maxSequences() ||
       !impl->sequences[sequence].active) {
     error = "unknown or finished sequence " + std::to_string(sequence);
@@ -396,15 +421,15 @@ bool CpuModel::releaseSequence(int64_t sequence, std::string &error) {
   return true;
 }
 
-int64_t CpuModel::position(int64_t sequence) const {
+int64_t Model::position(int64_t sequence) const {
   if (sequence < 0 || sequence >= maxSequences() ||
       !impl->sequences[sequence].active)
     return -1;
   return impl->sequences[sequence].position;
 }
 
-uint8_t *CpuModel::cacheBytes(int64_t sequence, int64_t layer,
-                              plan::Component component) {
+uint8_t *Model::cacheBytes(int64_t sequence, int64_t layer,
+                           plan::Component component) {
   if (sequence < 0 || sequence >= maxSequences() || layer < 0 ||
       layer >= static_cast<int64_t>(impl->caches.size()))
     return nullptr;
@@ -414,7 +439,7 @@ uint8_t *CpuModel::cacheBytes(int64_t sequence, int64_t layer,
   return impl->cacheBase(it->second) + sequence * it->second.slotBytes;
 }
 
-int64_t CpuModel::cacheSize(int64_t layer, plan::Component component) const {
+int64_t Model::cacheSize(int64_t layer, plan::Component component) const {
   if (layer < 0 || layer >= static_cast<int64_t>(impl->caches.size()))
     return 0;
   auto it = impl->caches[layer].find(component);
@@ -423,133 +448,101 @@ int64_t CpuModel::cacheSize(int64_t layer, plan::Component component) const {
   return it->second.slotBytes;
 }
 
+const char *Model::backendName() const { return impl->backend->name(); }
+
 //===----------------------------------------------------------------------===//
 // Steps
 //===----------------------------------------------------------------------===//
 
-/// Calls a compiled function with the buffer `bind` gives for each argument
-/// (it also fills the argument's shape).
-bool CpuModel::Impl::runFunction(
-    const step::Function &function,
-    const std::function<void *(const step::Arg &, std::vector<int64_t> &)>
-        &bind,
-    std::string &error) {
-  std::vector<Descriptor> descriptors;
-  descriptors.reserve(function.args.size());
-  for (const step::Arg &arg : function.args) {
-    std::vector<int64_t> shape;
-    void *data = bind(arg, shape);
-    if (!data) {
-      error = function.name + ": nothing to bind to '" + arg.bind + "'";
-      return false;
-    }
-    descriptors.emplace_back(data, shape);
-  }
-  std::vector<void *> pointers, args;
-  for (Descriptor &d : descriptors)
-    pointers.push_back(d.words.data());
-  for (void *&p : pointers)
-    args.push_back(&p);
-  function.entry(args.data());
-  return true;
-}
-
-bool CpuModel::Impl::runStep(const std::vector<int64_t> &positions,
-                             const std::vector<int64_t> &slots,
-                             const std::vector<int64_t> &first,
-                             const std::vector<int64_t> &last,
-                             const std::vector<StepBuffer> &x,
-                             std::vector<StepBuffer> &y, std::string &error) {
+/// Runs the program's calls: each metadata function into fresh buffers, each
+/// layer's step with its weights, caches, the latest metadata of its key,
+/// and the top-k (and candidate blocks) its sources produced in this step.
+bool Model::Impl::runStep(const std::vector<int64_t> &positions,
+                          const std::vector<int64_t> &slots,
+                          const std::vector<int64_t> &first,
+                          const std::vector<int64_t> &last,
+                          std::vector<DeviceBuffer> &x,
+                          std::vector<DeviceBuffer> &y, std::string &error) {
   auto tokens = static_cast<int64_t>(positions.size());
-  std::map<std::string, const std::vector<int64_t> *> inputs = {
-      {"positions", &positions},
-      {"slots", &slots},
-      {"first", &first},
-      {"last", &last}};
-  // Each key's metadata, computed once and shared by its layers.
-  std::map<int, std::map<std::string, StepBuffer>> metadata;
-  // The top-k and candidate blocks of source layers, for their consumers.
-  std::map<int64_t, std::map<std::string, StepBuffer>> produced;
+  std::map<std::string, DeviceBuffer> inputs;
+  for (const auto &[bind, values] :
+       {std::pair<const char *, const std::vector<int64_t> *>{"positions",
+                                                              &positions},
+        {"slots", &slots},
+        {"first", &first},
+        {"last", &last}}) {
+    std::optional<DeviceBuffer> buffer =
+        deviceCopy(values->data(), {tokens}, 8 * tokens, error);
+    if (!buffer)
+      return false;
+    inputs[bind] = std::move(*buffer);
+  }
+  std::map<int, std::map<std::string, DeviceBuffer>> metadata;
+  std::map<int64_t, std::map<std::string, DeviceBuffer>> produced;
   std::map<int64_t, const LayerSpec *> byId;
   for (const LayerSpec &layer : layers)
     byId[layer.id] = &layer;
+  auto output = [&](const step::Arg &arg, DeviceBuffer &into) {
+    std::vector<int64_t> shape = shapeOf(arg, tokens);
+    int64_t bytes = bytesOf(shape, arg.element);
+    void *memory = backend->allocate(bytes, error);
+    if (memory)
+      into = DeviceBuffer(backend.get(), memory, bytes, std::move(shape));
+    return memory != nullptr;
+  };
   for (const StepProgram::Call &call : program.calls) {
-    if (call.layer < 0) {
-      std::map<std::string, StepBuffer> &out = metadata[call.function];
-      if (!runFunction(
-              program.functions[call.function],
-              [&](const step::Arg &arg, std::vector<int64_t> &shape) -> void * {
-                if (arg.output) {
-                  StepBuffer &buffer = out[arg.bind] = makeBuffer(arg, tokens);
-                  shape = buffer.shape;
-                  return buffer.data();
-                }
-                auto it = inputs.find(arg.bind);
-                if (it == inputs.end())
-                  return nullptr;
-                shape = {tokens};
-                return const_cast<int64_t *>(it->second->data());
-              },
-              error))
-        return false;
-      continue;
-    }
-    const LayerSpec &layer = *byId.at(call.layer);
-    std::map<std::string, StepBuffer> &meta = metadata[call.meta];
-    std::map<std::string, StepBuffer> &mine = produced[layer.id];
-    LayerTensors &w = weights[layer.id];
-    auto bind = [&](const step::Arg &arg,
-                    std::vector<int64_t> &shape) -> void * {
+    const step::Function &function = program.functions[call.function];
+    const LayerSpec *layer = call.layer < 0 ? nullptr : byId.at(call.layer);
+    std::map<std::string, DeviceBuffer> &results =
+        layer ? produced[layer->id] : metadata[call.function];
+    std::vector<BufferArg> args;
+    for (const step::Arg &arg : function.args) {
+      const DeviceBuffer *bound = nullptr;
       if (arg.output) {
-        StepBuffer &buffer = arg.bind == "y" ? y[layer.id] : mine[arg.bind];
-        buffer = makeBuffer(arg, tokens);
-        shape = buffer.shape;
-        return buffer.data();
-      }
-      if (arg.bind == "x") {
-        shape = x[layer.id].shape;
-        return const_cast<uint8_t *>(x[layer.id].bytes.data());
-      }
-      if (auto it = inputs.find(arg.bind); it != inputs.end()) {
-        shape = {tokens};
-        return const_cast<int64_t *>(it->second->data());
-      }
-      if (auto it = meta.find(arg.bind); it != meta.end()) {
-        shape = it->second.shape;
-        return it->second.data();
-      }
-      if (arg.bind == "topk" || arg.bind == "candidates") {
+        DeviceBuffer &into =
+            layer && arg.bind == "y" ? y[layer->id] : results[arg.bind];
+        if (!output(arg, into))
+          return false;
+        bound = &into;
+      } else if (layer && arg.bind == "x") {
+        bound = &x[layer->id];
+      } else if (auto it = inputs.find(arg.bind); it != inputs.end()) {
+        bound = &it->second;
+      } else if (!layer) {
+        bound = nullptr;
+      } else if (auto meta = metadata[call.meta].find(arg.bind);
+                 meta != metadata[call.meta].end()) {
+        bound = &meta->second;
+      } else if (arg.bind == "topk" || arg.bind == "candidates") {
         int64_t source =
-            arg.bind == "topk" ? layer.indexSource : layer.candidateSource;
+            arg.bind == "topk" ? layer->indexSource : layer->candidateSource;
         auto it = produced[source].find(arg.bind);
-        if (it == produced[source].end())
-          return nullptr;
-        shape = it->second.shape;
-        return it->second.data();
-      }
-      if (isCacheBind(arg.bind)) {
+        bound = it == produced[source].end() ? nullptr : &it->second;
+      } else if (isCacheBind(arg.bind)) {
         std::optional<plan::Component> component = componentOf(arg.bind);
-        auto it = component ? caches[layer.id].find(*component)
-                            : caches[layer.id].end();
-        if (it == caches[layer.id].end())
-          return nullptr;
-        shape = {it->second.slotBytes *
-                 static_cast<int64_t>(sequences.size())};
-        return cacheBase(it->second);
+        auto it = component ? caches[layer->id].find(*component)
+                            : caches[layer->id].end();
+        if (it != caches[layer->id].end()) {
+          args.push_back({cacheBase(it->second),
+                          {it->second.slotBytes *
+                           static_cast<int64_t>(sequences.size())}});
+          continue;
+        }
+      } else if (auto it = weights[layer->id].find(arg.bind);
+                 it != weights[layer->id].end()) {
+        bound = &it->second;
       }
-      auto it = w.find(arg.bind);
-      if (it == w.end())
-        return nullptr;
-      shape = it->second.shape;
-      return it->second.type == HostTensor::Type::F32
-                 ? static_cast<void *>(it->second.f32.data())
-                 : static_cast<void *>(it->second.bytes.data());
-    };
-    if (!runFunction(program.functions[call.function], bind, error)) {
-      error = "layer " + std::to_string(layer.id) + ": " + error;
-      return false;
+      if (!bound) {
+        error = (layer ? "layer " + std::to_string(layer->id) + ": " : "") +
+                function.name + ": nothing to bind to '" + arg.bind + "'";
+        return false;
+      }
+      args.push_back(bound->arg());
     }
+    if (!backend->run(function, args, error))
+      return false;
   }
+  backend->synchronize();
   return true;
 }
 
@@ -578,9 +571,9 @@ double stepWorkspaceBytes(const ModelConfig &c,
   return worst;
 }
 
-bool CpuModel::step(const StepBatch &batch,
-                    const std::vector<const float *> &inputs,
-                    const std::vector<float *> &outputs, std::string &error) {
+bool Model::step(const StepBatch &batch,
+                 const std::vector<const float *> &inputs,
+                 const std::vector<float *> &outputs, std::string &error) {
   Impl &m = *impl;
   size_t rows = batch.sequences.size();
   if (batch.lengths.size() != rows) {
@@ -643,12 +636,12 @@ bool CpuModel::step(const StepBatch &batch,
   int64_t tokens = 0, context = 0;
   for (size_t b = 0; b < rows; ++b) {
     tokens += batch.lengths[b];
-    context = std::max(context,
-                       position(batch.sequences[b]) + batch.lengths[b]);
+    context =
+        std::max(context, position(batch.sequences[b]) + batch.lengths[b]);
   }
-  if (!io::fitsInMemory(
-          stepWorkspaceBytes(m.config, m.layers, tokens, context),
-          "a step of " + std::to_string(tokens) + " tokens", error))
+  if (!io::fitsInMemory(stepWorkspaceBytes(m.config, m.layers, tokens, context),
+                        "a step of " + std::to_string(tokens) + " tokens",
+                        error))
     return false;
   // The packed tokens: each sequence's rows in order, with their positions.
   int64_t dim = m.config.hiddenSize, padded = batch.paddedTokens;
@@ -663,29 +656,33 @@ bool CpuModel::step(const StepBatch &batch,
       last.push_back(begin + batch.lengths[b] - 1);
     }
   }
-  std::vector<StepBuffer> x(m.config.numLayers()), y(m.config.numLayers());
+  std::vector<DeviceBuffer> x(m.config.numLayers()), y(m.config.numLayers());
+  std::vector<uint16_t> bits(tokens * dim);
   for (const LayerSpec &layer : m.layers) {
+    if (tokens == 0)
+      break;
     // Read the input before the output is cleared: they may be one buffer.
-    StepBuffer &in = x[layer.id];
-    in.shape = {tokens, dim};
-    in.bytes.resize(2 * tokens * dim);
-    auto *bits = reinterpret_cast<uint16_t *>(in.bytes.data());
     for (size_t b = 0, row = 0; b < rows; ++b)
       for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row)
         for (int64_t i = 0; i < dim; ++i)
-          bits[row * dim + i] = num::toBF16Bits(
-              inputs[layer.id][(b * padded + t) * dim + i]);
+          bits[row * dim + i] =
+              num::toBF16Bits(inputs[layer.id][(b * padded + t) * dim + i]);
+    std::optional<DeviceBuffer> in =
+        m.deviceCopy(bits.data(), {tokens, dim}, 2 * tokens * dim, error);
+    if (!in)
+      return false;
+    x[layer.id] = std::move(*in);
+  }
+  for (const LayerSpec &layer : m.layers)
     if (rows > 0 && padded > 0)
       std::fill(outputs[layer.id], outputs[layer.id] + rows * padded * dim,
                 0.0f);
-  }
-  if (tokens > 0 &&
-      !m.runStep(positions, slots, first, last, x, y, error))
+  if (tokens > 0 && !m.runStep(positions, slots, first, last, x, y, error))
     return false;
   for (const LayerSpec &layer : m.layers) {
     if (tokens == 0)
       break;
-    auto *bits = reinterpret_cast<const uint16_t *>(y[layer.id].bytes.data());
+    m.backend->copyToHost(bits.data(), y[layer.id].data(), 2 * tokens * dim);
     for (size_t b = 0, row = 0; b < rows; ++b)
       for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row)
         for (int64_t i = 0; i < dim; ++i)

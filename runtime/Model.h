@@ -1,17 +1,20 @@
-//===- CpuModel.h - the CPU backend of the host runtime ---------*- C++ -*-===//
+//===- Model.h - a model's caches, weights and step program -----*- C++ -*-===//
 //
-// Runs prefill and decode steps of a model's attention layers on the host
-// CPU with compiled kernels. Caches are allocated once from the cache plan
-// (consumer layers alias their source's buffers) for a fixed number of
-// sequence slots; each sequence keeps its own position. Plain C++.
+// Runs prefill and decode steps of a model's attention layers on a backend
+// by calling the compiled functions of its step program. Caches are
+// allocated once from the cache plan (one arena for all sequence slots;
+// consumer layers alias their source's buffers), weights are copied to the
+// device once and bound by name; each sequence keeps its own position. No
+// layer's math lives here. Plain C++.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef V4A_RUNTIME_CPUMODEL_H
-#define V4A_RUNTIME_CPUMODEL_H
+#ifndef V4A_RUNTIME_MODEL_H
+#define V4A_RUNTIME_MODEL_H
 
 #include "core/KVPlan.h"
 #include "core/StepSignature.h"
+#include "runtime/Backend.h"
 #include "v4a/ModelConfig.h"
 
 #include <cstdint>
@@ -74,15 +77,16 @@ double stepWorkspaceBytes(const ModelConfig &config,
                           const std::vector<LayerSpec> &layers, int64_t tokens,
                           int64_t context);
 
-class CpuModel {
+class Model {
 public:
   /// Fails, naming the problem, on invalid weights, an unsupported cache
   /// layout or missing kernels.
-  static std::unique_ptr<CpuModel>
-  create(ModelConfig config, std::vector<LayerSpec> layers,
-         StepProgram program, std::vector<LayerTensors> weights,
-         const plan::Plan &plan, int64_t maxSequences, std::string &error);
-  ~CpuModel();
+  static std::unique_ptr<Model>
+  create(ModelConfig config, std::vector<LayerSpec> layers, StepProgram program,
+         std::vector<LayerTensors> weights, const plan::Plan &plan,
+         int64_t maxSequences, std::unique_ptr<Backend> backend,
+         std::string &error);
+  ~Model();
 
   /// A new sequence at position 0, or -1 when every slot is taken.
   int64_t addSequence(std::string &error);
@@ -98,7 +102,8 @@ public:
             const std::vector<float *> &outputs, std::string &error);
 
   /// The bytes of a sequence's cache buffer (aliases resolve to their
-  /// source), for inspection.
+  /// source), for inspection: device memory, host-addressable on the CPU
+  /// backend.
   uint8_t *cacheBytes(int64_t sequence, int64_t layer,
                       plan::Component component);
   /// The byte size of that buffer, 0 when the layer has none.
@@ -106,13 +111,14 @@ public:
 
   int64_t maxSequences() const;
   int64_t contextTokens() const;
+  const char *backendName() const;
 
 private:
   struct Impl;
-  explicit CpuModel(std::unique_ptr<Impl> impl);
+  explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl;
 };
 
 } // namespace v4a::rt
 
-#endif // V4A_RUNTIME_CPUMODEL_H
+#endif // V4A_RUNTIME_MODEL_H

@@ -1,0 +1,93 @@
+//===- Backend.h - memory and execution of one device -----------*- C++ -*-===//
+//
+// What the runtime needs from a device: memory for caches, weights and step
+// buffers, copies to and from the host, running a compiled function with
+// one buffer per argument, and waiting for the work it queued. The CPU is
+// the first backend (host memory, functions called in place); a CUDA
+// backend implements the same with device memory, a stream and kernels
+// loaded from a package. Plain C++.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_RUNTIME_BACKEND_H
+#define V4A_RUNTIME_BACKEND_H
+
+#include "core/StepSignature.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace v4a::rt {
+
+/// A buffer argument of a compiled function: device memory and its shape
+/// (row-major; bytes for a cache).
+struct BufferArg {
+  void *data = nullptr;
+  std::vector<int64_t> shape;
+};
+
+class Backend {
+public:
+  virtual ~Backend();
+  virtual const char *name() const = 0;
+  /// Zeroed device memory, or null with `error` naming the size.
+  virtual void *allocate(int64_t bytes, std::string &error) = 0;
+  virtual void release(void *memory) = 0;
+  virtual void copyToDevice(void *device, const void *host, int64_t bytes) = 0;
+  virtual void copyToHost(void *host, const void *device, int64_t bytes) = 0;
+  /// Queues `function` with one buffer per argument, in signature order.
+  virtual bool run(const step::Function &function,
+                   const std::vector<BufferArg> &args, std::string &error) = 0;
+  /// Waits until everything queued has finished.
+  virtual void synchronize() = 0;
+};
+
+/// The host CPU: memory from the heap, functions called on the calling
+/// thread (their loops run on the OpenMP runtime).
+std::unique_ptr<Backend> createCpuBackend();
+
+/// Device memory that returns itself to its backend.
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend *backend, void *data, int64_t bytes,
+               std::vector<int64_t> shape)
+      : backend(backend), memory(data), size(bytes), dims(std::move(shape)) {}
+  DeviceBuffer(DeviceBuffer &&other) noexcept { *this = std::move(other); }
+  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept {
+    if (this != &other) {
+      reset();
+      backend = other.backend;
+      memory = other.memory;
+      size = other.size;
+      dims = std::move(other.dims);
+      other.memory = nullptr;
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer() { reset(); }
+
+  void *data() const { return memory; }
+  int64_t bytes() const { return size; }
+  const std::vector<int64_t> &shape() const { return dims; }
+  BufferArg arg() const { return {memory, dims}; }
+
+private:
+  void reset() {
+    if (memory)
+      backend->release(memory);
+    memory = nullptr;
+  }
+  Backend *backend = nullptr;
+  void *memory = nullptr;
+  int64_t size = 0;
+  std::vector<int64_t> dims;
+};
+
+} // namespace v4a::rt
+
+#endif // V4A_RUNTIME_BACKEND_H
