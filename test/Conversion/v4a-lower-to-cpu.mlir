@@ -107,3 +107,57 @@ func.func @cache_mxfp8(%c: !v4a.kv_cache<mxfp8, dim = 512, page_size = 64>, %r: 
   v4a.cache_store %c, %r, %i : !v4a.kv_cache<mxfp8, dim = 512, page_size = 64>, tensor<?x512xf32>, tensor<?xi64>
   return
 }
+
+// -----
+
+// Step metadata: loops over the packed tokens; no v4a op is left.
+// CHECK-LABEL: func.func @metadata
+// CHECK: scf.for
+// CHECK: arith.remsi
+// CHECK-NOT: v4a.step_
+// CHECK-NOT: v4a.visible_rows
+func.func @metadata(%p: tensor<?xi64>, %s: tensor<?xi64>, %f: tensor<?xi64>, %l: tensor<?xi64>) -> (tensor<?x8xi32>, tensor<?xi64>, tensor<?xi64>, tensor<?xi64>, tensor<?x?xi32>) {
+  %a, %st = v4a.step_window %p, %s, %f, %l {window = 8 : i64} : tensor<?xi64> -> tensor<?x8xi32>
+  %b, %c = v4a.step_compressed %p, %s {ratio = 4 : i64, slot_rows = 64 : i64} : tensor<?xi64>
+  %v = v4a.visible_rows %p {ratio = 128 : i64} : tensor<?xi64> -> tensor<?x?xi32>
+  return %a, %st, %b, %c, %v : tensor<?x8xi32>, tensor<?xi64>, tensor<?xi64>, tensor<?xi64>, tensor<?x?xi32>
+}
+
+// -----
+
+// The compressor reads and writes its state in the cache bytes, viewed as
+// f32; indexer scores and attention read cache rows in place.
+// CHECK-LABEL: func.func @cache_ops
+// CHECK-SAME: %{{.*}}: memref<?xi8>
+// CHECK: memref.view {{.*}} : memref<?xi8> to memref<?xf32>
+// CHECK: math.exp
+// CHECK-NOT: v4a.compressor
+// CHECK-NOT: v4a.cache_indexer_score
+// CHECK-NOT: v4a.cache_attention
+func.func @cache_ops(%kv: tensor<?x128xf32>, %ape: tensor<4x128xf32>, %p: tensor<?xi64>,
+                     %state: !v4a.kv_cache<f32, dim = 256, page_size = 8>,
+                     %q: tensor<?x2x32xbf16>, %keys: !v4a.kv_cache<index_bf16, dim = 32, page_size = 64>,
+                     %w: tensor<?x2xf32>, %qa: tensor<?x2x80xbf16>, %rows: tensor<?x80xbf16>,
+                     %ring: !v4a.kv_cache<bf16, dim = 80, page_size = 8>, %attend: tensor<?x8xi32>,
+                     %cmp: !v4a.kv_cache<fp8_model1, dim = 128, page_size = 64>, %sel: tensor<?x4xi32>,
+                     %sink: tensor<2xf32>) -> (tensor<?x64xf32>, tensor<?x?xf32>, tensor<?x2x80xbf16>) {
+  %e = v4a.compressor %kv, %kv, %ape, %p, %p, %state {ratio = 4 : i64, overlap, slot_rows = 8 : i64} : tensor<?x128xf32>, tensor<4x128xf32>, tensor<?xi64>, !v4a.kv_cache<f32, dim = 256, page_size = 8> -> tensor<?x64xf32>
+  %s = v4a.cache_indexer_score %q, %keys, %w, %p, %p {ratio = 4 : i64} : tensor<?x2x32xbf16>, !v4a.kv_cache<index_bf16, dim = 32, page_size = 64>, tensor<?x2xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %o = v4a.cache_attention %qa, %rows window %ring[%attend] sink %sink {scale = 0.1 : f64} : tensor<?x2x80xbf16>, tensor<?x80xbf16>, !v4a.kv_cache<bf16, dim = 80, page_size = 8>, tensor<?x8xi32>, tensor<2xf32> -> tensor<?x2x80xbf16>
+  return %e, %s, %o : tensor<?x64xf32>, tensor<?x?xf32>, tensor<?x2x80xbf16>
+}
+
+// -----
+
+// Kernel regions are inlined: each op keeps its loop nest.
+// CHECK-LABEL: func.func @fused
+// CHECK-NOT: v4a.fused
+// CHECK: math.sqrt
+func.func @fused(%x: tensor<?x64xbf16>) -> tensor<?x64xbf16> {
+  %r = v4a.fused "rms_norm" (%x) : (tensor<?x64xbf16>) -> tensor<?x64xbf16> {
+  ^bb0(%a: tensor<?x64xbf16>):
+    %n = v4a.rms_norm %a {eps = 1.0e-06 : f64} : tensor<?x64xbf16>
+    v4a.yield %n : tensor<?x64xbf16>
+  }
+  return %r : tensor<?x64xbf16>
+}
