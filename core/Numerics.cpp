@@ -20,18 +20,6 @@ static float floatOf(uint32_t bits) {
   return value;
 }
 
-uint16_t toBF16Bits(float value) {
-  uint32_t bits = bitsOf(value);
-  if (std::isnan(value))
-    return static_cast<uint16_t>((bits >> 16) | 0x40);
-  uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
-  return static_cast<uint16_t>((bits + rounding) >> 16);
-}
-
-float fromBF16Bits(uint16_t bits) { return floatOf(uint32_t(bits) << 16); }
-
-float roundBF16(float value) { return fromBF16Bits(toBF16Bits(value)); }
-
 /// The nearest integer to a non-negative `value` below 2^23, ties to even:
 /// adding 2^23 leaves no fraction bits, so the addition itself rounds.
 static float roundToInteger(float value) {

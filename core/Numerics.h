@@ -9,13 +9,28 @@
 #define V4A_CORE_NUMERICS_H
 
 #include <cstdint>
+#include <cstring>
 
 namespace v4a::num {
 
+/// bf16 conversions are inline: weights and activations pass through them
+/// by the hundred million.
+inline uint16_t toBF16Bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if (value != value) // NaN stays NaN
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+inline float fromBF16Bits(uint16_t bits) {
+  uint32_t wide = uint32_t(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, 4);
+  return value;
+}
 /// The nearest bf16 value (ties to even); NaN stays NaN.
-float roundBF16(float value);
-uint16_t toBF16Bits(float value);
-float fromBF16Bits(uint16_t bits);
+inline float roundBF16(float value) { return fromBF16Bits(toBF16Bits(value)); }
 
 /// The nearest float8 e4m3fn value, saturating at +-448.
 float roundE4M3(float value);

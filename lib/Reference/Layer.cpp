@@ -158,18 +158,28 @@ RopeParams Model::ropeFor(const LayerSpec &layer) const {
 }
 
 std::vector<Tensor> Model::step(SequenceState &state,
-                                const std::vector<Tensor> &x) const {
+                                const std::vector<Tensor> &x,
+                                const std::vector<bool> &runs) const {
   StepShared shared;
   std::vector<Tensor> y;
-  if (x.empty() || x[0].dim(0) == 0) {
+  // The step's token count, from the first layer that runs.
+  int64_t tokens = 0;
+  for (size_t l = 0; l < x.size(); ++l)
+    if (runs.empty() || runs[l]) {
+      tokens = x[l].dim(0);
+      break;
+    }
+  if (tokens == 0) {
     // An empty step (a padded batch row) leaves the sequence as it was.
     for (size_t l = 0; l < layerSpecs.size(); ++l)
       y.push_back(Tensor({0, modelConfig.hiddenSize}));
     return y;
   }
   for (size_t l = 0; l < layerSpecs.size(); ++l)
-    y.push_back(runLayer(l, state, x[l], state.position, shared));
-  state.position += x.empty() ? 0 : x[0].dim(0);
+    y.push_back(runs.empty() || runs[l]
+                    ? runLayer(l, state, x[l], state.position, shared)
+                    : Tensor({0, modelConfig.hiddenSize}));
+  state.position += tokens;
   return y;
 }
 

@@ -185,10 +185,11 @@ public:
   SequenceState newSequence() const;
 
   /// Runs the T tokens of `x[l]` ([T, dim], one input per layer) at the
-  /// sequence's next positions through every layer; returns y[l] [T, dim].
-  /// Advances the state by T.
-  std::vector<Tensor> step(SequenceState &state,
-                           const std::vector<Tensor> &x) const;
+  /// sequence's next positions through every layer (or the layers `runs`
+  /// marks, whose sharing sources must be among them; the others give an
+  /// empty y[l]); returns y[l] [T, dim]. Advances the state by T.
+  std::vector<Tensor> step(SequenceState &state, const std::vector<Tensor> &x,
+                           const std::vector<bool> &runs = {}) const;
 
   const ModelConfig &config() const { return modelConfig; }
   const std::vector<LayerSpec> &layers() const { return layerSpecs; }

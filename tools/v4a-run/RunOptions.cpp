@@ -137,9 +137,6 @@ std::optional<std::string> checkFlags() {
   if (check && weightsPath == "-")
     return std::string("--check reads the checkpoint a second time for the "
                        "reference; give a file, not standard input");
-  if (check && !layersOption.empty())
-    return std::string("--check runs the reference over the whole model; "
-                       "it cannot be combined with --layers");
   return std::nullopt;
 }
 

@@ -312,13 +312,21 @@ int main(int argc, char **argv) {
       return fail(error);
   }
 
+  std::vector<bool> runs(layers, false);
+  for (const LayerSpec &layer : selected)
+    runs[layer.id] = true;
+
   Phase weights("weights");
   std::vector<ref::LayerWeights> referenceWeights;
   if (!weightsPath.empty()) {
     if (!engine->loadWeights(weightsPath, error))
       return fail(error);
     std::vector<rt::LayerTensors> tensors;
-    if (check && !readCheckpoint(engine->config(), weightsPath, tensors, error))
+    std::vector<int64_t> ids;
+    for (const LayerSpec &layer : selected)
+      ids.push_back(layer.id);
+    if (check &&
+        !readCheckpoint(engine->config(), weightsPath, tensors, error, ids))
       return fail(error);
     for (const auto &layer : tensors)
       referenceWeights.push_back(toReference(layer));
@@ -329,10 +337,14 @@ int main(int argc, char **argv) {
                                      weights.progress(done, total, "tensors");
                                    }))
       return fail(error);
+    // The reference's weights of the layers that run (the others are left
+    // empty).
     if (check)
       for (const LayerSpec &layer : engine->layers())
         referenceWeights.push_back(
-            ref::randomLayerWeights(engine->config(), layer, randomSeed));
+            runs[layer.id]
+                ? ref::randomLayerWeights(engine->config(), layer, randomSeed)
+                : ref::LayerWeights());
     weights.done(formatv("random, seed {0}", randomSeed.getValue()));
   }
   std::optional<ref::Model> reference;
@@ -353,9 +365,6 @@ int main(int argc, char **argv) {
     if (sequences.back() < 0)
       return fail(error);
   }
-  std::vector<bool> runs(layers, false);
-  for (const LayerSpec &layer : selected)
-    runs[layer.id] = true;
 
   std::vector<double> maxAbs(layers, 0.0), maxRef(layers, 0.0);
   st::File written;
@@ -367,7 +376,7 @@ int main(int argc, char **argv) {
     if (step.inputs.empty())
       for (int64_t l = 0; l < layers; ++l)
         step.inputs.push_back(
-            runs[l] || check
+            runs[l]
                 ? std::make_shared<const std::vector<float>>(
                       ref::randomActivations(step.tokens * dim, 1000 * k + l))
                 : nullptr);
@@ -391,14 +400,15 @@ int main(int argc, char **argv) {
       int64_t n = step.lengths[b];
       std::vector<ref::Tensor> x;
       for (int64_t l = 0; l < layers; ++l) {
-        ref::Tensor t({n, dim});
-        std::copy_n(step.inputs[l]->begin() + b * step.tokens * dim, n * dim,
-                    t.data.begin());
+        ref::Tensor t({runs[l] ? n : 0, dim});
+        if (runs[l])
+          std::copy_n(step.inputs[l]->begin() + b * step.tokens * dim,
+                      n * dim, t.data.begin());
         x.push_back(std::move(t));
       }
-      std::vector<ref::Tensor> y = reference->step(states[b], x);
+      std::vector<ref::Tensor> y = reference->step(states[b], x, runs);
       for (int64_t l = 0; l < layers; ++l)
-        for (int64_t i = 0; i < n * dim; ++i) {
+        for (int64_t i = 0; runs[l] && i < n * dim; ++i) {
           double want = y[l].data[i];
           double got = out[l][b * step.tokens * dim + i];
           double diff = std::fabs(got - want);
@@ -430,6 +440,8 @@ int main(int argc, char **argv) {
                     checkSeconds);
   double worst = 0.0;
   for (int64_t l = 0; l < layers; ++l) {
+    if (!runs[l])
+      continue;
     double rel = maxRef[l] > 0 ? maxAbs[l] / maxRef[l] : maxAbs[l];
     outs() << formatv("layer {0,2} (ratio {1,3}): max abs err {2:e}, max rel "
                       "err {3:e}\n",
