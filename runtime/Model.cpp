@@ -8,12 +8,14 @@
 #include "core/TensorSpecs.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <optional>
 #include <set>
+#include <thread>
 
 namespace v4a::rt {
 
@@ -162,45 +164,68 @@ HostTensor::Type hostTypeOf(step::Element element) {
   }
 }
 
+/// Runs body(0) .. body(count - 1) on every core; each index once.
+void parallelFor(size_t count, const std::function<void(size_t)> &body) {
+  std::atomic<size_t> next{0};
+  auto run = [&] {
+    for (size_t i; (i = next++) < count;)
+      body(i);
+  };
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads && t < count; ++t)
+    pool.emplace_back(run);
+  run();
+  for (std::thread &thread : pool)
+    thread.join();
+}
+
 /// Brings a validated weight to the element type its step argument has:
 /// bf16 values to bf16 bits, an e4m3 wo_a that a bf16 argument takes to its
-/// exact product with the block scales.
+/// exact product with the block scales (in bf16 bits too).
 bool convertWeight(LayerTensors &tensors, const std::string &name,
                    step::Element element, std::string &error) {
   HostTensor &weight = tensors.at(name);
   HostTensor::Type want = hostTypeOf(element);
   if (weight.type == want)
     return true;
-  // Only wo_a: its fp8 form is defined as the bf16 product (no activation
-  // quantization), so the conversion keeps its meaning.
-  if (want == HostTensor::Type::BF16 && weight.type == HostTensor::Type::E4M3 &&
-      name == "wo_a.weight") {
-    const HostTensor &scale = tensors.at(scaleTensorName(name));
-    int64_t cols = weight.shape[1], scaleCols = scale.shape[1];
-    weight.f32.resize(weight.bytes.size());
-    for (size_t i = 0; i < weight.bytes.size(); ++i) {
-      int64_t r = static_cast<int64_t>(i) / cols,
-              c = static_cast<int64_t>(i) % cols;
-      weight.f32[i] =
-          num::fromE4M3Bits(weight.bytes[i]) *
-          num::fromUE8M0Bits(scale.bytes[(r / 128) * scaleCols + c / 128]);
-    }
-    weight.type = HostTensor::Type::F32;
-  }
+  std::vector<uint8_t> bits;
   if (want == HostTensor::Type::BF16 && weight.type == HostTensor::Type::F32) {
-    weight.bytes.resize(2 * weight.f32.size());
-    for (size_t i = 0; i < weight.f32.size(); ++i) {
-      uint16_t bits = num::toBF16Bits(weight.f32[i]);
-      std::memcpy(weight.bytes.data() + 2 * i, &bits, 2);
+    bits.resize(2 * weight.f32.size());
+    auto *out = reinterpret_cast<uint16_t *>(bits.data());
+    for (size_t i = 0; i < weight.f32.size(); ++i)
+      out[i] = num::toBF16Bits(weight.f32[i]);
+  } else if (want == HostTensor::Type::BF16 &&
+             weight.type == HostTensor::Type::E4M3 && name == "wo_a.weight") {
+    // Only wo_a: its fp8 form is defined as the bf16 product (no activation
+    // quantization), so the conversion keeps its meaning.
+    const HostTensor &scale = tensors.at(scaleTensorName(name));
+    float decoded[256];
+    for (int code = 0; code < 256; ++code)
+      decoded[code] = num::fromE4M3Bits(static_cast<uint8_t>(code));
+    int64_t rows = weight.shape[0], cols = weight.shape[1];
+    int64_t scaleCols = scale.shape[1];
+    bits.resize(2 * rows * cols);
+    auto *out = reinterpret_cast<uint16_t *>(bits.data());
+    std::vector<float> scales(scaleCols);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (r % 128 == 0)
+        for (int64_t b = 0; b < scaleCols; ++b)
+          scales[b] =
+              num::fromUE8M0Bits(scale.bytes[(r / 128) * scaleCols + b]);
+      const uint8_t *in = weight.bytes.data() + r * cols;
+      for (int64_t c = 0; c < cols; ++c)
+        out[r * cols + c] = num::toBF16Bits(decoded[in[c]] * scales[c / 128]);
     }
-    weight.f32.clear();
-    weight.f32.shrink_to_fit();
-    weight.type = HostTensor::Type::BF16;
-    return true;
+  } else {
+    error = name + ": the compiled step takes " + typeName(want) + ", got " +
+            typeName(weight.type);
+    return false;
   }
-  error = name + ": the compiled step takes " + typeName(want) + ", got " +
-          typeName(weight.type);
-  return false;
+  weight.f32 = std::vector<float>();
+  weight.bytes = std::move(bits);
+  weight.type = HostTensor::Type::BF16;
+  return true;
 }
 
 /// Checks that every selected layer has one step call and that its weights
@@ -218,19 +243,31 @@ bool bindWeights(const std::vector<LayerSpec> &layers,
       return false;
     }
   }
+  struct Job {
+    int64_t layer;
+    const step::Arg *arg;
+  };
+  std::vector<Job> jobs;
   for (const StepProgram::Call &call : program.calls) {
     if (call.layer < 0)
       continue;
-    LayerTensors &w = weights[call.layer];
-    for (const step::Arg &arg : program.functions[call.function].args) {
-      if (!w.count(arg.bind))
-        continue;
-      if (!convertWeight(w, arg.bind, arg.element, error)) {
-        error = "layer " + std::to_string(call.layer) + " " + error;
-        return false;
-      }
-    }
+    for (const step::Arg &arg : program.functions[call.function].args)
+      if (weights[call.layer].count(arg.bind))
+        jobs.push_back({call.layer, &arg});
   }
+  // Tensors convert independently; the first error in job order is kept.
+  std::vector<std::string> errors(jobs.size());
+  parallelFor(jobs.size(), [&](size_t i) {
+    const Job &job = jobs[i];
+    if (!convertWeight(weights[job.layer], job.arg->bind, job.arg->element,
+                       errors[i]))
+      errors[i] = "layer " + std::to_string(job.layer) + " " + errors[i];
+  });
+  for (const std::string &problem : errors)
+    if (!problem.empty()) {
+      error = problem;
+      return false;
+    }
   return true;
 }
 
@@ -290,18 +327,30 @@ std::optional<DeviceBuffer> Model::Impl::deviceCopy(const void *host,
 bool Model::Impl::upload(const std::vector<LayerTensors> &host,
                          std::string &error) {
   weights.resize(host.size());
+  std::vector<std::pair<int64_t, const std::string *>> tensors;
   for (const LayerSpec &layer : layers)
-    for (const auto &[name, tensor] : host[layer.id]) {
-      bool f32 = tensor.type == HostTensor::Type::F32;
-      const void *data = f32 ? static_cast<const void *>(tensor.f32.data())
-                             : static_cast<const void *>(tensor.bytes.data());
-      int64_t bytes = f32 ? 4 * static_cast<int64_t>(tensor.f32.size())
-                          : static_cast<int64_t>(tensor.bytes.size());
-      std::optional<DeviceBuffer> buffer =
-          deviceCopy(data, tensor.shape, bytes, error);
-      if (!buffer)
-        return false;
-      weights[layer.id][name] = std::move(*buffer);
+    for (const auto &entry : host[layer.id]) {
+      tensors.push_back({layer.id, &entry.first});
+      weights[layer.id][entry.first] = DeviceBuffer();
+    }
+  std::vector<std::string> errors(tensors.size());
+  parallelFor(tensors.size(), [&](size_t i) {
+    auto [layer, name] = tensors[i];
+    const HostTensor &tensor = host[layer].at(*name);
+    bool f32 = tensor.type == HostTensor::Type::F32;
+    const void *data = f32 ? static_cast<const void *>(tensor.f32.data())
+                           : static_cast<const void *>(tensor.bytes.data());
+    int64_t bytes = f32 ? 4 * static_cast<int64_t>(tensor.f32.size())
+                        : static_cast<int64_t>(tensor.bytes.size());
+    std::optional<DeviceBuffer> buffer =
+        deviceCopy(data, tensor.shape, bytes, errors[i]);
+    if (buffer)
+      weights[layer].at(*name) = std::move(*buffer);
+  });
+  for (const std::string &problem : errors)
+    if (!problem.empty()) {
+      error = problem;
+      return false;
     }
   return true;
 }

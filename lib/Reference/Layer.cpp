@@ -4,8 +4,10 @@
 #include "core/TensorSpecs.h"
 #include "lib/Reference/Reference.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 
 namespace v4a::ref {
 
@@ -57,17 +59,30 @@ std::vector<float> randomActivations(int64_t count, uint64_t seed) {
 }
 
 /// Quantizes a weight to e4m3 with one ue8m0 scale per 128x128 block.
-static Weight quantizeFP8(const Tensor &values) {
+static Weight quantizeFP8(Tensor values) {
   int64_t rows = values.dim(0), cols = values.dim(1);
   Weight w;
-  w.values = Tensor({rows, cols});
+  // Quantized in place: a block is read for its maximum before it changes.
+  w.values = std::move(values);
   w.scale = Tensor({(rows + 127) / 128, (cols + 127) / 128});
   for (int64_t br = 0; br * 128 < rows; ++br)
     for (int64_t bc = 0; bc * 128 < cols; ++bc) {
-      float amax = 1e-4f;
-      for (int64_t r = br * 128; r < std::min(rows, (br + 1) * 128); ++r)
-        for (int64_t c = bc * 128; c < std::min(cols, (bc + 1) * 128); ++c)
-          amax = std::max(amax, std::fabs(values.row(r)[c]));
+      // The largest magnitude by its bits: for finite non-negative floats
+      // the order of the bit patterns is the order of the values, and an
+      // integer maximum vectorizes.
+      uint32_t largest = 0;
+      int64_t c0 = bc * 128, c1 = std::min(cols, (bc + 1) * 128);
+      for (int64_t r = br * 128; r < std::min(rows, (br + 1) * 128); ++r) {
+        const float *row = w.values.row(r);
+        for (int64_t c = c0; c < c1; ++c) {
+          uint32_t bits;
+          std::memcpy(&bits, row + c, 4);
+          largest = std::max(largest, bits & 0x7fffffffu);
+        }
+      }
+      float amax;
+      std::memcpy(&amax, &largest, 4);
+      amax = std::max(amax, 1e-4f);
       float scale =
           num::fromUE8M0Bits(num::ue8m0CeilBits(amax / num::kE4M3Max));
       w.scale.row(br)[bc] = scale;
@@ -75,7 +90,7 @@ static Weight quantizeFP8(const Tensor &values) {
       float inverse = 1.0f / scale;
       for (int64_t r = br * 128; r < std::min(rows, (br + 1) * 128); ++r)
         for (int64_t c = bc * 128; c < std::min(cols, (bc + 1) * 128); ++c)
-          w.values.row(r)[c] = num::roundE4M3(values.row(r)[c] * inverse);
+          w.values.row(r)[c] = num::roundE4M3(w.values.row(r)[c] * inverse);
     }
   return w;
 }
@@ -104,7 +119,7 @@ Weight randomWeight(const ModelConfig &config, const LayerSpec &layer,
       v = num::roundBF16(v);
   }
   if (spec.projection && config.fp8Weights)
-    return quantizeFP8(values);
+    return quantizeFP8(std::move(values));
   Weight weight;
   weight.values = std::move(values);
   return weight;
