@@ -70,9 +70,9 @@ struct StepBatch {
   int64_t paddedTokens = 0;
 };
 
-/// An upper bound of the bytes a step of `tokens` tokens of one sequence
-/// allocates at once, at `context` tokens of history; in floating point so
-/// that absurd sizes cannot wrap.
+/// An upper bound of the bytes a step of `tokens` packed tokens allocates at
+/// once, at `context` tokens of history in the longest sequence; in floating
+/// point so that absurd sizes cannot wrap.
 double stepWorkspaceBytes(const ModelConfig &config,
                           const std::vector<LayerSpec> &layers, int64_t tokens,
                           int64_t context);

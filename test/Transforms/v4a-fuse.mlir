@@ -1,5 +1,6 @@
 // RUN: v4a-opt %s -split-input-file -v4a-fuse | FileCheck %s
 // RUN: v4a-compile %examples/tiny-v41.json --emit=planned | v4a-opt -v4a-build-steps -v4a-fuse | FileCheck %s --check-prefix=SHARED
+// RUN: v4a-compile %examples/v41-shared.json --emit=planned | v4a-opt -v4a-build-steps -v4a-fuse | FileCheck %s --check-prefix=V41
 // RUN: v4a-compile %examples/v4-flash.json --emit=planned | v4a-opt -v4a-build-steps -v4a-fuse | FileCheck %s --check-prefix=FLASH
 
 // Projections of x merge into one region next to the first; those of another
@@ -71,3 +72,13 @@ func.func @not_a_step(%x: tensor<?x64xbf16>, %w1: tensor<32x64xbf16>, %w2: tenso
 // FLASH: v4a.fused "merged_linear" (%arg0, {{.*}}) : ({{.*}}) -> (tensor<?x1024xf32>, tensor<?x1024xf32>, tensor<?x256xf32>, tensor<?x256xf32>, tensor<?x64xbf16>)
 // FLASH: v4a.fused "compressor_truncf_rms_norm_rope_act_quant_cache_store"
 // FLASH: v4a.fused "compressor_truncf_rms_norm_rope_hadamard_act_quant_cache_store"
+
+// v41-shared.json: layer 3 shares layer 2's KV and top-k; its step merges
+// only its own projections and has no compressor or indexer region.
+// V41-LABEL: func.func @step_2_0_1_512_shares_kv_shares_topk(
+// V41: v4a.fused "merged_linear" (%arg0, {{.*}}) : ({{.*}}) -> (tensor<?x1024xbf16>, tensor<?x512xbf16>)
+// V41-NOT: compressor
+// V41-NOT: hadamard
+// V41: return
+// V41-LABEL: func.func @step_2_0_1_512_shares_kv(
+// V41: v4a.cache_indexer_score

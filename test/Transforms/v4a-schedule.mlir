@@ -3,6 +3,7 @@
 // RUN: v4a-compile %examples/v4-pro.json --kv-layout=fp8 | v4a-opt -v4a-schedule | FileCheck %s --check-prefix=PRO
 // RUN: v4a-compile %examples/tiny.json --emit=planned | v4a-opt -v4a-build-steps -v4a-fuse -v4a-schedule | FileCheck %s --check-prefix=PROGRAM
 // RUN: v4a-compile %examples/tiny-v41.json --emit=planned | v4a-opt -v4a-build-steps -v4a-schedule -v4a-schedule | FileCheck %s --check-prefix=SHARED
+// RUN: v4a-compile %examples/v41-shared.json --emit=planned | v4a-opt -v4a-build-steps -v4a-fuse -v4a-schedule | FileCheck %s --check-prefix=V41
 // RUN: v4a-compile %examples/v4-flash.json --emit=planned | v4a-opt -v4a-build-steps -v4a-fuse -v4a-schedule | FileCheck %s --check-prefix=FLASHPROGRAM
 
 // Layers group by "{ratio}_{has_packed_kv}_{use_swa}_{index_topk}" in order of
@@ -104,3 +105,19 @@ v4a.model @no_mtp <{compress_rope_theta = 1.6e5 : f64, head_dim = 512 : i64,
 // FLASHPROGRAM-NOT: v4a.run_meta
 // FLASHPROGRAM: v4a.run_step @step_4_0_1_512 layer 42
 // FLASHPROGRAM-NEXT: }
+
+// v41-shared.json: consumers run their roles' steps; one metadata call per
+// key for 40 layers.
+// V41: v4a.program @main {
+// V41-NEXT: v4a.run_meta @meta_0_0_1_0
+// V41-NEXT: v4a.run_step @step_0_0_1_0 layer 0
+// V41-NEXT: v4a.run_step @step_0_0_1_0 layer 1
+// V41-NEXT: v4a.run_meta @meta_2_0_1_512
+// V41-NEXT: v4a.run_step @step_2_0_1_512 layer 2
+// V41-NEXT: v4a.run_step @step_2_0_1_512_shares_kv_shares_topk layer 3
+// V41-NEXT: v4a.run_step @step_2_0_1_512_shares_kv_shares_topk layer 4
+// V41-NEXT: v4a.run_step @step_2_0_1_512_shares_kv layer 5
+// V41: v4a.run_meta @meta_1_0_1_512
+// V41-NEXT: v4a.run_step @step_1_0_1_512_makes_candidates layer 20
+// V41-NEXT: v4a.run_step @step_1_0_1_512_shares_kv_shares_topk layer 21
+// V41: v4a.run_step @step_1_0_1_512_shares_kv_uses_candidates layer 30

@@ -12,7 +12,7 @@
 #include "lib/JIT/CpuJit.h"
 #include "lib/JIT/Kernels.h"
 #include "lib/Reference/Reference.h"
-#include "runtime/Memref.h"
+#include "Memref.h"
 
 #include <gtest/gtest.h>
 

@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef V4A_RUNTIME_MEMREF_H
-#define V4A_RUNTIME_MEMREF_H
+#ifndef V4A_TEST_UNITTESTS_MEMREF_H
+#define V4A_TEST_UNITTESTS_MEMREF_H
 
 #include <array>
 #include <cstdint>
@@ -37,4 +37,4 @@ Memref<T, Rank> view(T *data, const std::array<int64_t, Rank> &sizes) {
 
 } // namespace v4a::rt
 
-#endif // V4A_RUNTIME_MEMREF_H
+#endif // V4A_TEST_UNITTESTS_MEMREF_H
