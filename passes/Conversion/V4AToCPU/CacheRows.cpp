@@ -17,26 +17,6 @@ namespace {
 
 constexpr float kE4M3Max = 448.0f, kE4M3AmaxFloor = 1e-4f;
 
-layout::RowKind rowKindOf(CacheLayout layout) {
-  switch (layout) {
-  case CacheLayout::BF16:
-    return layout::RowKind::BF16;
-  case CacheLayout::FP8Model1:
-    return layout::RowKind::FP8Model1;
-  case CacheLayout::MXFP8:
-    return layout::RowKind::MXFP8;
-  case CacheLayout::IndexBF16:
-    return layout::RowKind::IndexBF16;
-  case CacheLayout::IndexFP8:
-    return layout::RowKind::IndexFP8;
-  case CacheLayout::IndexMXFP4:
-    return layout::RowKind::IndexMXFP4;
-  case CacheLayout::F32:
-    return layout::RowKind::F32;
-  }
-  return layout::RowKind::BF16;
-}
-
 bool isPlain(layout::RowKind kind) {
   return kind == layout::RowKind::BF16 || kind == layout::RowKind::IndexBF16 ||
          kind == layout::RowKind::F32;
@@ -45,13 +25,13 @@ bool isPlain(layout::RowKind kind) {
 } // namespace
 
 bool CacheRows::isLowered(KVCacheType type) {
-  layout::RowKind kind = rowKindOf(type.getLayout());
+  layout::RowKind kind = toRowKind(type.getLayout());
   return isPlain(kind) || kind == layout::RowKind::FP8Model1;
 }
 
 CacheRows::CacheRows(LoopEmitter &e, Value bytes, KVCacheType type)
     : e(e), bytes(bytes), pageRows(type.getPageSize()) {
-  row = *layout::describeRow(rowKindOf(type.getLayout()), type.getDim());
+  row = *layout::describeRow(toRowKind(type.getLayout()), type.getDim());
   if (!isPlain(row.kind))
     return;
   OpBuilder &b = e.builder();
