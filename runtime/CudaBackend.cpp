@@ -1,0 +1,261 @@
+//===- CudaBackend.cpp - NVIDIA GPUs through the CUDA driver --------------===//
+
+#include "runtime/CudaBackend.h"
+
+#include "core/FileIO.h"
+
+#include <dlfcn.h>
+
+namespace v4a::rt {
+
+namespace {
+
+// The driver API's handles and result codes, declared here so that the
+// runtime needs no CUDA headers; the signatures are the driver's own.
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+struct CUctx_st;
+struct CUstream_st;
+struct CUmod_st;
+struct CUfunc_st;
+constexpr CUresult kSuccess = 0;
+constexpr int kComputeCapabilityMajor = 75, kComputeCapabilityMinor = 76;
+
+} // namespace
+
+struct CudaBackend::Driver {
+  void *library = nullptr;
+  CUresult (*init)(unsigned) = nullptr;
+  CUresult (*deviceGetCount)(int *) = nullptr;
+  CUresult (*deviceGet)(CUdevice *, int) = nullptr;
+  CUresult (*deviceGetName)(char *, int, CUdevice) = nullptr;
+  CUresult (*deviceGetAttribute)(int *, int, CUdevice) = nullptr;
+  CUresult (*primaryCtxRetain)(CUctx_st **, CUdevice) = nullptr;
+  CUresult (*primaryCtxRelease)(CUdevice) = nullptr;
+  CUresult (*ctxSetCurrent)(CUctx_st *) = nullptr;
+  CUresult (*memAlloc)(CUdeviceptr *, size_t) = nullptr;
+  CUresult (*memFree)(CUdeviceptr) = nullptr;
+  CUresult (*memsetD8Async)(CUdeviceptr, unsigned char, size_t,
+                            CUstream_st *) = nullptr;
+  CUresult (*memcpyHtoDAsync)(CUdeviceptr, const void *, size_t,
+                              CUstream_st *) = nullptr;
+  CUresult (*memcpyDtoHAsync)(void *, CUdeviceptr, size_t,
+                              CUstream_st *) = nullptr;
+  CUresult (*streamCreate)(CUstream_st **, unsigned) = nullptr;
+  CUresult (*streamSynchronize)(CUstream_st *) = nullptr;
+  CUresult (*streamDestroy)(CUstream_st *) = nullptr;
+  CUresult (*moduleLoadData)(CUmod_st **, const void *) = nullptr;
+  CUresult (*moduleUnload)(CUmod_st *) = nullptr;
+  CUresult (*moduleGetFunction)(CUfunc_st **, CUmod_st *,
+                                const char *) = nullptr;
+  CUresult (*launchKernel)(CUfunc_st *, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, unsigned, unsigned, CUstream_st *, void **,
+                           void **) = nullptr;
+  CUresult (*getErrorString)(CUresult, const char **) = nullptr;
+
+  CUdevice device = 0;
+  CUctx_st *context = nullptr;
+  CUstream_st *stream = nullptr;
+  std::vector<CUmod_st *> modules;
+  std::string deviceName;
+  int computeCapability = 0;
+
+  /// "what: the driver's message (code)", for a failed call.
+  std::string describe(const std::string &what, CUresult result) const {
+    const char *text = nullptr;
+    if (!getErrorString || getErrorString(result, &text) != kSuccess || !text)
+      text = "unknown error";
+    return what + ": " + text + " (CUDA error " + std::to_string(result) + ")";
+  }
+
+  /// Resolves every entry point; false names the first one missing.
+  bool resolve(std::string &error) {
+    struct Entry {
+      const char *symbol;
+      void **slot;
+    } entries[] = {
+        {"cuInit", reinterpret_cast<void **>(&init)},
+        {"cuDeviceGetCount", reinterpret_cast<void **>(&deviceGetCount)},
+        {"cuDeviceGet", reinterpret_cast<void **>(&deviceGet)},
+        {"cuDeviceGetName", reinterpret_cast<void **>(&deviceGetName)},
+        {"cuDeviceGetAttribute",
+         reinterpret_cast<void **>(&deviceGetAttribute)},
+        {"cuDevicePrimaryCtxRetain",
+         reinterpret_cast<void **>(&primaryCtxRetain)},
+        {"cuDevicePrimaryCtxRelease_v2",
+         reinterpret_cast<void **>(&primaryCtxRelease)},
+        {"cuCtxSetCurrent", reinterpret_cast<void **>(&ctxSetCurrent)},
+        {"cuMemAlloc_v2", reinterpret_cast<void **>(&memAlloc)},
+        {"cuMemFree_v2", reinterpret_cast<void **>(&memFree)},
+        {"cuMemsetD8Async", reinterpret_cast<void **>(&memsetD8Async)},
+        {"cuMemcpyHtoDAsync_v2", reinterpret_cast<void **>(&memcpyHtoDAsync)},
+        {"cuMemcpyDtoHAsync_v2", reinterpret_cast<void **>(&memcpyDtoHAsync)},
+        {"cuStreamCreate", reinterpret_cast<void **>(&streamCreate)},
+        {"cuStreamSynchronize", reinterpret_cast<void **>(&streamSynchronize)},
+        {"cuStreamDestroy_v2", reinterpret_cast<void **>(&streamDestroy)},
+        {"cuModuleLoadData", reinterpret_cast<void **>(&moduleLoadData)},
+        {"cuModuleUnload", reinterpret_cast<void **>(&moduleUnload)},
+        {"cuModuleGetFunction", reinterpret_cast<void **>(&moduleGetFunction)},
+        {"cuLaunchKernel", reinterpret_cast<void **>(&launchKernel)},
+        {"cuGetErrorString", reinterpret_cast<void **>(&getErrorString)},
+    };
+    for (const Entry &entry : entries) {
+      *entry.slot = dlsym(library, entry.symbol);
+      if (!*entry.slot) {
+        error = std::string("libcuda.so.1 lacks ") + entry.symbol +
+                ": the CUDA driver is too old";
+        return false;
+      }
+    }
+    return true;
+  }
+};
+
+CudaBackend::CudaBackend() : driver(std::make_unique<Driver>()) {}
+
+CudaBackend::~CudaBackend() {
+  Driver &d = *driver;
+  for (CUmod_st *module : d.modules)
+    d.moduleUnload(module);
+  if (d.stream)
+    d.streamDestroy(d.stream);
+  if (d.context)
+    d.primaryCtxRelease(d.device);
+  if (d.library)
+    dlclose(d.library);
+}
+
+std::unique_ptr<CudaBackend> CudaBackend::create(int ordinal,
+                                                 std::string &error) {
+  std::unique_ptr<CudaBackend> backend(new CudaBackend());
+  Driver &d = *backend->driver;
+  d.library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!d.library) {
+    const char *why = dlerror();
+    error = std::string("no CUDA driver: cannot load libcuda.so.1 (") +
+            (why ? why : "not found") + ")";
+    return nullptr;
+  }
+  if (!d.resolve(error))
+    return nullptr;
+  CUresult result = d.init(0);
+  if (result != kSuccess) {
+    error = d.describe("the CUDA driver cannot start (no GPU?)", result);
+    return nullptr;
+  }
+  int count = 0;
+  if ((result = d.deviceGetCount(&count)) != kSuccess) {
+    error = d.describe("cannot count the GPUs", result);
+    return nullptr;
+  }
+  if (ordinal < 0 || ordinal >= count) {
+    error = "no GPU " + std::to_string(ordinal) + ": the driver sees " +
+            std::to_string(count);
+    return nullptr;
+  }
+  char name[256] = {};
+  int major = 0, minor = 0;
+  if ((result = d.deviceGet(&d.device, ordinal)) != kSuccess ||
+      (result = d.deviceGetName(name, sizeof(name) - 1, d.device)) !=
+          kSuccess ||
+      (result = d.deviceGetAttribute(&major, kComputeCapabilityMajor,
+                                     d.device)) != kSuccess ||
+      (result = d.deviceGetAttribute(&minor, kComputeCapabilityMinor,
+                                     d.device)) != kSuccess ||
+      (result = d.primaryCtxRetain(&d.context, d.device)) != kSuccess ||
+      (result = d.ctxSetCurrent(d.context)) != kSuccess ||
+      (result = d.streamCreate(&d.stream, 0)) != kSuccess) {
+    error = d.describe("cannot open GPU " + std::to_string(ordinal), result);
+    return nullptr;
+  }
+  d.deviceName = name;
+  d.computeCapability = 10 * major + minor;
+  return backend;
+}
+
+const std::string &CudaBackend::deviceName() const {
+  return driver->deviceName;
+}
+int CudaBackend::computeCapability() const { return driver->computeCapability; }
+
+void *CudaBackend::allocate(int64_t bytes, std::string &error) {
+  Driver &d = *driver;
+  CUdeviceptr pointer = 0;
+  // Never a null pointer for an empty buffer: descriptors need an address.
+  size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 1;
+  CUresult result = d.memAlloc(&pointer, size);
+  if (result == kSuccess)
+    result = d.memsetD8Async(pointer, 0, size, d.stream);
+  if (result != kSuccess) {
+    error = d.describe("cannot allocate " +
+                           io::formatBytes(static_cast<uint64_t>(bytes)) +
+                           " on " + d.deviceName,
+                       result);
+    return nullptr;
+  }
+  return reinterpret_cast<void *>(pointer);
+}
+
+void CudaBackend::release(void *memory) {
+  // Work queued on the memory finishes first.
+  driver->streamSynchronize(driver->stream);
+  driver->memFree(reinterpret_cast<CUdeviceptr>(memory));
+}
+
+void CudaBackend::copyToDevice(void *device, const void *host, int64_t bytes) {
+  if (bytes > 0)
+    driver->memcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(device), host, bytes,
+                            driver->stream);
+  // The host buffer may go away when this returns.
+  driver->streamSynchronize(driver->stream);
+}
+
+void CudaBackend::copyToHost(void *host, const void *device, int64_t bytes) {
+  if (bytes > 0)
+    driver->memcpyDtoHAsync(host, reinterpret_cast<CUdeviceptr>(device), bytes,
+                            driver->stream);
+  driver->streamSynchronize(driver->stream);
+}
+
+bool CudaBackend::run(const step::Function &function,
+                      const std::vector<BufferArg> &, std::string &error) {
+  error = function.name + ": the CUDA backend has no kernels for compiled "
+                          "step functions yet";
+  return false;
+}
+
+void CudaBackend::synchronize() { driver->streamSynchronize(driver->stream); }
+
+void *CudaBackend::loadModule(const std::string &image, std::string &error) {
+  Driver &d = *driver;
+  CUmod_st *module = nullptr;
+  CUresult result = d.moduleLoadData(&module, image.c_str());
+  if (result != kSuccess) {
+    error = d.describe("cannot load a kernel image on " + d.deviceName, result);
+    return nullptr;
+  }
+  d.modules.push_back(module);
+  return module;
+}
+
+bool CudaBackend::launch(void *module, const std::string &name,
+                         std::array<unsigned, 3> grid,
+                         std::array<unsigned, 3> block, unsigned sharedBytes,
+                         std::vector<void *> params, std::string &error) {
+  Driver &d = *driver;
+  CUfunc_st *function = nullptr;
+  CUresult result = d.moduleGetFunction(
+      &function, static_cast<CUmod_st *>(module), name.c_str());
+  if (result == kSuccess)
+    result =
+        d.launchKernel(function, grid[0], grid[1], grid[2], block[0], block[1],
+                       block[2], sharedBytes, d.stream, params.data(), nullptr);
+  if (result != kSuccess) {
+    error = d.describe("cannot launch kernel " + name, result);
+    return false;
+  }
+  return true;
+}
+
+} // namespace v4a::rt

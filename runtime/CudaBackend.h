@@ -1,0 +1,60 @@
+//===- CudaBackend.h - NVIDIA GPUs through the CUDA driver ------*- C++ -*-===//
+//
+// The CUDA driver (libcuda.so.1) is loaded at run time, so the runtime
+// builds and its CPU backend runs where CUDA is absent; a missing driver or
+// GPU is one error line. Memory is device memory, work goes on one stream,
+// kernels come from PTX or cubin images. Plain C++.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_RUNTIME_CUDABACKEND_H
+#define V4A_RUNTIME_CUDABACKEND_H
+
+#include "runtime/Backend.h"
+
+#include <array>
+
+namespace v4a::rt {
+
+class CudaBackend : public Backend {
+public:
+  /// Device `ordinal`, or null with `error` naming what is missing (the
+  /// driver library, a GPU, the device).
+  static std::unique_ptr<CudaBackend> create(int ordinal, std::string &error);
+  ~CudaBackend() override;
+
+  const char *name() const override { return "cuda"; }
+  /// The device's name and compute capability (e.g. 90 for sm_90).
+  const std::string &deviceName() const;
+  int computeCapability() const;
+
+  void *allocate(int64_t bytes, std::string &error) override;
+  void release(void *memory) override;
+  void copyToDevice(void *device, const void *host, int64_t bytes) override;
+  void copyToHost(void *host, const void *device, int64_t bytes) override;
+  /// Compiled step functions run as kernels from a package, which this
+  /// backend does not load yet: an error naming the function.
+  bool run(const step::Function &function, const std::vector<BufferArg> &args,
+           std::string &error) override;
+  void synchronize() override;
+
+  /// Loads a PTX (NUL-terminated text) or cubin image; returns a handle, or
+  /// null with the driver's message.
+  void *loadModule(const std::string &image, std::string &error);
+  /// Queues kernel `name` of `module` on the stream; `params` point to the
+  /// kernel's arguments in order.
+  bool launch(void *module, const std::string &name,
+              std::array<unsigned, 3> grid, std::array<unsigned, 3> block,
+              unsigned sharedBytes, std::vector<void *> params,
+              std::string &error);
+
+  struct Driver;
+
+private:
+  CudaBackend();
+  std::unique_ptr<Driver> driver;
+};
+
+} // namespace v4a::rt
+
+#endif // V4A_RUNTIME_CUDABACKEND_H
