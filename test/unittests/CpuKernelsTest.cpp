@@ -7,12 +7,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Memref.h"
 #include "core/CacheLayout.h"
 #include "core/Numerics.h"
 #include "lib/JIT/CpuJit.h"
 #include "lib/JIT/Kernels.h"
 #include "lib/Reference/Reference.h"
-#include "Memref.h"
 
 #include <gtest/gtest.h>
 

@@ -402,8 +402,8 @@ int main(int argc, char **argv) {
       for (int64_t l = 0; l < layers; ++l) {
         ref::Tensor t({runs[l] ? n : 0, dim});
         if (runs[l])
-          std::copy_n(step.inputs[l]->begin() + b * step.tokens * dim,
-                      n * dim, t.data.begin());
+          std::copy_n(step.inputs[l]->begin() + b * step.tokens * dim, n * dim,
+                      t.data.begin());
         x.push_back(std::move(t));
       }
       std::vector<ref::Tensor> y = reference->step(states[b], x, runs);
