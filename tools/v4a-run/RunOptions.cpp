@@ -96,9 +96,11 @@ bool parseLayerList(StringRef text, int64_t numLayers,
 }
 
 std::optional<std::string> checkFlags() {
+  if (backend == "cuda")
+    return std::string("--backend=cuda: the CUDA backend has no kernels for "
+                       "the step functions yet; use --backend=cpu");
   if (backend != "cpu")
-    return "--backend=" + backend +
-           ": only the cpu backend exists in this build";
+    return "--backend=" + backend + ": unknown backend (cpu, cuda)";
   for (cl::opt<std::string> *path :
        {&weightsPath, &inputsPath, &outputsPath, &layersOption})
     if (path->getNumOccurrences() && path->empty())
