@@ -33,3 +33,12 @@ else:
     lit_config.note("no reference data at " + refdata +
                     ": the refdata tests are skipped (set V4A_REFDATA)")
 config.substitutions.append(("%v4a_bin", config.v4a_tools_dir))
+
+# ptxas (CUDA's PTX assembler) checks generated PTX where it is installed.
+import shutil
+ptxas = shutil.which("ptxas") or (
+    "/usr/local/cuda/bin/ptxas"
+    if os.path.isfile("/usr/local/cuda/bin/ptxas") else None)
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))

@@ -7,6 +7,7 @@
 
 #include "core/FileIO.h"
 #include "lib/Import/ConfigImport.h"
+#include "lib/JIT/GpuPtx.h"
 #include "lib/Pipeline/Pipelines.h"
 #include "lib/Plan/ModelPlan.h"
 #include "lib/Report/Report.h"
@@ -27,7 +28,7 @@
 using namespace llvm;
 
 namespace {
-enum class EmitKind { V4A, Planned, Steps, Plan, Object };
+enum class EmitKind { V4A, Planned, Steps, Plan, Object, Ptx };
 enum class ReportKind { None, Text, Json };
 enum class KVLayoutKind { BF16, FP8 };
 } // namespace
@@ -47,6 +48,9 @@ static cl::opt<EmitKind> emitKind(
                    "v4a IR with the step functions of every key, their "
                    "kernel regions and the step programs"),
         clEnumValN(EmitKind::Plan, "plan", "the cache plan as JSON"),
+        clEnumValN(EmitKind::Ptx, "ptx",
+                   "PTX (sm_90a) of the GPU kernels generated so far: one "
+                   "per metadata function"),
         clEnumValN(EmitKind::Object, "obj",
                    "the model's CPU kernels as an object file, and their C "
                    "header beside it (needs -o)")),
@@ -173,7 +177,7 @@ int main(int argc, char **argv) {
   mlir::PassManager pm(&context);
   if (emitKind == EmitKind::V4A && reportKind == ReportKind::None)
     pm.addPass(v4a::createVerifyTopology());
-  else if (emitKind == EmitKind::Steps)
+  else if (emitKind == EmitKind::Steps || emitKind == EmitKind::Ptx)
     v4a::buildStepsPipeline(pm, {contextTokens, pageSize, "bf16"});
   else
     v4a::buildPlanningPipeline(pm, {contextTokens, pageSize, "bf16"});
@@ -194,6 +198,13 @@ int main(int argc, char **argv) {
       else
         v4a::report::printText(*report, os);
     };
+  } else if (emitKind == EmitKind::Ptx) {
+    std::string error;
+    std::optional<std::string> ptx =
+        v4a::jit::metadataPtx(*module, "sm_90a", error);
+    if (!ptx)
+      return fail(inputPath + ": " + error);
+    write = [ptx](raw_ostream &os) { os << *ptx; };
   } else if (emitKind == EmitKind::Plan) {
     auto plan = model->getAttrOfType<v4a::KVPlanAttr>(v4a::kKVPlanAttrName);
     write = [plan](raw_ostream &os) { v4a::writePlanJson(plan, os); };

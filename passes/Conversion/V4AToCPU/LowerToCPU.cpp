@@ -14,6 +14,7 @@
 #include "dialects/V4A/IR/V4AOps.h"
 #include "passes/Conversion/V4AToCPU/CacheRows.h"
 #include "passes/Conversion/V4AToCPU/LoopEmitter.h"
+#include "passes/Conversion/V4AToCPU/StepMetadata.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -1085,33 +1086,13 @@ struct LowerStepWindow : public V4APattern<StepWindowOp> {
   LogicalResult matchAndRewrite(StepWindowOp op,
                                 PatternRewriter &rewriter) const override {
     LoopEmitter e(rewriter, op.getLoc());
-    Value positions = e.buffer(op.getPositions());
-    Value slots = e.buffer(op.getSlots()), first = e.buffer(op.getFirst());
-    Value last = e.buffer(op.getLast());
-    Value tokens = e.dim(positions, 0);
+    StepTokens in = {e.buffer(op.getPositions()), e.buffer(op.getSlots()),
+                     e.buffer(op.getFirst()), e.buffer(op.getLast())};
+    Value tokens = e.dim(in.positions, 0);
     Value attend = e.allocShaped(op.getAttend().getType(), {tokens});
     Value store = e.allocShaped(op.getStore().getType(), {tokens});
-    Value zero = e.index(0), one = e.index(1), minusOne = e.index(-1);
-    Value w = e.index(op.getWindow());
-    e.loop(zero, tokens, [&](Value t) {
-      Value p = e.loadIndex(positions, {t});
-      Value ring = e.mul(e.loadIndex(slots, {t}), w);
-      Value firstRow = e.loadIndex(first, {t});
-      // Positions of this sequence in the step: start .. lastPosition.
-      Value start = e.sub(p, e.sub(t, firstRow));
-      Value lastPosition = e.add(p, e.sub(e.loadIndex(last, {t}), t));
-      Value oldest = e.max(zero, e.add(e.sub(p, w), one));
-      e.loop(zero, w, [&](Value j) {
-        Value q = e.add(oldest, j);
-        Value inStep = e.cmp(IP::sge, q, start);
-        Value row = e.select(inStep, e.add(firstRow, e.sub(q, start)),
-                             e.add(tokens, e.add(ring, e.rem(q, w))));
-        e.storeInt(e.select(e.cmp(IP::sle, q, p), row, minusOne), attend,
-                   {t, j});
-      });
-      Value kept = e.cmp(IP::slt, e.sub(lastPosition, p), w);
-      e.storeInt(e.select(kept, e.add(ring, e.rem(p, w)), minusOne), store,
-                 {t});
+    e.loop(e.index(0), tokens, [&](Value t) {
+      emitWindowRows(e, in, tokens, op.getWindow(), attend, store, t);
     });
     rewriter.replaceOp(op, {e.tensor(attend, op.getAttend().getType()),
                             e.tensor(store, op.getStore().getType())});
@@ -1124,21 +1105,14 @@ struct LowerStepCompressed : public V4APattern<StepCompressedOp> {
   LogicalResult matchAndRewrite(StepCompressedOp op,
                                 PatternRewriter &rewriter) const override {
     LoopEmitter e(rewriter, op.getLoc());
-    Value positions = e.buffer(op.getPositions());
-    Value slots = e.buffer(op.getSlots());
-    Value tokens = e.dim(positions, 0);
+    StepTokens in = {e.buffer(op.getPositions()), e.buffer(op.getSlots()),
+                     Value(), Value()};
+    Value tokens = e.dim(in.positions, 0);
     Value base = e.allocShaped(op.getBase().getType(), {tokens});
     Value complete = e.allocShaped(op.getComplete().getType(), {tokens});
-    Value zero = e.index(0), one = e.index(1), minusOne = e.index(-1);
-    Value ratio = e.index(op.getRatio());
-    Value slotRows = e.index(op.getSlotRows());
-    e.loop(zero, tokens, [&](Value t) {
-      Value next = e.add(e.loadIndex(positions, {t}), one);
-      Value first = e.mul(e.loadIndex(slots, {t}), slotRows);
-      e.storeInt(first, base, {t});
-      Value completes = e.cmp(IP::eq, e.rem(next, ratio), zero);
-      Value row = e.sub(e.add(first, e.div(next, ratio)), one);
-      e.storeInt(e.select(completes, row, minusOne), complete, {t});
+    e.loop(e.index(0), tokens, [&](Value t) {
+      emitCompressedRows(e, in, op.getRatio(), op.getSlotRows(), base, complete,
+                         t);
     });
     rewriter.replaceOp(op, {e.tensor(base, op.getBase().getType()),
                             e.tensor(complete, op.getComplete().getType())});
