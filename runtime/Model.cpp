@@ -705,12 +705,20 @@ bool Model::step(const StepBatch &batch,
       last.push_back(begin + batch.lengths[b] - 1);
     }
   }
+  auto clearOutputs = [&] {
+    for (const LayerSpec &layer : m.layers)
+      if (rows > 0 && padded > 0)
+        std::fill(outputs[layer.id], outputs[layer.id] + rows * padded * dim,
+                  0.0f);
+  };
+  if (tokens == 0) {
+    clearOutputs();
+    return true;
+  }
   std::vector<DeviceBuffer> x(m.config.numLayers()), y(m.config.numLayers());
   std::vector<uint16_t> bits(tokens * dim);
+  // Every input is read before any output is cleared: they may be one buffer.
   for (const LayerSpec &layer : m.layers) {
-    if (tokens == 0)
-      break;
-    // Read the input before the output is cleared: they may be one buffer.
     for (size_t b = 0, row = 0; b < rows; ++b)
       for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row)
         for (int64_t i = 0; i < dim; ++i)
@@ -722,15 +730,10 @@ bool Model::step(const StepBatch &batch,
       return false;
     x[layer.id] = std::move(*in);
   }
-  for (const LayerSpec &layer : m.layers)
-    if (rows > 0 && padded > 0)
-      std::fill(outputs[layer.id], outputs[layer.id] + rows * padded * dim,
-                0.0f);
-  if (tokens > 0 && !m.runStep(positions, slots, first, last, x, y, error))
+  clearOutputs();
+  if (!m.runStep(positions, slots, first, last, x, y, error))
     return false;
   for (const LayerSpec &layer : m.layers) {
-    if (tokens == 0)
-      break;
     m.backend->copyToHost(bits.data(), y[layer.id].data(), 2 * tokens * dim);
     for (size_t b = 0, row = 0; b < rows; ++b)
       for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row)

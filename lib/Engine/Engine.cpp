@@ -211,10 +211,12 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
   };
   m.program.calls.clear();
   for (auto program : module->getOps<ProgramOp>()) {
-    std::vector<std::pair<std::string, rt::StepProgram::Call>> pending;
+    // Metadata the program computes and no selected layer has read yet: it
+    // is called just before the first selected layer that reads it.
+    std::set<std::string> pending;
     for (mlir::Operation &op : program.getBody().front()) {
       if (auto meta = mlir::dyn_cast<RunMetaOp>(op)) {
-        pending.push_back({meta.getFunction().str(), {}});
+        pending.insert(meta.getFunction().str());
         continue;
       }
       auto run = mlir::cast<RunStepOp>(op);
@@ -222,16 +224,11 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
         continue;
       auto step = module->lookupSymbol<mlir::func::FuncOp>(run.getFunction());
       auto meta = step->getAttrOfType<mlir::FlatSymbolRefAttr>("v4a.meta");
-      // A metadata call is kept only when a selected layer reads it.
-      for (auto &[name, call] : pending)
-        if (name == meta.getValue()) {
-          call.function = indexOf(name);
-          m.program.calls.push_back(call);
-        }
-      pending.erase(
-          std::remove_if(pending.begin(), pending.end(),
-                         [&](auto &p) { return p.first == meta.getValue(); }),
-          pending.end());
+      if (pending.erase(meta.getValue().str())) {
+        rt::StepProgram::Call call;
+        call.function = indexOf(meta.getValue());
+        m.program.calls.push_back(call);
+      }
       rt::StepProgram::Call call;
       call.function = indexOf(run.getFunction());
       call.meta = indexOf(meta.getValue());

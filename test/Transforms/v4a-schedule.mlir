@@ -1,4 +1,5 @@
 // RUN: v4a-opt %s -split-input-file -v4a-schedule | FileCheck %s
+// RUN: v4a-opt %s -split-input-file -v4a-schedule | FileCheck %s --check-prefix=NOPROGRAM
 // RUN: v4a-compile %examples/v4-flash.json | v4a-opt -v4a-schedule | FileCheck %s --check-prefix=FLASH
 // RUN: v4a-compile %examples/v4-pro.json --kv-layout=fp8 | v4a-opt -v4a-schedule | FileCheck %s --check-prefix=PRO
 // RUN: v4a-compile %examples/tiny.json --emit=planned | v4a-opt -v4a-build-steps -v4a-fuse -v4a-schedule | FileCheck %s --check-prefix=PROGRAM
@@ -65,7 +66,7 @@ v4a.model @no_mtp <{compress_rope_theta = 1.6e5 : f64, head_dim = 512 : i64,
 // PRO-SAME: #v4a.sched_group<key = "4_1_1_1024", kernel = "v4a_attn_4_1_1_1024", layers = [2, 4, 6,
 
 // Without step functions there are no programs.
-// CHECK-NOT: v4a.program
+// NOPROGRAM-NOT: v4a.program
 
 // With step functions: each key's metadata runs once, before its first
 // layer, and every layer runs its key's step; the MTP layer gets a program

@@ -360,18 +360,28 @@ LogicalResult CompressStepOp::verify() {
                           "batch size");
 }
 
-LogicalResult IndexerScoreOp::verify() {
-  Value q = getQuery();
-  if (failed(expectSameExtent(*this, dimOf(getKeys(), 1), "key width",
-                              dimOf(q, 2), "query head width")) ||
-      failed(expectSameExtent(*this, dimOf(getWeights(), 0), "weight rows",
-                              dimOf(q, 0), "query rows")) ||
-      failed(expectSameExtent(*this, dimOf(getWeights(), 1), "weight heads",
+/// The indexer's queries [T, H, Di] against its key width, per-head weights
+/// [T, H], positions and score rows.
+static LogicalResult verifyIndexerQuery(Operation *op, Value q,
+                                        int64_t keyWidth, StringRef keyName,
+                                        Value weights, Value positions,
+                                        Value scores) {
+  if (failed(expectSameExtent(op, keyWidth, keyName, dimOf(q, 2),
+                              "query head width")) ||
+      failed(expectSameExtent(op, dimOf(weights, 0), "weight rows", dimOf(q, 0),
+                              "query rows")) ||
+      failed(expectSameExtent(op, dimOf(weights, 1), "weight heads",
                               dimOf(q, 1), "query heads")) ||
-      failed(
-          verifyPositionsMatchRows(*this, getPositions(), q, "query rows")) ||
-      failed(expectSameExtent(*this, dimOf(getScores(), 0), "score rows",
-                              dimOf(q, 0), "query rows")))
+      failed(verifyPositionsMatchRows(op, positions, q, "query rows")))
+    return failure();
+  return expectSameExtent(op, dimOf(scores, 0), "score rows", dimOf(q, 0),
+                          "query rows");
+}
+
+LogicalResult IndexerScoreOp::verify() {
+  if (failed(verifyIndexerQuery(*this, getQuery(), dimOf(getKeys(), 1),
+                                "key width", getWeights(), getPositions(),
+                                getScores())))
     return failure();
   return expectSameExtent(*this, dimOf(getScores(), 1), "score columns",
                           dimOf(getKeys(), 0), "key rows");
@@ -524,19 +534,12 @@ LogicalResult CompressorOp::verify() {
 }
 
 LogicalResult CacheIndexerScoreOp::verify() {
-  Value q = getQuery();
-  if (failed(expectSameExtent(*this, getKeys().getType().getDim(), "key dim",
-                              dimOf(q, 2), "query head width")) ||
-      failed(expectSameExtent(*this, dimOf(getWeights(), 0), "weight rows",
-                              dimOf(q, 0), "query rows")) ||
-      failed(expectSameExtent(*this, dimOf(getWeights(), 1), "weight heads",
-                              dimOf(q, 1), "query heads")) ||
-      failed(
-          verifyPositionsMatchRows(*this, getPositions(), q, "query rows")) ||
-      failed(verifyPositionsMatchRows(*this, getBase(), q, "query rows")))
+  if (failed(
+          verifyPositionsMatchRows(*this, getBase(), getQuery(), "query rows")))
     return failure();
-  return expectSameExtent(*this, dimOf(getScores(), 0), "score rows",
-                          dimOf(q, 0), "query rows");
+  return verifyIndexerQuery(*this, getQuery(), getKeys().getType().getDim(),
+                            "key dim", getWeights(), getPositions(),
+                            getScores());
 }
 
 LogicalResult CacheAttentionOp::verify() {

@@ -72,8 +72,8 @@ SmallVector<Value> LoopEmitter::dynamicDims(Value bufferValue) {
 
 /// e4m3fn bits to f32: sign, 4 exponent bits (bias 7), 3 mantissa bits;
 /// exponent 0 holds the subnormals m * 2^-9.
-static Value decodeE4M3(LoopEmitter &e, OpBuilder &b, Location loc,
-                        Value byte) {
+Value LoopEmitter::fromE4M3Bits(Value byte) {
+  LoopEmitter &e = *this;
   Type i32 = b.getI32Type();
   Value bits = arith::ExtUIOp::create(b, loc, i32, byte);
   Value sign = arith::ShLIOp::create(
@@ -98,19 +98,10 @@ static Value decodeE4M3(LoopEmitter &e, OpBuilder &b, Location loc,
 }
 
 /// ue8m0 bits to f32: 2^(byte - 127).
-static Value decodeUE8M0(LoopEmitter &e, OpBuilder &b, Location loc,
-                         Value byte) {
-  Value bits = arith::ExtUIOp::create(b, loc, b.getI32Type(), byte);
-  return arith::BitcastOp::create(
-      b, loc, b.getF32Type(), arith::ShLIOp::create(b, loc, bits, e.i32(23)));
-}
-
-Value LoopEmitter::fromE4M3Bits(Value byte) {
-  return decodeE4M3(*this, b, loc, byte);
-}
-
 Value LoopEmitter::fromUE8M0Bits(Value byte) {
-  return decodeUE8M0(*this, b, loc, byte);
+  Value bits = arith::ExtUIOp::create(b, loc, b.getI32Type(), byte);
+  return arith::BitcastOp::create(b, loc, b.getF32Type(),
+                                  arith::ShLIOp::create(b, loc, bits, i32(23)));
 }
 
 /// An f32 that lies on the e4m3 grid to its bits: normals keep the top three
@@ -145,8 +136,8 @@ Value LoopEmitter::load(Value bufferValue, ValueRange indices) {
   Type type = value.getType();
   if (isa<Float8E4M3FNType, Float8E8M0FNUType>(type)) {
     Value byte = arith::BitcastOp::create(b, loc, b.getI8Type(), value);
-    return isa<Float8E4M3FNType>(type) ? decodeE4M3(*this, b, loc, byte)
-                                       : decodeUE8M0(*this, b, loc, byte);
+    return isa<Float8E4M3FNType>(type) ? fromE4M3Bits(byte)
+                                       : fromUE8M0Bits(byte);
   }
   if (isa<FloatType>(type) && !type.isF32())
     return arith::ExtFOp::create(b, loc, b.getF32Type(), value);

@@ -623,6 +623,66 @@ struct LowerCompress : public V4APattern<CompressOp> {
   }
 };
 
+/// A compressor's state slots, wherever they live: `kv(s, f)` and
+/// `score(s, f)` name one value of slot s (as buffer and indices).
+struct CompressorSlots {
+  std::function<std::pair<Value, SmallVector<Value>>(Value, Value)> kv, score;
+};
+
+/// Feeds one token at `position` into a compressor's state: its kv and its
+/// score plus ape[position mod ratio] land in the current group's slot (after
+/// the previous group's with `overlap`). When the token completes a group,
+/// `emit(f, entry)` receives the pooled entry of each feature f < width /
+/// coff (then `completed()` runs once), and the completed group becomes the
+/// previous one.
+void feedCompressor(LoopEmitter &e, const CompressorSlots &state, int64_t ratio,
+                    bool overlap, Value width, Value position,
+                    const std::function<Value(Value)> &kv,
+                    const std::function<Value(Value)> &score, Value ape,
+                    const std::function<void(Value, Value)> &emit,
+                    const std::function<void()> &completed = {}) {
+  Value zero = e.index(0), one = e.index(1), r = e.index(ratio);
+  Value d = overlap ? e.div(width, e.index(2)) : width;
+  Value current = overlap ? r : zero;
+  Value slots = e.index(overlap ? 2 * ratio : ratio);
+  auto load = [&](const std::pair<Value, SmallVector<Value>> &at) {
+    return e.load(at.first, at.second);
+  };
+  auto store = [&](Value v, const std::pair<Value, SmallVector<Value>> &at) {
+    e.store(v, at.first, at.second);
+  };
+  Value inGroup = e.rem(position, r);
+  Value row = e.add(current, inGroup);
+  e.loop(zero, width, [&](Value f) {
+    store(kv(f), state.kv(row, f));
+    store(e.add(score(f), e.load(ape, {inGroup, f})), state.score(row, f));
+  });
+  e.ifThen(e.cmp(IP::eq, inGroup, e.sub(r, one)), [&] {
+    e.loop(zero, d, [&](Value f) {
+      Value pooled = pool(e, slots, [&](Value s) -> std::pair<Value, Value> {
+        Value feature =
+            overlap ? e.select(e.cmp(IP::sge, s, r), e.add(d, f), f) : f;
+        return {load(state.kv(s, feature)), load(state.score(s, feature))};
+      });
+      emit(f, pooled);
+    });
+    if (completed)
+      completed();
+    // The completed group becomes the previous one; current slots reset.
+    e.loop(zero, r, [&](Value s) {
+      e.loop(zero, width, [&](Value f) {
+        Value cur = e.add(current, s);
+        if (overlap) {
+          store(load(state.kv(cur, f)), state.kv(s, f));
+          store(load(state.score(cur, f)), state.score(s, f));
+        }
+        store(e.f32(0.0), state.kv(cur, f));
+        store(e.f32(kNegInf), state.score(cur, f));
+      });
+    });
+  });
+}
+
 struct LowerCompressStep : public V4APattern<CompressStepOp> {
   using V4APattern::V4APattern;
   LogicalResult matchAndRewrite(CompressStepOp op,
@@ -634,8 +694,6 @@ struct LowerCompressStep : public V4APattern<CompressStepOp> {
     Value oldKv = e.buffer(op.getStateKv());
     Value oldScore = e.buffer(op.getStateScore());
     bool overlap = op.getOverlap();
-    int64_t ratio = op.getRatio();
-    Value r = e.index(ratio);
     Value batch = e.dim(kv, 0), width = e.dim(kv, 1);
     Value d = overlap ? e.div(width, e.index(2)) : width;
     Value stateKv = allocLike(e, oldKv, op.getNewStateKv().getType());
@@ -646,51 +704,37 @@ struct LowerCompressStep : public V4APattern<CompressStepOp> {
     Value entry = e.allocShaped(entryType, {batch, d});
     auto emittedType = cast<RankedTensorType>(op.getEmitted().getType());
     Value emitted = e.allocShaped(emittedType, {batch});
-    Value zero = e.index(0), one = e.index(1);
-    Value current = overlap ? r : zero;
-    Value slots = e.index(overlap ? 2 * ratio : ratio);
+    Value zero = e.index(0);
     Value falseBit =
         arith::ConstantOp::create(rewriter, loc, rewriter.getBoolAttr(false));
     Value trueBit =
         arith::ConstantOp::create(rewriter, loc, rewriter.getBoolAttr(true));
     e.loop(zero, batch, [&](Value b) {
-      Value position = e.loadIndex(positions, {b});
-      Value slot = e.rem(position, r);
-      Value row = e.add(current, slot);
-      e.loop(zero, width, [&](Value f) {
-        e.store(e.load(kv, {b, f}), stateKv, {b, row, f});
-        e.store(e.add(e.load(score, {b, f}), e.load(ape, {slot, f})),
-                stateScore, {b, row, f});
-      });
       e.loop(zero, d, [&](Value f) { e.store(e.f32(0.0), entry, {b, f}); });
       memref::StoreOp::create(rewriter, loc, falseBit, emitted, ValueRange{b});
-      Value completes = e.cmp(IP::eq, slot, e.sub(r, one));
-      e.ifThen(completes, [&] {
-        e.loop(zero, d, [&](Value f) {
-          Value pooled =
-              pool(e, slots, [&](Value s) -> std::pair<Value, Value> {
-                Value feature =
-                    overlap ? e.select(e.cmp(IP::sge, s, r), e.add(d, f), f)
-                            : f;
-                return {e.load(stateKv, {b, s, feature}),
-                        e.load(stateScore, {b, s, feature})};
-              });
-          e.store(pooled, entry, {b, f});
-        });
-        memref::StoreOp::create(rewriter, loc, trueBit, emitted, ValueRange{b});
-        // The completed group becomes the previous one; current slots reset.
-        e.loop(zero, r, [&](Value s) {
-          e.loop(zero, width, [&](Value f) {
-            Value cur = e.add(current, s);
-            if (overlap) {
-              e.store(e.load(stateKv, {b, cur, f}), stateKv, {b, s, f});
-              e.store(e.load(stateScore, {b, cur, f}), stateScore, {b, s, f});
-            }
-            e.store(e.f32(0.0), stateKv, {b, cur, f});
-            e.store(e.f32(kNegInf), stateScore, {b, cur, f});
+      CompressorSlots slots;
+      slots.kv = [&](Value s, Value f) {
+        return std::pair{stateKv, SmallVector<Value>{b, s, f}};
+      };
+      slots.score = [&](Value s, Value f) {
+        return std::pair{stateScore, SmallVector<Value>{b, s, f}};
+      };
+      feedCompressor(
+          e, slots, op.getRatio(), overlap, width, e.loadIndex(positions, {b}),
+          [&](Value f) {
+            return e.load(kv, {b, f});
+          },
+          [&](Value f) {
+            return e.load(score, {b, f});
+          },
+          ape,
+          [&](Value f, Value pooled) {
+            e.store(pooled, entry, {b, f});
+          },
+          [&] {
+            memref::StoreOp::create(rewriter, loc, trueBit, emitted,
+                                    ValueRange{b});
           });
-        });
-      });
     });
     rewriter.replaceOp(
         op, {e.tensor(entry, entryType), e.tensor(emitted, emittedType),
@@ -1175,61 +1219,40 @@ struct LowerCompressor : public OpConversionPattern<CompressorOp> {
     Value state = floatsOf(e, adaptor.getState());
     bool overlap = op.getOverlap();
     int64_t ratio = op.getRatio();
-    Value r = e.index(ratio);
     Value tokens = e.dim(kv, 0), width = e.dim(kv, 1);
     Value d = overlap ? e.div(width, e.index(2)) : width;
     auto type = cast<RankedTensorType>(op.getType());
     Value out = e.allocShaped(type, {tokens, d});
-    Value zero = e.index(0), one = e.index(1);
-    Value current = overlap ? r : zero;
-    int64_t slotCount = overlap ? 2 * ratio : ratio;
-    Value slots = e.index(slotCount);
+    Value zero = e.index(0);
+    Value slotCount = e.index(overlap ? 2 * ratio : ratio);
     // A sequence's state: its kv slots [slots, width], then its score slots.
     Value stateFloats =
         e.index(op.getSlotRows() * op.getState().getType().getDim());
     e.loop(zero, tokens, [&](Value t) {
       Value base = e.mul(e.loadIndex(slotIds, {t}), stateFloats);
-      Value scoreBase = e.add(base, e.mul(slots, width));
-      auto kvAt = [&](Value slot, Value f) {
-        return e.add(base, e.add(e.mul(slot, width), f));
+      Value scoreBase = e.add(base, e.mul(slotCount, width));
+      CompressorSlots slots;
+      slots.kv = [&](Value s, Value f) {
+        return std::pair{
+            state, SmallVector<Value>{e.add(base, e.add(e.mul(s, width), f))}};
       };
-      auto scoreAt = [&](Value slot, Value f) {
-        return e.add(scoreBase, e.add(e.mul(slot, width), f));
+      slots.score = [&](Value s, Value f) {
+        return std::pair{state, SmallVector<Value>{e.add(
+                                    scoreBase, e.add(e.mul(s, width), f))}};
       };
-      Value position = e.loadIndex(positions, {t});
-      Value inGroup = e.rem(position, r);
-      Value row = e.add(current, inGroup);
-      e.loop(zero, width, [&](Value f) {
-        e.store(e.load(kv, {t, f}), state, {kvAt(row, f)});
-        e.store(e.add(e.load(score, {t, f}), e.load(ape, {inGroup, f})), state,
-                {scoreAt(row, f)});
-      });
       e.loop(zero, d, [&](Value f) { e.store(e.f32(0.0), out, {t, f}); });
-      e.ifThen(e.cmp(IP::eq, inGroup, e.sub(r, one)), [&] {
-        e.loop(zero, d, [&](Value f) {
-          Value pooled =
-              pool(e, slots, [&](Value s) -> std::pair<Value, Value> {
-                Value feature =
-                    overlap ? e.select(e.cmp(IP::sge, s, r), e.add(d, f), f)
-                            : f;
-                return {e.load(state, {kvAt(s, feature)}),
-                        e.load(state, {scoreAt(s, feature)})};
-              });
-          e.store(pooled, out, {t, f});
-        });
-        // The completed group becomes the previous one; current slots reset.
-        e.loop(zero, r, [&](Value s) {
-          e.loop(zero, width, [&](Value f) {
-            Value cur = e.add(current, s);
-            if (overlap) {
-              e.store(e.load(state, {kvAt(cur, f)}), state, {kvAt(s, f)});
-              e.store(e.load(state, {scoreAt(cur, f)}), state, {scoreAt(s, f)});
-            }
-            e.store(e.f32(0.0), state, {kvAt(cur, f)});
-            e.store(e.f32(kNegInf), state, {scoreAt(cur, f)});
+      feedCompressor(
+          e, slots, ratio, overlap, width, e.loadIndex(positions, {t}),
+          [&](Value f) {
+            return e.load(kv, {t, f});
+          },
+          [&](Value f) {
+            return e.load(score, {t, f});
+          },
+          ape,
+          [&](Value f, Value pooled) {
+            e.store(pooled, out, {t, f});
           });
-        });
-      });
     });
     rewriter.replaceOp(op, e.tensor(out, type));
     return success();
