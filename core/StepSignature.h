@@ -44,9 +44,59 @@ struct Arg {
   bool output = false;
 };
 
+/// One instruction of a host program: the work a step function compiled
+/// for a GPU leaves to the host (sizes, allocations, shape views, copies,
+/// kernel launches). Values are numbered; the function's arguments are the
+/// first ones, in signature order.
+struct HostOp {
+  enum class Kind {
+    /// result = data[0].
+    Const,
+    /// result = dimension data[0] of buffer operands[0].
+    Dim,
+    /// result = Arith(data[0]) of the scalar operands.
+    Arith,
+    /// A new buffer: data = {element bytes, rank, dims (-1: the next
+    /// operand)}.
+    Alloc,
+    /// The row-major view of buffer operands[0] with shape data = {rank,
+    /// dims (-1: the next operand)}.
+    View,
+    /// Copies buffer operands[0] into operands[1].
+    Copy,
+    /// result = the integer at element operands[1..] of buffer operands[0],
+    /// data = {element bytes}: read back from the device.
+    Load,
+    /// Launches `kernel`: operands = grid x y z, block x y z, then the
+    /// kernel's arguments; data = one ParamKind per argument.
+    Launch,
+  };
+  enum class Arith {
+    Add, Sub, Mul, DivS, RemS, CeilDivS, FloorDivS, MinS, MaxS, DivU, RemU,
+    MinU, MaxU, Select,
+    /// Truncation to 32 bits (sign-extended back).
+    Trunc32,
+    /// Comparisons: result 0 or 1.
+    Eq, Ne, Slt, Sle, Sgt, Sge, Ult, Ule, Ugt, Uge,
+  };
+  enum class ParamKind { I64, I32, Buffer };
+  Kind kind = Kind::Const;
+  int result = -1;
+  std::vector<int> operands;
+  std::vector<int64_t> data;
+  std::string kernel;
+};
+
+struct HostProgram {
+  int values = 0;
+  std::vector<HostOp> ops;
+};
+
 struct Function {
   std::string name;
   std::vector<Arg> args;
+  /// For a GPU: what the host does to run the function.
+  HostProgram host;
   /// The entry point: called with one pointer per argument, each pointing to
   /// a pointer to the argument's memref descriptor.
   void (*entry)(void **) = nullptr;

@@ -110,7 +110,15 @@ def LowerToCPU : Pass<"v4a-lower-to-cpu", "::mlir::ModuleOp"> {
     becomes its bytes (memref<?xi8>) in function signatures; the ops that
     read or write caches decode and encode rows of bf16, fp8_model1,
     index_bf16 and f32 layouts, and name any other layout in an error.
+
+    With `token-parallel`, loops over packed tokens are parallel and each
+    token has its own scratch, without vector lanes across tokens or heads:
+    the loop structure `v4a-map-loops-to-gpu` turns into kernels.
   }];
+  let options = [
+    Option<"tokenParallel", "token-parallel", "bool", "false",
+           "Run the tokens of an op in parallel, each with its own scratch">,
+  ];
   let dependentDialects = ["::mlir::func::FuncDialect",
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
@@ -138,6 +146,40 @@ def LowerMetadataToGPU : Pass<"v4a-lower-metadata-to-gpu", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect",
     "::mlir::NVVM::NVVMDialect", "::mlir::arith::ArithDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"];
+}
+
+def MapLoopsToGPU : Pass<"v4a-map-loops-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Turns the loop nests of lowered step functions into GPU launches";
+  let description = [{
+    Runs on functions after the token-parallel loop lowering and
+    bufferization. What stays on the host is index arithmetic, allocations,
+    shape views, copies and reads of a device scalar; every other top-level
+    op becomes part of a `gpu.launch`:
+    - a top-level `scf.parallel` whose body holds parallel loops becomes a
+      grid over its first three dimensions (grid-stride loops, so any size
+      fits); inside, each nested `scf.parallel` is spread over the block's
+      threads (a strided loop, then a barrier) and other side effects run
+      on thread 0 between barriers;
+    - a top-level `scf.parallel` without nested parallelism is spread over
+      all threads of the grid, one iteration per thread;
+    - consecutive other ops (sequential loops, stores) become one
+      single-block launch laid out the same way.
+    Allocations inside a launch become views into a scratch buffer the host
+    allocates per block or per thread. Launches carry `module = @v4a_gpu`
+    and a function name `<func>_k<N>`, so `gpu-kernel-outlining` puts every
+    kernel in one module with deterministic names.
+
+    Example: `scf.parallel (%t) = (%c0) to (%T) { scf.parallel (%h) ... }`
+    becomes `gpu.launch blocks(min(T, 65535)) threads(128)` with a loop
+    `for t = blockIdx.x; t < T; t += gridDim.x` around a strided loop over h.
+  }];
+  let options = [
+    Option<"threads", "threads", "int64_t", "128",
+           "Threads per block">,
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+    "::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect"];
 }
 
 #endif // V4A_PASSES_TD

@@ -118,33 +118,42 @@ void addEntry(OpBuilder &b, func::FuncOp func) {
 
 } // namespace
 
-std::unique_ptr<CpuJit> compileSteps(std::unique_ptr<MLIRContext> context,
-                                     OwningOpRef<ModuleOp> module,
-                                     const std::vector<std::string> &names,
-                                     std::vector<step::Function> &functions,
-                                     std::string &error) {
+LogicalResult prepareEntries(ModuleOp module,
+                             const std::vector<std::string> &names,
+                             std::vector<step::Function> &functions,
+                             std::string &error) {
   std::set<std::string> wanted(names.begin(), names.end());
-  for (Operation &op : llvm::make_early_inc_range(*module->getBody())) {
+  for (Operation &op : llvm::make_early_inc_range(*module.getBody())) {
     auto func = dyn_cast<func::FuncOp>(op);
     if (!func || !wanted.count(func.getName().str()))
       op.erase();
   }
   functions.clear();
-  OpBuilder b(context.get());
+  OpBuilder b(module.getContext());
   for (const std::string &name : names) {
-    auto func = module->lookupSymbol<func::FuncOp>(name);
+    auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func) {
       error = "no step function '" + name + "' to compile";
-      return nullptr;
+      return failure();
     }
     step::Function signature;
     if (failed(describe(func, signature))) {
       error = "cannot describe step function '" + name + "'";
-      return nullptr;
+      return failure();
     }
     functions.push_back(signature);
     addEntry(b, func);
   }
+  return success();
+}
+
+std::unique_ptr<CpuJit> compileSteps(std::unique_ptr<MLIRContext> context,
+                                     OwningOpRef<ModuleOp> module,
+                                     const std::vector<std::string> &names,
+                                     std::vector<step::Function> &functions,
+                                     std::string &error) {
+  if (failed(prepareEntries(*module, names, functions, error)))
+    return nullptr;
   std::unique_ptr<CpuJit> jit =
       CpuJit::compile(std::move(context), std::move(module), error);
   if (!jit)

@@ -13,11 +13,23 @@
 #include "core/StepSignature.h"
 #include "lib/JIT/CpuJit.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
+
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace v4a::jit {
+
+/// Keeps the functions `names` of `module` (other functions and the
+/// v4a.model ops are dropped), describes them in `functions` and adds their
+/// destination-passing entries `<name>_entry` (the functions become
+/// private, to be inlined).
+mlir::LogicalResult prepareEntries(mlir::ModuleOp module,
+                                   const std::vector<std::string> &names,
+                                   std::vector<step::Function> &functions,
+                                   std::string &error);
 
 /// Compiles the functions `names` of `module` (other functions and the
 /// v4a.model ops are dropped) and fills `functions` with their signatures

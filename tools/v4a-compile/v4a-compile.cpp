@@ -7,7 +7,7 @@
 
 #include "core/FileIO.h"
 #include "lib/Import/ConfigImport.h"
-#include "lib/JIT/GpuPtx.h"
+#include "lib/JIT/GpuSteps.h"
 #include "lib/Pipeline/Pipelines.h"
 #include "lib/Plan/ModelPlan.h"
 #include "lib/Report/Report.h"
@@ -28,7 +28,7 @@
 using namespace llvm;
 
 namespace {
-enum class EmitKind { V4A, Planned, Steps, Plan, Object, Ptx };
+enum class EmitKind { V4A, Planned, Steps, Plan, Object, Kernels, Ptx };
 enum class ReportKind { None, Text, Json };
 enum class KVLayoutKind { BF16, FP8 };
 } // namespace
@@ -48,9 +48,11 @@ static cl::opt<EmitKind> emitKind(
                    "v4a IR with the step functions of every key, their "
                    "kernel regions and the step programs"),
         clEnumValN(EmitKind::Plan, "plan", "the cache plan as JSON"),
+        clEnumValN(EmitKind::Kernels, "kernels",
+                   "the step functions as GPU launches and kernels (MLIR "
+                   "after kernel outlining)"),
         clEnumValN(EmitKind::Ptx, "ptx",
-                   "PTX (sm_90a) of the GPU kernels generated so far: one "
-                   "per metadata function"),
+                   "PTX (sm_90a) of every kernel of the step functions"),
         clEnumValN(EmitKind::Object, "obj",
                    "the model's CPU kernels as an object file, and their C "
                    "header beside it (needs -o)")),
@@ -91,6 +93,14 @@ static std::string modelNameFor(StringRef path) {
   if (name.empty() || isDigit(name.front()))
     name.insert(0, "m");
   return name;
+}
+
+/// Every metadata and step function, in module order.
+static std::vector<std::string> stepFunctionNames(mlir::ModuleOp module) {
+  std::vector<std::string> names;
+  for (auto func : module.getOps<mlir::func::FuncOp>())
+    names.push_back(func.getName().str());
+  return names;
 }
 
 static int fail(const Twine &message) {
@@ -177,7 +187,8 @@ int main(int argc, char **argv) {
   mlir::PassManager pm(&context);
   if (emitKind == EmitKind::V4A && reportKind == ReportKind::None)
     pm.addPass(v4a::createVerifyTopology());
-  else if (emitKind == EmitKind::Steps || emitKind == EmitKind::Ptx)
+  else if (emitKind == EmitKind::Steps || emitKind == EmitKind::Ptx ||
+           emitKind == EmitKind::Kernels)
     v4a::buildStepsPipeline(pm, {contextTokens, pageSize, "bf16"});
   else
     v4a::buildPlanningPipeline(pm, {contextTokens, pageSize, "bf16"});
@@ -198,13 +209,18 @@ int main(int argc, char **argv) {
       else
         v4a::report::printText(*report, os);
     };
-  } else if (emitKind == EmitKind::Ptx) {
+  } else if (emitKind == EmitKind::Ptx || emitKind == EmitKind::Kernels) {
     std::string error;
-    std::optional<std::string> ptx =
-        v4a::jit::metadataPtx(*module, "sm_90a", error);
-    if (!ptx)
+    std::string kernelIR;
+    std::optional<v4a::jit::GpuSteps> steps = v4a::jit::compileGpuSteps(
+        *module, stepFunctionNames(*module), "sm_90a", error,
+        emitKind == EmitKind::Kernels ? &kernelIR : nullptr);
+    if (!steps)
       return fail(inputPath + ": " + error);
-    write = [ptx](raw_ostream &os) { os << *ptx; };
+    if (emitKind == EmitKind::Kernels)
+      write = [kernelIR](raw_ostream &os) { os << kernelIR; };
+    else
+      write = [ptx = steps->ptx](raw_ostream &os) { os << ptx; };
   } else if (emitKind == EmitKind::Plan) {
     auto plan = model->getAttrOfType<v4a::KVPlanAttr>(v4a::kKVPlanAttrName);
     write = [plan](raw_ostream &os) { v4a::writePlanJson(plan, os); };

@@ -279,8 +279,35 @@ void projectTokens(LoopEmitter &e, Value x, Value inOffset, Value in, Value w,
   });
 }
 
+/// out[t, outOffset + :] for every token t of x, the tokens in parallel
+/// (each token's scratch is its own): the layout for GPU kernels, a block
+/// per token and its threads over the output rows.
+void projectEachToken(LoopEmitter &e, Value x, Value inOffset, Value in,
+                      Value w, Value scale, Value rowBegin, Value count,
+                      Value out, Value outOffset,
+                      FP8Mode mode = FP8Mode::QuantizeInput) {
+  e.parallelLoop(e.index(0), e.dim(x, 0), [&](Value t) {
+    project(e, x, t, inOffset, in, w, scale, rowBegin, count, out, t, outOffset,
+            mode);
+  });
+}
+
+/// Loops over tokens in parallel or in turn.
+void tokenLoop(LoopEmitter &e, bool parallel, Value lower, Value upper,
+               const std::function<void(Value)> &body) {
+  if (parallel)
+    e.parallelLoop(lower, upper, body);
+  else
+    e.loop(lower, upper, body);
+}
+
+/// Patterns know whether tokens run in parallel (each with its own
+/// scratch, no vector lanes across tokens: the layout GPU kernels take) or
+/// in turn with vectorized inner loops (the CPU's).
 template <typename OpTy> struct V4APattern : public OpRewritePattern<OpTy> {
-  using OpRewritePattern<OpTy>::OpRewritePattern;
+  V4APattern(MLIRContext *context, bool tokenParallel)
+      : OpRewritePattern<OpTy>(context), tokenParallel(tokenParallel) {}
+  bool tokenParallel;
 };
 
 struct LowerLinear : public V4APattern<LinearOp> {
@@ -294,7 +321,10 @@ struct LowerLinear : public V4APattern<LinearOp> {
     auto type = cast<RankedTensorType>(op.getType());
     Value out = e.allocShaped(type, {tokens, outWidth});
     Value zero = e.index(0);
-    projectTokens(e, x, zero, in, w, scale, zero, outWidth, out, zero);
+    if (tokenParallel)
+      projectEachToken(e, x, zero, in, w, scale, zero, outWidth, out, zero);
+    else
+      projectTokens(e, x, zero, in, w, scale, zero, outWidth, out, zero);
     rewriter.replaceOp(op, e.tensor(out, type));
     return success();
   }
@@ -321,8 +351,8 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
         RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
                               rewriter.getF32Type()),
         {tokens, width});
-    e.loop(zero, tokens, [&](Value t) {
-      e.loop(zero, heads, [&](Value h) {
+    e.parallelLoop(zero, tokens, [&](Value t) {
+      e.parallelLoop(zero, heads, [&](Value h) {
         e.loop(zero, headDim, [&](Value d) {
           e.store(e.load(o, {t, h, d}), flat, {t, e.add(e.mul(h, headDim), d)});
         });
@@ -332,33 +362,46 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
         RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
                               rewriter.getBF16Type()),
         {tokens, loraRows});
-    e.loop(zero, groups, [&](Value g) {
-      projectTokens(e, flat, e.mul(g, groupWidth), groupWidth, woA, scaleA,
-                    e.mul(g, lora), lora, mid, e.mul(g, lora),
-                    FP8Mode::DequantizeWeight);
-    });
     auto type = cast<RankedTensorType>(op.getType());
     Value outWidth = e.dim(woB, 0);
     Value out = e.allocShaped(type, {tokens, outWidth});
-    projectTokens(e, mid, zero, loraRows, woB, scaleB, zero, outWidth, out,
-                  zero);
+    if (tokenParallel) {
+      e.parallelLoop(zero, tokens, [&](Value t) {
+        e.loop(zero, groups, [&](Value g) {
+          project(e, flat, t, e.mul(g, groupWidth), groupWidth, woA, scaleA,
+                  e.mul(g, lora), lora, mid, t, e.mul(g, lora),
+                  FP8Mode::DequantizeWeight);
+        });
+      });
+      projectEachToken(e, mid, zero, loraRows, woB, scaleB, zero, outWidth, out,
+                       zero);
+    } else {
+      e.loop(zero, groups, [&](Value g) {
+        projectTokens(e, flat, e.mul(g, groupWidth), groupWidth, woA, scaleA,
+                      e.mul(g, lora), lora, mid, e.mul(g, lora),
+                      FP8Mode::DequantizeWeight);
+      });
+      projectTokens(e, mid, zero, loraRows, woB, scaleB, zero, outWidth, out,
+                    zero);
+    }
     rewriter.replaceOp(op, e.tensor(out, type));
     return success();
   }
 };
 
 /// Rows of a buffer viewed as [rows, last dim] are addressed through the
-/// leading indices; these helpers iterate rank-2 and rank-3 buffers alike.
+/// leading indices; these helpers iterate rank-2 and rank-3 buffers alike,
+/// every row independently.
 void forEachVector(LoopEmitter &e, Value buffer,
                    const std::function<void(SmallVector<Value>)> &body) {
   int64_t rank = cast<MemRefType>(buffer.getType()).getRank();
   Value zero = e.index(0);
   if (rank == 2) {
-    e.loop(zero, e.dim(buffer, 0), [&](Value r) { body({r}); });
+    e.parallelLoop(zero, e.dim(buffer, 0), [&](Value r) { body({r}); });
     return;
   }
-  e.loop(zero, e.dim(buffer, 0), [&](Value r) {
-    e.loop(zero, e.dim(buffer, 1), [&](Value h) { body({r, h}); });
+  e.parallelLoop(zero, e.dim(buffer, 0), [&](Value r) {
+    e.parallelLoop(zero, e.dim(buffer, 1), [&](Value h) { body({r, h}); });
   });
 }
 
@@ -530,11 +573,11 @@ struct LowerHadamard : public V4APattern<HadamardOp> {
     int64_t n = type.getDimSize(type.getRank() - 1);
     Value out = allocLike(e, x, op.getType());
     Value zero = e.index(0), size = e.index(n);
-    Value work = e.scratch(size);
     // The same f32 computation as the specification's normalization.
     float normValue = 1.0f / std::sqrt(static_cast<float>(n));
     Value norm = e.f32(normValue);
     forEachVector(e, x, [&](SmallVector<Value> lead) {
+      Value work = e.scratch(size);
       e.loop(zero, size, [&](Value i) {
         e.store(e.load(x, withLast(lead, i)), work, {i});
       });
@@ -838,7 +881,7 @@ struct LowerTopK : public V4APattern<TopKOp> {
     Value blockSize = e.index(op.getCandidateBlockSize().value_or(1));
     Value trueBit = arith::ConstantOp::create(rewriter, op.getLoc(),
                                               rewriter.getBoolAttr(true));
-    e.loop(zero, tokens, [&](Value t) {
+    e.parallelLoop(zero, tokens, [&](Value t) {
       selectBest(e, out, t, e.index(op.getK()), columns,
                  [&](Value j) -> std::pair<Value, Value> {
                    Value eligible = trueBit;
@@ -877,7 +920,7 @@ struct LowerBlockTopK : public V4APattern<BlockTopKOp> {
     Value out = e.allocShaped(type, {tokens});
     Value trueBit = arith::ConstantOp::create(rewriter, op.getLoc(),
                                               rewriter.getBoolAttr(true));
-    e.loop(e.index(0), tokens, [&](Value t) {
+    e.parallelLoop(e.index(0), tokens, [&](Value t) {
       selectBest(e, out, t, e.index(op.getNumBlocks()), blocks,
                  [&](Value blk) -> std::pair<Value, Value> {
                    Value begin = e.mul(blk, blockSize);
@@ -959,25 +1002,30 @@ struct LowerWindowIndices : public V4APattern<WindowIndicesOp> {
 };
 
 /// acc[accBase + i] += p * rows[rowBase + i] for i < width (contiguous f32
-/// buffers): kLanes at a time in vectors, then one by one. Each element's
-/// additions keep their order.
+/// buffers): kLanes at a time in vectors (when `vectorize`), then one by
+/// one. Each element's additions keep their order.
 void accumulateRow(LoopEmitter &e, Value acc, Value accBase, Value p,
-                   Value rows, Value rowBase, Value width) {
-  OpBuilder &b = e.builder();
-  Location loc = e.location();
-  Value zero = e.index(0), lanes = e.index(kLanes);
-  auto vectorType = VectorType::get({kLanes}, b.getF32Type());
-  Value splat = vector::BroadcastOp::create(b, loc, vectorType, p);
-  Value full = e.mul(e.div(width, lanes), lanes);
-  e.loop(zero, e.div(width, lanes), [&](Value chunk) {
-    Value i = e.mul(chunk, lanes);
-    Value values = vector::LoadOp::create(b, loc, vectorType, rows,
-                                          ValueRange{e.add(rowBase, i)});
-    Value at = e.add(accBase, i);
-    Value sum = vector::LoadOp::create(b, loc, vectorType, acc, ValueRange{at});
-    vector::StoreOp::create(b, loc, e.add(sum, e.mul(splat, values)), acc,
-                            ValueRange{at});
-  });
+                   Value rows, Value rowBase, Value width, bool vectorize) {
+  Value zero = e.index(0);
+  Value full = zero;
+  if (vectorize) {
+    OpBuilder &b = e.builder();
+    Location loc = e.location();
+    Value lanes = e.index(kLanes);
+    auto vectorType = VectorType::get({kLanes}, b.getF32Type());
+    Value splat = vector::BroadcastOp::create(b, loc, vectorType, p);
+    full = e.mul(e.div(width, lanes), lanes);
+    e.loop(zero, e.div(width, lanes), [&](Value chunk) {
+      Value i = e.mul(chunk, lanes);
+      Value values = vector::LoadOp::create(b, loc, vectorType, rows,
+                                            ValueRange{e.add(rowBase, i)});
+      Value at = e.add(accBase, i);
+      Value sum =
+          vector::LoadOp::create(b, loc, vectorType, acc, ValueRange{at});
+      vector::StoreOp::create(b, loc, e.add(sum, e.mul(splat, values)), acc,
+                              ValueRange{at});
+    });
+  }
   e.loop(full, width, [&](Value i) {
     Value at = e.add(accBase, i);
     e.store(
@@ -986,64 +1034,88 @@ void accumulateRow(LoopEmitter &e, Value acc, Value accBase, Value p,
   });
 }
 
+/// The f32 scratch of one token's attention.
+struct AttentionScratch {
+  /// Per head: its accumulator row [heads, D] and its logits [heads, slots].
+  Value acc, logits;
+  /// The token's rows as one contiguous [slots, D] buffer.
+  Value table;
+  /// The token's query transposed, qT[i * heads + h], so that one vector
+  /// load holds kLanes heads (only when vectorized).
+  Value qT;
+};
+
 /// Multi-query attention with a sink for every token of `q` [T, H, D] over
 /// `slots` rows: `gather(t, table)` copies token t's rows into `table`
 /// ([slots, D] f32, row s at s * D) and `used(t, s)` says which slots hold a
-/// row. Writes `out` [T, H, D].
+/// row. Writes `out` [T, H, D]. Tokens run in turn with heads in kLanes-wide
+/// vectors, or (`tokenParallel`) in parallel with scalar heads.
 void emitAttention(LoopEmitter &e, Value q, Value sink, double scaleValue,
                    Value out, Value slots,
                    const std::function<void(Value, Value)> &gather,
-                   const std::function<Value(Value, Value)> &used) {
+                   const std::function<Value(Value, Value)> &used,
+                   bool tokenParallel) {
   Value tokens = e.dim(q, 0), heads = e.dim(q, 1), width = e.dim(q, 2);
-  // Per head of the current token: its f32 accumulator row and its logits
-  // (computed once, used by both passes), so heads run in parallel.
-  Value acc = e.scratch(e.mul(heads, width));
-  Value logits = e.scratch(e.mul(heads, e.max(slots, e.index(1))));
+  bool vectorize = !tokenParallel;
+  Value rowsOrOne = e.max(slots, e.index(1));
+  Value accFloats = e.mul(heads, width), logitFloats = e.mul(heads, rowsOrOne);
+  Value tableFloats = e.mul(rowsOrOne, width), qFloats = e.mul(width, heads);
+  auto allocate = [&] {
+    AttentionScratch s{e.scratch(accFloats), e.scratch(logitFloats),
+                       e.scratch(tableFloats), Value()};
+    if (vectorize)
+      s.qT = e.scratch(qFloats);
+    return s;
+  };
+  std::optional<AttentionScratch> shared;
+  if (!tokenParallel)
+    shared = allocate();
   Value zero = e.index(0);
   Value scale = e.f32(scaleValue);
   Value negInf = e.f32(kNegInf);
-  // The current token's rows as one contiguous f32 buffer, for vector loads.
-  Value table = e.scratch(e.mul(e.max(slots, e.index(1)), width));
-  // The current token's query transposed, qT[i * heads + h], so that one
-  // vector load holds kLanes heads.
-  Value qT = e.scratch(e.mul(width, heads));
-  Value lanes = e.index(kLanes), groups = e.div(heads, lanes);
+  Value lanes = e.index(kLanes);
+  Value groups = vectorize ? e.div(heads, lanes) : zero;
   OpBuilder &b = e.builder();
   Location loc = e.location();
   auto vectorType = VectorType::get({kLanes}, b.getF32Type());
-  e.loop(zero, tokens, [&](Value t) {
+  tokenLoop(e, tokenParallel, zero, tokens, [&](Value t) {
+    AttentionScratch scratch = shared ? *shared : allocate();
+    Value acc = scratch.acc, logits = scratch.logits, table = scratch.table;
+    Value qT = scratch.qT;
     gather(t, table);
-    e.loop(zero, heads, [&](Value h) {
-      e.loop(zero, width, [&](Value i) {
-        e.store(e.load(q, {t, h, i}), qT, {e.add(e.mul(i, heads), h)});
+    if (vectorize) {
+      e.loop(zero, heads, [&](Value h) {
+        e.loop(zero, width, [&](Value i) {
+          e.store(e.load(q, {t, h, i}), qT, {e.add(e.mul(i, heads), h)});
+        });
       });
-    });
-    // Pass 1a: every slot's logit, kLanes heads per vector; each lane sums
-    // its head's products in order, as the reference does.
-    e.parallelLoop(zero, groups, [&](Value g) {
-      Value h0 = e.mul(g, lanes);
-      e.loop(zero, slots, [&](Value s) {
-        Value rowBase = e.mul(s, width);
-        Value dot = e.loop(
-            zero, width,
-            {vector::BroadcastOp::create(b, loc, vectorType, e.f32(0.0))},
-            [&](Value i, ValueRange d) -> SmallVector<Value> {
-              Value query = vector::LoadOp::create(
-                  b, loc, vectorType, qT,
-                  ValueRange{e.add(e.mul(i, heads), h0)});
-              Value key = vector::BroadcastOp::create(
-                  b, loc, vectorType, e.load(table, {e.add(rowBase, i)}));
-              return {e.add(d[0], e.mul(query, key))};
-            })[0];
-        Value logit =
-            e.mul(vector::BroadcastOp::create(b, loc, vectorType, scale), dot);
-        for (int64_t j = 0; j < kLanes; ++j)
-          e.store(
-              vector::ExtractOp::create(b, loc, logit, ArrayRef<int64_t>{j}),
-              logits, {e.add(e.mul(e.add(h0, e.index(j)), slots), s)});
+      // Pass 1a: every slot's logit, kLanes heads per vector; each lane sums
+      // its head's products in order, as the reference does.
+      e.parallelLoop(zero, groups, [&](Value g) {
+        Value h0 = e.mul(g, lanes);
+        e.loop(zero, slots, [&](Value s) {
+          Value rowBase = e.mul(s, width);
+          Value dot = e.loop(
+              zero, width,
+              {vector::BroadcastOp::create(b, loc, vectorType, e.f32(0.0))},
+              [&](Value i, ValueRange d) -> SmallVector<Value> {
+                Value query = vector::LoadOp::create(
+                    b, loc, vectorType, qT,
+                    ValueRange{e.add(e.mul(i, heads), h0)});
+                Value key = vector::BroadcastOp::create(
+                    b, loc, vectorType, e.load(table, {e.add(rowBase, i)}));
+                return {e.add(d[0], e.mul(query, key))};
+              })[0];
+          Value logit = e.mul(
+              vector::BroadcastOp::create(b, loc, vectorType, scale), dot);
+          for (int64_t j = 0; j < kLanes; ++j)
+            e.store(
+                vector::ExtractOp::create(b, loc, logit, ArrayRef<int64_t>{j}),
+                logits, {e.add(e.mul(e.add(h0, e.index(j)), slots), s)});
+        });
       });
-    });
-    // Pass 1b: the heads left over, one at a time.
+    }
+    // Pass 1b: the heads left over (all of them unvectorized), one at a time.
     e.parallelLoop(e.mul(groups, lanes), heads, [&](Value h) {
       e.loop(zero, slots, [&](Value s) {
         Value rowBase = e.mul(s, width);
@@ -1069,19 +1141,20 @@ void emitAttention(LoopEmitter &e, Value q, Value sink, double scaleValue,
              [&](Value i) { e.store(e.f32(0.0), acc, {e.add(accBase, i)}); });
       Value empty = e.cmp(FP::OEQ, m, negInf);
       // Pass 2: accumulate in selection order, as the reference does.
-      Value den = e.loop(
-          zero, slots, {e.exp(e.sub(e.load(sink, {h}), m))},
-          [&](Value s, ValueRange a) -> SmallVector<Value> {
-            Value isUsed = used(t, s);
-            Value w = e.exp(e.sub(e.load(logits, {e.add(logitBase, s)}), m));
-            // The PV product takes bf16 probabilities; the denominator
-            // keeps them in f32 (spec 2b).
-            Value p = e.roundBF16(w);
-            e.ifThen(isUsed, [&] {
-              accumulateRow(e, acc, accBase, p, table, e.mul(s, width), width);
-            });
-            return {e.select(isUsed, e.add(a[0], w), a[0])};
-          })[0];
+      Value den = e.loop(zero, slots, {e.exp(e.sub(e.load(sink, {h}), m))},
+                         [&](Value s, ValueRange a) -> SmallVector<Value> {
+                           Value isUsed = used(t, s);
+                           Value w = e.exp(
+                               e.sub(e.load(logits, {e.add(logitBase, s)}), m));
+                           // The PV product takes bf16 probabilities; the
+                           // denominator keeps them in f32 (spec 2b).
+                           Value p = e.roundBF16(w);
+                           e.ifThen(isUsed, [&] {
+                             accumulateRow(e, acc, accBase, p, table,
+                                           e.mul(s, width), width, vectorize);
+                           });
+                           return {e.select(isUsed, e.add(a[0], w), a[0])};
+                         })[0];
       e.loop(zero, width, [&](Value i) {
         Value o = e.select(empty, e.f32(0.0),
                            e.div(e.load(acc, {e.add(accBase, i)}), den));
@@ -1115,7 +1188,7 @@ struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
             });
           });
         },
-        used);
+        used, tokenParallel);
     rewriter.replaceOp(op, e.tensor(out, op.getType()));
     return success();
   }
@@ -1135,7 +1208,7 @@ struct LowerStepWindow : public V4APattern<StepWindowOp> {
     Value tokens = e.dim(in.positions, 0);
     Value attend = e.allocShaped(op.getAttend().getType(), {tokens});
     Value store = e.allocShaped(op.getStore().getType(), {tokens});
-    e.loop(e.index(0), tokens, [&](Value t) {
+    e.parallelLoop(e.index(0), tokens, [&](Value t) {
       emitWindowRows(e, in, tokens, op.getWindow(), attend, store, t);
     });
     rewriter.replaceOp(op, {e.tensor(attend, op.getAttend().getType()),
@@ -1154,7 +1227,7 @@ struct LowerStepCompressed : public V4APattern<StepCompressedOp> {
     Value tokens = e.dim(in.positions, 0);
     Value base = e.allocShaped(op.getBase().getType(), {tokens});
     Value complete = e.allocShaped(op.getComplete().getType(), {tokens});
-    e.loop(e.index(0), tokens, [&](Value t) {
+    e.parallelLoop(e.index(0), tokens, [&](Value t) {
       emitCompressedRows(e, in, op.getRatio(), op.getSlotRows(), base, complete,
                          t);
     });
@@ -1164,14 +1237,21 @@ struct LowerStepCompressed : public V4APattern<StepCompressedOp> {
   }
 };
 
-/// The largest number of compressed rows a token of the step sees.
+/// The largest number of compressed rows a token of the step sees: a size
+/// that depends on the data, so it passes through a one-element buffer that
+/// whoever allocates (the host of a GPU) reads back.
 Value maxVisibleRows(LoopEmitter &e, Value positions, int64_t ratio) {
   Value zero = e.index(0), one = e.index(1);
-  return e.loop(zero, e.dim(positions, 0), {zero},
-                [&](Value t, ValueRange a) -> SmallVector<Value> {
-                  Value next = e.add(e.loadIndex(positions, {t}), one);
-                  return {e.max(a[0], e.div(next, e.index(ratio)))};
-                })[0];
+  Value largest = e.loop(zero, e.dim(positions, 0), {zero},
+                         [&](Value t, ValueRange a) -> SmallVector<Value> {
+                           Value next = e.add(e.loadIndex(positions, {t}), one);
+                           return {e.max(a[0], e.div(next, e.index(ratio)))};
+                         })[0];
+  OpBuilder &b = e.builder();
+  auto type = MemRefType::get({1}, b.getI64Type());
+  Value cell = memref::AllocOp::create(b, e.location(), type);
+  e.storeInt(largest, cell, {zero});
+  return e.loadIndex(cell, {zero});
 }
 
 struct LowerVisibleRows : public V4APattern<VisibleRowsOp> {
@@ -1185,7 +1265,7 @@ struct LowerVisibleRows : public V4APattern<VisibleRowsOp> {
     Value width = maxVisibleRows(e, positions, ratio);
     Value out = e.allocShaped(op.getType(), {tokens, width});
     Value zero = e.index(0), one = e.index(1);
-    e.loop(zero, tokens, [&](Value t) {
+    e.parallelLoop(zero, tokens, [&](Value t) {
       Value visible =
           e.div(e.add(e.loadIndex(positions, {t}), one), e.index(ratio));
       e.loop(zero, width, [&](Value j) {
@@ -1206,8 +1286,18 @@ Value floatsOf(LoopEmitter &e, Value bytes) {
                                 ValueRange{e.div(e.dim(bytes, 0), e.index(4))});
 }
 
-struct LowerCompressor : public OpConversionPattern<CompressorOp> {
-  using OpConversionPattern::OpConversionPattern;
+/// Patterns over cache bytes: type conversions, and the token layout.
+template <typename OpTy>
+struct CachePattern : public OpConversionPattern<OpTy> {
+  CachePattern(const TypeConverter &converter, MLIRContext *context,
+               bool tokenParallel)
+      : OpConversionPattern<OpTy>(converter, context),
+        tokenParallel(tokenParallel) {}
+  bool tokenParallel;
+};
+
+struct LowerCompressor : public CachePattern<CompressorOp> {
+  using CachePattern::CachePattern;
   LogicalResult
   matchAndRewrite(CompressorOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -1259,9 +1349,8 @@ struct LowerCompressor : public OpConversionPattern<CompressorOp> {
   }
 };
 
-struct LowerCacheIndexerScore
-    : public OpConversionPattern<CacheIndexerScoreOp> {
-  using OpConversionPattern::OpConversionPattern;
+struct LowerCacheIndexerScore : public CachePattern<CacheIndexerScoreOp> {
+  using CachePattern::CachePattern;
   LogicalResult
   matchAndRewrite(CacheIndexerScoreOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -1278,12 +1367,14 @@ struct LowerCacheIndexerScore
     Value out = e.allocShaped(type, {tokens, rows});
     Value zero = e.index(0), one = e.index(1);
     // The token's keys, decoded once, as [rows, width] f32.
-    Value key = e.scratch(e.mul(e.max(rows, one), width));
-    e.loop(zero, tokens, [&](Value t) {
+    Value keyFloats = e.mul(e.max(rows, one), width);
+    Value sharedKey = tokenParallel ? Value() : e.scratch(keyFloats);
+    tokenLoop(e, tokenParallel, zero, tokens, [&](Value t) {
+      Value key = sharedKey ? sharedKey : e.scratch(keyFloats);
       Value valid =
           e.div(e.add(e.loadIndex(positions, {t}), one), e.index(ratio));
       Value base = e.loadIndex(bases, {t});
-      e.loop(zero, valid, [&](Value j) {
+      e.parallelLoop(zero, valid, [&](Value j) {
         e.loop(zero, width, [&](Value i) {
           e.store(keys.load(e.add(base, j), i), key,
                   {e.add(e.mul(j, width), i)});
@@ -1312,8 +1403,8 @@ struct LowerCacheIndexerScore
   }
 };
 
-struct LowerCacheAttention : public OpConversionPattern<CacheAttentionOp> {
-  using OpConversionPattern::OpConversionPattern;
+struct LowerCacheAttention : public CachePattern<CacheAttentionOp> {
+  using CachePattern::CachePattern;
   LogicalResult
   matchAndRewrite(CacheAttentionOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -1357,7 +1448,7 @@ struct LowerCacheAttention : public OpConversionPattern<CacheAttentionOp> {
               e.store(at(i), table, {e.add(e.mul(s, width), i)});
             });
           };
-          e.loop(zero, w, [&](Value s) {
+          e.parallelLoop(zero, w, [&](Value s) {
             Value row = e.loadIndex(windowRows, {t, s});
             Value fromStep = e.cmp(IP::slt, row, tokens);
             e.ifThen(e.cmp(IP::ne, row, minusOne), [&] {
@@ -1373,7 +1464,7 @@ struct LowerCacheAttention : public OpConversionPattern<CacheAttentionOp> {
           if (!compressed)
             return;
           Value base = e.loadIndex(bases, {t});
-          e.loop(zero, k, [&](Value j) {
+          e.parallelLoop(zero, k, [&](Value j) {
             Value row = e.loadIndex(compressedRows, {t, j});
             e.ifThen(e.cmp(IP::ne, row, minusOne), [&] {
               Value global = e.add(base, row);
@@ -1382,7 +1473,7 @@ struct LowerCacheAttention : public OpConversionPattern<CacheAttentionOp> {
             });
           });
         },
-        used);
+        used, tokenParallel);
     rewriter.replaceOp(op, e.tensor(out, op.getType()));
     return success();
   }
@@ -1393,8 +1484,8 @@ struct LowerCacheAttention : public OpConversionPattern<CacheAttentionOp> {
 // core/CacheLayout.h (see CacheRows).
 //===----------------------------------------------------------------------===//
 
-struct LowerCacheStore : public OpConversionPattern<CacheStoreOp> {
-  using OpConversionPattern::OpConversionPattern;
+struct LowerCacheStore : public CachePattern<CacheStoreOp> {
+  using CachePattern::CachePattern;
   LogicalResult
   matchAndRewrite(CacheStoreOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -1403,7 +1494,7 @@ struct LowerCacheStore : public OpConversionPattern<CacheStoreOp> {
     Value rows = e.buffer(adaptor.getRows());
     Value ids = e.buffer(adaptor.getRowIds());
     Value zero = e.index(0);
-    e.loop(zero, e.dim(rows, 0), [&](Value r) {
+    e.parallelLoop(zero, e.dim(rows, 0), [&](Value r) {
       Value id = e.loadIndex(ids, {r});
       e.ifThen(e.cmp(IP::sge, id, zero), [&] { cache.storeRow(id, rows, r); });
     });
@@ -1412,8 +1503,8 @@ struct LowerCacheStore : public OpConversionPattern<CacheStoreOp> {
   }
 };
 
-struct LowerCacheGather : public OpConversionPattern<CacheGatherOp> {
-  using OpConversionPattern::OpConversionPattern;
+struct LowerCacheGather : public CachePattern<CacheGatherOp> {
+  using CachePattern::CachePattern;
   LogicalResult
   matchAndRewrite(CacheGatherOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -1447,7 +1538,7 @@ bool isCacheOp(Operation *op) {
 }
 
 /// Rewrites cache values to their bytes, in signatures and in the cache ops.
-LogicalResult lowerCaches(ModuleOp module) {
+LogicalResult lowerCaches(ModuleOp module, bool tokenParallel) {
   MLIRContext *context = module.getContext();
   TypeConverter converter;
   converter.addConversion([](Type type) { return type; });
@@ -1473,7 +1564,8 @@ LogicalResult lowerCaches(ModuleOp module) {
   target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
   RewritePatternSet patterns(context);
   patterns.add<LowerCacheStore, LowerCacheGather, LowerCompressor,
-               LowerCacheIndexerScore, LowerCacheAttention>(converter, context);
+               LowerCacheIndexerScore, LowerCacheAttention>(converter, context,
+                                                            tokenParallel);
   populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                  converter);
   populateReturnOpTypeConversionPattern(patterns, converter);
@@ -1498,6 +1590,7 @@ void inlineFusedRegions(ModuleOp module) {
 }
 
 struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
+  using LowerToCPUBase::LowerToCPUBase;
   void runOnOperation() override {
     inlineFusedRegions(getOperation());
     RewritePatternSet patterns(&getContext());
@@ -1506,7 +1599,7 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
                  LowerCompress, LowerCompressStep, LowerIndexerScore, LowerTopK,
                  LowerBlockTopK, LowerWindowStore, LowerWindowIndices,
                  LowerSparseAttention, LowerStepWindow, LowerStepCompressed,
-                 LowerVisibleRows>(&getContext());
+                 LowerVisibleRows>(&getContext(), tokenParallel);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     WalkResult leftover = getOperation()->walk([](Operation *op) {
@@ -1530,7 +1623,8 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
       }
       return WalkResult::advance();
     });
-    if (leftover.wasInterrupted() || failed(lowerCaches(getOperation())))
+    if (leftover.wasInterrupted() ||
+        failed(lowerCaches(getOperation(), tokenParallel)))
       return signalPassFailure();
   }
 };

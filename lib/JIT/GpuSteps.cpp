@@ -1,0 +1,406 @@
+//===- GpuSteps.cpp - step functions as GPU kernels and host programs -----===//
+
+#include "lib/JIT/GpuSteps.h"
+
+#include "lib/JIT/StepJit.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace v4a::jit {
+
+namespace {
+
+/// Step functions to loops over buffers, their loop nests to launches of
+/// kernels in `gpu.module @v4a_gpu`.
+constexpr const char *kKernelPipeline =
+    "v4a-lower-to-cpu{token-parallel=1},inline,symbol-dce,canonicalize,"
+    "convert-elementwise-to-linalg,one-shot-bufferize,"
+    "convert-linalg-to-parallel-loops,lower-affine,canonicalize,"
+    "v4a-map-loops-to-gpu,gpu-kernel-outlining,cse";
+
+/// The kernels to PTX.
+std::string binaryPipeline(const std::string &chip) {
+  return "nvvm-attach-target{chip=" + chip +
+         " features=+ptx80},gpu.module(expand-strided-metadata,lower-affine,"
+         "convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,"
+         "reconcile-unrealized-casts),gpu-module-to-binary{format=isa}";
+}
+
+void registerOnce(MLIRContext *context) {
+  static bool registered = [] {
+    registerAllPasses();
+    registerV4APasses();
+    return true;
+  }();
+  (void)registered;
+  DialectRegistry registry;
+  // The conversions to LLVM of arith, memref, cf... that convert-gpu-to-nvvm
+  // gathers come as dialect extensions.
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  context->appendDialectRegistry(registry);
+  context->loadAllAvailableDialects();
+}
+
+/// Builds the host program of one lowered entry function.
+class HostProgramBuilder {
+public:
+  explicit HostProgramBuilder(step::HostProgram &program) : program(program) {}
+
+  LogicalResult build(func::FuncOp func);
+
+private:
+  using Kind = step::HostOp::Kind;
+  using Arith = step::HostOp::Arith;
+
+  int define(Value value) {
+    int id = program.values++;
+    ids[value] = id;
+    return id;
+  }
+  FailureOr<int> use(Operation *op, Value value) {
+    auto it = ids.find(value);
+    if (it == ids.end()) {
+      op->emitError("v4a host program: operand not computed on the host");
+      return failure();
+    }
+    return it->second;
+  }
+  LogicalResult add(Operation *op, Kind kind, ValueRange operands,
+                    std::vector<int64_t> data, Value result = Value(),
+                    std::string kernel = "") {
+    step::HostOp hostOp;
+    hostOp.kind = kind;
+    for (Value operand : operands) {
+      FailureOr<int> id = use(op, operand);
+      if (failed(id))
+        return failure();
+      hostOp.operands.push_back(*id);
+    }
+    hostOp.data = std::move(data);
+    hostOp.kernel = std::move(kernel);
+    if (result)
+      hostOp.result = define(result);
+    program.ops.push_back(std::move(hostOp));
+    return success();
+  }
+  LogicalResult addArith(Operation *op);
+  LogicalResult addShape(Operation *op, Kind kind, MemRefType type,
+                         Value first, ValueRange dynamic, Value result,
+                         std::vector<int64_t> prefix);
+  LogicalResult addLaunch(gpu::LaunchFuncOp launch);
+
+  step::HostProgram &program;
+  llvm::DenseMap<Value, int> ids;
+};
+
+std::optional<step::HostOp::Arith> arithOf(Operation *op) {
+  using A = step::HostOp::Arith;
+  if (isa<arith::AddIOp>(op))
+    return A::Add;
+  if (isa<arith::SubIOp>(op))
+    return A::Sub;
+  if (isa<arith::MulIOp>(op))
+    return A::Mul;
+  if (isa<arith::DivSIOp>(op))
+    return A::DivS;
+  if (isa<arith::RemSIOp>(op))
+    return A::RemS;
+  if (isa<arith::CeilDivSIOp>(op))
+    return A::CeilDivS;
+  if (isa<arith::FloorDivSIOp>(op))
+    return A::FloorDivS;
+  if (isa<arith::MinSIOp>(op))
+    return A::MinS;
+  if (isa<arith::MaxSIOp>(op))
+    return A::MaxS;
+  if (isa<arith::DivUIOp>(op))
+    return A::DivU;
+  if (isa<arith::RemUIOp>(op))
+    return A::RemU;
+  if (isa<arith::MinUIOp>(op))
+    return A::MinU;
+  if (isa<arith::MaxUIOp>(op))
+    return A::MaxU;
+  if (isa<arith::SelectOp>(op))
+    return A::Select;
+  if (auto cmp = dyn_cast<arith::CmpIOp>(op)) {
+    switch (cmp.getPredicate()) {
+    case arith::CmpIPredicate::eq:
+      return A::Eq;
+    case arith::CmpIPredicate::ne:
+      return A::Ne;
+    case arith::CmpIPredicate::slt:
+      return A::Slt;
+    case arith::CmpIPredicate::sle:
+      return A::Sle;
+    case arith::CmpIPredicate::sgt:
+      return A::Sgt;
+    case arith::CmpIPredicate::sge:
+      return A::Sge;
+    case arith::CmpIPredicate::ult:
+      return A::Ult;
+    case arith::CmpIPredicate::ule:
+      return A::Ule;
+    case arith::CmpIPredicate::ugt:
+      return A::Ugt;
+    case arith::CmpIPredicate::uge:
+      return A::Uge;
+    }
+  }
+  return std::nullopt;
+}
+
+LogicalResult HostProgramBuilder::addArith(Operation *op) {
+  if (isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp,
+          arith::ExtUIOp, arith::TruncIOp>(op)) {
+    Type type = op->getResult(0).getType();
+    if (type.isInteger(32)) {
+      return add(op, Kind::Arith, op->getOperands(),
+                 {static_cast<int64_t>(Arith::Trunc32)}, op->getResult(0));
+    }
+    if (!type.isIndex() && !type.isInteger(64))
+      return op->emitError("v4a host program: integers of ")
+             << type << " on the host";
+    // Same value as an int64.
+    FailureOr<int> id = use(op, op->getOperand(0));
+    if (failed(id))
+      return failure();
+    ids[op->getResult(0)] = *id;
+    return success();
+  }
+  std::optional<Arith> arith = arithOf(op);
+  if (!arith)
+    return op->emitError("v4a host program: no host form for ")
+           << op->getName();
+  return add(op, Kind::Arith, op->getOperands(),
+             {static_cast<int64_t>(*arith)}, op->getResult(0));
+}
+
+LogicalResult HostProgramBuilder::addShape(Operation *op, Kind kind,
+                                           MemRefType type, Value first,
+                                           ValueRange dynamic, Value result,
+                                           std::vector<int64_t> prefix) {
+  if (!type.getLayout().isIdentity())
+    return op->emitError("v4a host program: a buffer with a layout");
+  std::vector<int64_t> data = std::move(prefix);
+  data.push_back(type.getRank());
+  for (int64_t d : type.getShape())
+    data.push_back(ShapedType::isDynamic(d) ? -1 : d);
+  SmallVector<Value> operands;
+  if (first)
+    operands.push_back(first);
+  llvm::append_range(operands, dynamic);
+  return add(op, kind, operands, std::move(data), result);
+}
+
+LogicalResult HostProgramBuilder::addLaunch(gpu::LaunchFuncOp launch) {
+  if (launch.hasClusterSize() || launch.getDynamicSharedMemorySize())
+    return launch.emitError("v4a host program: clusters or dynamic shared "
+                            "memory");
+  SmallVector<Value> operands;
+  gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
+  gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
+  operands.append({grid.x, grid.y, grid.z, block.x, block.y, block.z});
+  std::vector<int64_t> kinds;
+  for (Value arg : launch.getKernelOperands()) {
+    Type type = arg.getType();
+    if (type.isIndex() || type.isInteger(64)) {
+      kinds.push_back(static_cast<int64_t>(step::HostOp::ParamKind::I64));
+    } else if (type.isInteger(32)) {
+      kinds.push_back(static_cast<int64_t>(step::HostOp::ParamKind::I32));
+    } else if (auto memref = dyn_cast<MemRefType>(type)) {
+      if (!memref.getLayout().isIdentity())
+        return launch.emitError("v4a host program: a kernel buffer with a "
+                                "layout");
+      kinds.push_back(static_cast<int64_t>(step::HostOp::ParamKind::Buffer));
+    } else {
+      return launch.emitError("v4a host program: a kernel argument of type ")
+             << type;
+    }
+    operands.push_back(arg);
+  }
+  return add(launch, Kind::Launch, operands, std::move(kinds), Value(),
+             launch.getKernelName().str());
+}
+
+LogicalResult HostProgramBuilder::build(func::FuncOp func) {
+  for (BlockArgument arg : func.getArguments())
+    define(arg);
+  for (Operation &op : func.getBody().front()) {
+    LogicalResult done = success();
+    if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+      auto value = dyn_cast<IntegerAttr>(constant.getValue());
+      if (!value) {
+        if (!op.use_empty())
+          return op.emitError("v4a host program: a non-integer constant");
+        continue;
+      }
+      done = add(&op, Kind::Const, {}, {value.getValue().getSExtValue()},
+                 constant.getResult());
+    } else if (auto dim = dyn_cast<memref::DimOp>(op)) {
+      std::optional<int64_t> index = dim.getConstantIndex();
+      if (!index)
+        return op.emitError("v4a host program: a dimension not constant");
+      done = add(&op, Kind::Dim, dim.getSource(), {*index}, dim.getResult());
+    } else if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
+      int64_t bytes =
+          std::max<int64_t>(1, alloc.getType().getElementTypeBitWidth() / 8);
+      done = addShape(&op, Kind::Alloc, alloc.getType(), Value(),
+                      alloc.getDynamicSizes(), alloc.getResult(), {bytes});
+    } else if (auto expand = dyn_cast<memref::ExpandShapeOp>(op)) {
+      done = addShape(&op, Kind::View, expand.getResultType(), expand.getSrc(),
+                      expand.getOutputShape(), expand.getResult(), {});
+      // Dynamic output sizes: only the dynamic ones are operands.
+      if (succeeded(done)) {
+        step::HostOp &view = program.ops.back();
+        std::vector<int> kept = {view.operands[0]};
+        auto sizes = expand.getMixedOutputShape();
+        for (auto [i, size] : llvm::enumerate(sizes))
+          if (expand.getResultType().isDynamicDim(i))
+            kept.push_back(*use(&op, cast<Value>(size)));
+        view.operands = kept;
+      }
+    } else if (auto collapse = dyn_cast<memref::CollapseShapeOp>(op)) {
+      // Collapsed sizes are products of the source's.
+      MemRefType type = collapse.getResultType();
+      if (type.hasStaticShape()) {
+        done = addShape(&op, Kind::View, type, collapse.getSrc(), {},
+                        collapse.getResult(), {});
+      } else {
+        return op.emitError("v4a host program: a dynamic collapse");
+      }
+    } else if (auto cast = dyn_cast<memref::CastOp>(op)) {
+      FailureOr<int> id = use(&op, cast.getSource());
+      if (failed(id))
+        return failure();
+      ids[cast.getResult()] = *id;
+    } else if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+      done = add(&op, Kind::Copy, {copy.getSource(), copy.getTarget()}, {});
+    } else if (auto load = dyn_cast<memref::LoadOp>(op)) {
+      SmallVector<Value> operands = {load.getMemRef()};
+      llvm::append_range(operands, load.getIndices());
+      int64_t bytes = std::max<int64_t>(
+          1, load.getMemRefType().getElementTypeBitWidth() / 8);
+      done = add(&op, Kind::Load, operands, {bytes}, load.getResult());
+    } else if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op)) {
+      done = addLaunch(launch);
+    } else if (isa<memref::DeallocOp, func::ReturnOp>(op)) {
+      continue;
+    } else if (op.getNumResults() == 1 && op.getNumRegions() == 0) {
+      done = addArith(&op);
+    } else {
+      return op.emitError("v4a host program: no host form for ")
+             << op.getName();
+    }
+    if (failed(done))
+      return failure();
+  }
+  return success();
+}
+
+/// Constant tables (memref.global) that kernels read move into the kernel
+/// module.
+void copyGlobalsIntoKernels(ModuleOp module) {
+  for (auto kernels : module.getOps<gpu::GPUModuleOp>()) {
+    OpBuilder b = OpBuilder::atBlockBegin(kernels.getBody());
+    kernels.walk([&](memref::GetGlobalOp get) {
+      if (kernels.lookupSymbol(get.getNameAttr()))
+        return;
+      if (auto global = module.lookupSymbol<memref::GlobalOp>(get.getName()))
+        b.clone(*global);
+    });
+  }
+  for (auto func : module.getOps<func::FuncOp>())
+    func.walk([](memref::GetGlobalOp get) {
+      if (get.use_empty())
+        get.erase();
+    });
+}
+
+std::string firstDiagnostic(const std::string &messages) {
+  return messages.empty() ? std::string("pipeline failed") : messages;
+}
+
+} // namespace
+
+std::optional<GpuSteps> compileGpuSteps(ModuleOp module,
+                                        const std::vector<std::string> &names,
+                                        const std::string &chip,
+                                        std::string &error,
+                                        std::string *kernelIR) {
+  MLIRContext *context = module.getContext();
+  registerOnce(context);
+  std::string messages;
+  ScopedDiagnosticHandler handler(context, [&](Diagnostic &diag) {
+    if (messages.empty())
+      messages = diag.str();
+    return success();
+  });
+  GpuSteps steps;
+  if (failed(prepareEntries(module, names, steps.functions, error)))
+    return std::nullopt;
+  PassManager kernels(context);
+  if (failed(parsePassPipeline(kKernelPipeline, kernels)) ||
+      failed(kernels.run(module))) {
+    if (getenv("V4A_DUMP")) module.print(llvm::errs());
+    error = "cannot map the step functions to GPU kernels: " +
+            firstDiagnostic(messages);
+    return std::nullopt;
+  }
+  copyGlobalsIntoKernels(module);
+  if (kernelIR) {
+    llvm::raw_string_ostream os(*kernelIR);
+    module.print(os);
+    return steps;
+  }
+  for (step::Function &function : steps.functions) {
+    auto entry = module.lookupSymbol<func::FuncOp>(function.name + "_entry");
+    if (!entry || failed(HostProgramBuilder(function.host).build(entry))) {
+      error = "cannot build the host program of '" + function.name +
+              "': " + firstDiagnostic(messages);
+      return std::nullopt;
+    }
+  }
+  PassManager binary(context);
+  if (failed(parsePassPipeline(binaryPipeline(chip), binary)) ||
+      failed(binary.run(module))) {
+    error = "cannot generate the GPU kernels: " + firstDiagnostic(messages);
+    return std::nullopt;
+  }
+  for (auto object : module.getOps<gpu::BinaryOp>())
+    for (Attribute attr : object.getObjects())
+      steps.ptx += cast<gpu::ObjectAttr>(attr).getObject().str();
+  if (steps.ptx.empty()) {
+    error = "the step functions have no GPU kernels";
+    return std::nullopt;
+  }
+  return steps;
+}
+
+} // namespace v4a::jit

@@ -1,0 +1,44 @@
+//===- GpuSteps.h - step functions as GPU kernels and host programs -*- C++ -*-===//
+//
+// Takes the step functions of a module (v4a-compile --emit=steps) to an
+// NVVM target through MLIR's GPU path: the token-parallel loop lowering,
+// bufferization, v4a-map-loops-to-gpu and kernel outlining, then PTX for
+// the kernels and, per function, the host program the runtime interprets
+// (core/StepSignature.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_LIB_JIT_GPUSTEPS_H
+#define V4A_LIB_JIT_GPUSTEPS_H
+
+#include "core/StepSignature.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
+
+namespace v4a::jit {
+
+struct GpuSteps {
+  /// One PTX module holding every kernel.
+  std::string ptx;
+  /// The functions in the order asked for, each with its host program.
+  std::vector<step::Function> functions;
+};
+
+/// Compiles the functions `names` of `module` (lowered in place) for `chip`.
+/// With `kernelIR`, stops after outlining and prints the module there (no
+/// PTX).
+std::optional<GpuSteps> compileGpuSteps(mlir::ModuleOp module,
+                                        const std::vector<std::string> &names,
+                                        const std::string &chip,
+                                        std::string &error,
+                                        std::string *kernelIR = nullptr);
+
+} // namespace v4a::jit
+
+#endif // V4A_LIB_JIT_GPUSTEPS_H
