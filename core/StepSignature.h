@@ -102,6 +102,15 @@ struct Function {
   void (*entry)(void **) = nullptr;
 };
 
+/// One call of a step: a key's metadata function (layer -1, meta -1), or a
+/// layer's step function with the metadata function whose latest outputs it
+/// reads (indices into the list of functions).
+struct Call {
+  int function = -1;
+  int meta = -1;
+  int64_t layer = -1;
+};
+
 } // namespace v4a::step
 
 #endif // V4A_CORE_STEPSIGNATURE_H

@@ -3,8 +3,10 @@
 #include "runtime/CudaBackend.h"
 
 #include "core/FileIO.h"
+#include "runtime/HostProgram.h"
 
 #include <dlfcn.h>
+#include <map>
 
 namespace v4a::rt {
 
@@ -42,6 +44,8 @@ struct CudaBackend::Driver {
                               CUstream_st *) = nullptr;
   CUresult (*memcpyDtoHAsync)(void *, CUdeviceptr, size_t,
                               CUstream_st *) = nullptr;
+  CUresult (*memcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t,
+                              CUstream_st *) = nullptr;
   CUresult (*streamCreate)(CUstream_st **, unsigned) = nullptr;
   CUresult (*streamSynchronize)(CUstream_st *) = nullptr;
   CUresult (*streamDestroy)(CUstream_st *) = nullptr;
@@ -58,6 +62,9 @@ struct CudaBackend::Driver {
   CUctx_st *context = nullptr;
   CUstream_st *stream = nullptr;
   std::vector<CUmod_st *> modules;
+  /// The module step functions' kernels come from, and its functions.
+  CUmod_st *kernels = nullptr;
+  std::map<std::string, CUfunc_st *> functions;
   std::string deviceName;
   int computeCapability = 0;
 
@@ -91,6 +98,7 @@ struct CudaBackend::Driver {
         {"cuMemsetD8Async", reinterpret_cast<void **>(&memsetD8Async)},
         {"cuMemcpyHtoDAsync_v2", reinterpret_cast<void **>(&memcpyHtoDAsync)},
         {"cuMemcpyDtoHAsync_v2", reinterpret_cast<void **>(&memcpyDtoHAsync)},
+        {"cuMemcpyDtoDAsync_v2", reinterpret_cast<void **>(&memcpyDtoDAsync)},
         {"cuStreamCreate", reinterpret_cast<void **>(&streamCreate)},
         {"cuStreamSynchronize", reinterpret_cast<void **>(&streamSynchronize)},
         {"cuStreamDestroy_v2", reinterpret_cast<void **>(&streamDestroy)},
@@ -218,11 +226,101 @@ void CudaBackend::copyToHost(void *host, const void *device, int64_t bytes) {
   driver->streamSynchronize(driver->stream);
 }
 
+namespace {
+
+/// The backend as a host program's device.
+class CudaHostDevice : public HostDevice {
+public:
+  CudaHostDevice(CudaBackend &backend, CudaBackend::Driver &driver)
+      : backend(backend), d(driver) {}
+  void *allocate(int64_t bytes, std::string &error) override {
+    return backend.allocate(bytes, error);
+  }
+  void release(void *memory) override { backend.release(memory); }
+  bool copyOnDevice(void *to, const void *from, int64_t bytes,
+                    std::string &error) override;
+  bool readBack(void *host, const void *device, int64_t bytes,
+                std::string &error) override;
+  bool launchKernel(const std::string &kernel, std::array<unsigned, 3> grid,
+                    std::array<unsigned, 3> block, std::vector<void *> params,
+                    std::string &error) override;
+
+private:
+  CudaBackend &backend;
+  CudaBackend::Driver &d;
+};
+
+} // namespace
+
+bool CudaHostDevice::copyOnDevice(void *to, const void *from, int64_t bytes,
+                                  std::string &error) {
+  CUresult result = d.memcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(to),
+                                      reinterpret_cast<CUdeviceptr>(from),
+                                      bytes, d.stream);
+  if (result != kSuccess)
+    error = d.describe("cannot copy on " + d.deviceName, result);
+  return result == kSuccess;
+}
+
+bool CudaHostDevice::readBack(void *host, const void *device, int64_t bytes,
+                              std::string &error) {
+  CUresult result = d.memcpyDtoHAsync(
+      host, reinterpret_cast<CUdeviceptr>(device), bytes, d.stream);
+  if (result == kSuccess)
+    result = d.streamSynchronize(d.stream);
+  if (result != kSuccess)
+    error = d.describe("cannot read back from " + d.deviceName, result);
+  return result == kSuccess;
+}
+
+bool CudaHostDevice::launchKernel(const std::string &kernel,
+                                  std::array<unsigned, 3> grid,
+                                  std::array<unsigned, 3> block,
+                                  std::vector<void *> params,
+                                  std::string &error) {
+  auto it = d.functions.find(kernel);
+  if (it == d.functions.end()) {
+    CUfunc_st *function = nullptr;
+    CUresult result = d.kernels ? d.moduleGetFunction(&function, d.kernels,
+                                                      kernel.c_str())
+                                : 1;
+    if (result != kSuccess) {
+      error = "the loaded kernels lack " + kernel;
+      return false;
+    }
+    it = d.functions.emplace(kernel, function).first;
+  }
+  CUresult result = d.launchKernel(it->second, grid[0], grid[1], grid[2],
+                                   block[0], block[1], block[2], 0, d.stream,
+                                   params.data(), nullptr);
+  if (result != kSuccess)
+    error = d.describe("cannot launch kernel " + kernel, result);
+  return result == kSuccess;
+}
+
+bool CudaBackend::loadKernels(const std::string &image, std::string &error) {
+  void *module = loadModule(image, error);
+  if (!module)
+    return false;
+  driver->kernels = static_cast<CUmod_st *>(module);
+  driver->functions.clear();
+  return true;
+}
+
 bool CudaBackend::run(const step::Function &function,
-                      const std::vector<BufferArg> &, std::string &error) {
-  error = function.name + ": the CUDA backend has no kernels for compiled "
-                          "step functions yet";
-  return false;
+                      const std::vector<BufferArg> &args, std::string &error) {
+  if (!driver->kernels) {
+    error = function.name + ": no kernels loaded (compile for the GPU and "
+                            "run a package)";
+    return false;
+  }
+  if (function.host.ops.empty()) {
+    error = function.name + ": compiled without a host program (not for "
+                            "the GPU)";
+    return false;
+  }
+  CudaHostDevice device(*this, *driver);
+  return runHostProgram(function, args, device, error);
 }
 
 void CudaBackend::synchronize() { driver->streamSynchronize(driver->stream); }

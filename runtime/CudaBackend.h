@@ -32,10 +32,12 @@ public:
   void release(void *memory) override;
   void copyToDevice(void *device, const void *host, int64_t bytes) override;
   void copyToHost(void *host, const void *device, int64_t bytes) override;
-  /// Compiled step functions run as kernels from a package, which this
-  /// backend does not load yet: an error naming the function.
+  /// Runs the function's host program (runtime/HostProgram.h) with the
+  /// kernels of loadKernels.
   bool run(const step::Function &function, const std::vector<BufferArg> &args,
            std::string &error) override;
+  /// Loads the PTX or cubin image the step functions' kernels come from.
+  bool loadKernels(const std::string &image, std::string &error);
   void synchronize() override;
 
   /// Loads a PTX (NUL-terminated text) or cubin image; returns a handle, or

@@ -42,11 +42,7 @@ const char *typeName(HostTensor::Type type);
 /// order: a key's metadata function (layer -1), or a layer's step function
 /// with the metadata function whose latest outputs it reads.
 struct StepProgram {
-  struct Call {
-    int function = -1;
-    int meta = -1;
-    int64_t layer = -1;
-  };
+  using Call = step::Call;
   std::vector<step::Function> functions;
   std::vector<Call> calls;
 };

@@ -4,7 +4,7 @@
 
 #include "core/FileIO.h"
 #include "lib/Config/JsonCheck.h"
-#include "runtime/SafeTensors.h"
+#include "runtime/Weights.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/JSON.h"
@@ -14,31 +14,6 @@
 #include <set>
 
 namespace v4a {
-
-static bool isAttentionTensor(const std::string &name) {
-  return (name.rfind("layers.", 0) == 0 || name.rfind("mtp.", 0) == 0) &&
-         name.find(".attn.") != std::string::npos;
-}
-
-/// The layer a checkpoint name belongs to, or -1.
-static int64_t layerOfName(const ModelConfig &config, const std::string &name,
-                           std::string &rest) {
-  // "layers.{i}.attn.NAME" or "mtp.{j}.attn.NAME", i without leading zeros.
-  bool mtp = name.rfind("mtp.", 0) == 0;
-  size_t begin = mtp ? 4 : 7, dot = name.find('.', begin);
-  if (dot == std::string::npos || dot == begin ||
-      name.compare(dot, 6, ".attn.") != 0)
-    return -1;
-  std::string digits = name.substr(begin, dot - begin);
-  if (digits.find_first_not_of("0123456789") != std::string::npos ||
-      digits.size() > 6 || (digits.size() > 1 && digits[0] == '0'))
-    return -1;
-  int64_t index = std::stoll(digits);
-  rest = name.substr(dot + 6);
-  if (mtp)
-    return index < config.numMtpLayers ? config.numHiddenLayers + index : -1;
-  return index < config.numHiddenLayers ? index : -1;
-}
 
 /// Whether a shard name stays inside the checkpoint's folder: relative, no
 /// ".." component, no empty component.
@@ -88,7 +63,7 @@ bool shardsOfIndex(std::string_view text, const std::string &dir,
   }
   std::set<std::string> shards;
   for (const auto &[name, shard] : *map) {
-    if (!isAttentionTensor(name.str()))
+    if (!rt::isAttentionTensor(name.str()))
       continue;
     std::optional<llvm::StringRef> file = shard.getAsString();
     if (!file || !isShardInsideFolder(*file)) {
@@ -131,56 +106,8 @@ bool readCheckpoint(const ModelConfig &config, const std::string &path,
                     std::vector<rt::LayerTensors> &tensors, std::string &error,
                     const std::vector<int64_t> &layers) {
   std::vector<std::string> files;
-  if (!checkpointFiles(path, files, error))
-    return false;
-  tensors.assign(config.numLayers(), {});
-  std::vector<bool> wanted(config.numLayers(), layers.empty());
-  for (int64_t id : layers)
-    if (id >= 0 && id < config.numLayers())
-      wanted[id] = true;
-  // Tensors of layers the configuration lacks are kept, to be reported.
-  st::TensorFilter keep = [&](const std::string &name) {
-    std::string rest;
-    int64_t layer = layerOfName(config, name, rest);
-    return isAttentionTensor(name) && (layer < 0 || wanted[layer]);
-  };
-  for (const std::string &file : files) {
-    std::optional<st::File> contents = st::read(file, error, keep);
-    if (!contents)
-      return false;
-    for (auto &[name, tensor] : *contents) {
-      std::string rest;
-      int64_t layer = layerOfName(config, name, rest);
-      if (layer < 0) {
-        error = name + ": the configuration has no such attention layer";
-        return false;
-      }
-      rt::HostTensor host;
-      host.shape = tensor.shape;
-      if (tensor.dtype == st::DType::F8_E4M3 ||
-          tensor.dtype == st::DType::F8_E8M0) {
-        host.type = tensor.dtype == st::DType::F8_E4M3
-                        ? rt::HostTensor::Type::E4M3
-                        : rt::HostTensor::Type::UE8M0;
-        host.bytes = std::move(tensor.data);
-      } else if (tensor.dtype == st::DType::F32 ||
-                 tensor.dtype == st::DType::BF16 ||
-                 tensor.dtype == st::DType::F16) {
-        host.f32 = *tensor.toF32();
-      } else {
-        error = name + " (" + file + "): dtype " + st::dtypeName(tensor.dtype) +
-                " is not a weight dtype (BF16, F16, F32, or F8_E4M3 with "
-                "F8_E8M0 scales)";
-        return false;
-      }
-      if (!tensors[layer].emplace(rest, std::move(host)).second) {
-        error = name + ": appears in more than one checkpoint file (again in " +
-                file + ")";
-        return false;
-      }
-    }
-  }
-  return true;
+  return checkpointFiles(path, files, error) &&
+         rt::readCheckpointFiles(config, files, tensors, error, layers);
 }
 
 } // namespace v4a

@@ -197,45 +197,11 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
         (messages.empty() ? std::string("invalid configuration") : messages);
     return false;
   }
-  // The calls of the step programs (@main, then @mtp) that the selected
-  // layers need.
   std::set<int64_t> selected;
   for (const LayerSpec &layer : m.selected)
     selected.insert(layer.id);
   std::vector<std::string> names;
-  auto indexOf = [&](llvm::StringRef name) {
-    auto it = std::find(names.begin(), names.end(), name.str());
-    if (it == names.end())
-      it = names.insert(names.end(), name.str());
-    return static_cast<int>(it - names.begin());
-  };
-  m.program.calls.clear();
-  for (auto program : module->getOps<ProgramOp>()) {
-    // Metadata the program computes and no selected layer has read yet: it
-    // is called just before the first selected layer that reads it.
-    std::set<std::string> pending;
-    for (mlir::Operation &op : program.getBody().front()) {
-      if (auto meta = mlir::dyn_cast<RunMetaOp>(op)) {
-        pending.insert(meta.getFunction().str());
-        continue;
-      }
-      auto run = mlir::cast<RunStepOp>(op);
-      if (!selected.count(static_cast<int64_t>(run.getLayer())))
-        continue;
-      auto step = module->lookupSymbol<mlir::func::FuncOp>(run.getFunction());
-      auto meta = step->getAttrOfType<mlir::FlatSymbolRefAttr>("v4a.meta");
-      if (pending.erase(meta.getValue().str())) {
-        rt::StepProgram::Call call;
-        call.function = indexOf(meta.getValue());
-        m.program.calls.push_back(call);
-      }
-      rt::StepProgram::Call call;
-      call.function = indexOf(run.getFunction());
-      call.meta = indexOf(meta.getValue());
-      call.layer = static_cast<int64_t>(run.getLayer());
-      m.program.calls.push_back(call);
-    }
-  }
+  m.program.calls = jit::stepCalls(*module, selected, names);
   m.jit = jit::compileSteps(std::move(context), std::move(module), names,
                             m.program.functions, error);
   return m.jit != nullptr;

@@ -12,6 +12,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <algorithm>
 #include <set>
 
 using namespace mlir;
@@ -117,6 +118,44 @@ void addEntry(OpBuilder &b, func::FuncOp func) {
 }
 
 } // namespace
+
+std::vector<step::Call> stepCalls(ModuleOp module,
+                                  const std::set<int64_t> &layers,
+                                  std::vector<std::string> &names) {
+  auto indexOf = [&](llvm::StringRef name) {
+    auto it = std::find(names.begin(), names.end(), name.str());
+    if (it == names.end())
+      it = names.insert(names.end(), name.str());
+    return static_cast<int>(it - names.begin());
+  };
+  std::vector<step::Call> calls;
+  for (auto program : module.getOps<ProgramOp>()) {
+    // Metadata the program computes and no selected layer has read yet.
+    std::set<std::string> pending;
+    for (Operation &op : program.getBody().front()) {
+      if (auto meta = dyn_cast<RunMetaOp>(op)) {
+        pending.insert(meta.getFunction().str());
+        continue;
+      }
+      auto run = cast<RunStepOp>(op);
+      if (!layers.count(static_cast<int64_t>(run.getLayer())))
+        continue;
+      auto step = module.lookupSymbol<func::FuncOp>(run.getFunction());
+      auto meta = step->getAttrOfType<FlatSymbolRefAttr>("v4a.meta");
+      if (pending.erase(meta.getValue().str())) {
+        step::Call call;
+        call.function = indexOf(meta.getValue());
+        calls.push_back(call);
+      }
+      step::Call call;
+      call.function = indexOf(run.getFunction());
+      call.meta = indexOf(meta.getValue());
+      call.layer = static_cast<int64_t>(run.getLayer());
+      calls.push_back(call);
+    }
+  }
+  return calls;
+}
 
 LogicalResult prepareEntries(ModuleOp module,
                              const std::vector<std::string> &names,

@@ -17,10 +17,19 @@
 #include "mlir/Support/LogicalResult.h"
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace v4a::jit {
+
+/// The calls one step makes for `layers`, from the module's step programs
+/// (@main, then @mtp): a key's metadata just before the first of those
+/// layers that reads it. `names` gets the functions called, in order of
+/// first use; calls index into it.
+std::vector<step::Call> stepCalls(mlir::ModuleOp module,
+                                  const std::set<int64_t> &layers,
+                                  std::vector<std::string> &names);
 
 /// Keeps the functions `names` of `module` (other functions and the
 /// v4a.model ops are dropped), describes them in `functions` and adds their

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "core/FileIO.h"
+#include "core/Package.h"
+#include "lib/JIT/StepJit.h"
 #include "lib/Import/ConfigImport.h"
 #include "lib/JIT/GpuSteps.h"
 #include "lib/Pipeline/Pipelines.h"
@@ -77,6 +79,10 @@ static cl::opt<KVLayoutKind> kvLayout(
                clEnumValN(KVLayoutKind::FP8, "fp8",
                           "packed fp8 MODEL1 rows (584 B at D = 512)")),
     cl::cat(compileCategory));
+static cl::opt<std::string> target(
+    "target",
+    cl::desc("Write a package (-o MODEL.v4apkg) for a target: sm_90a"),
+    cl::value_desc("target"), cl::cat(compileCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
                                        cl::value_desc("file"), cl::init("-"),
                                        cl::cat(compileCategory));
@@ -101,6 +107,44 @@ static std::vector<std::string> stepFunctionNames(mlir::ModuleOp module) {
   for (auto func : module.getOps<mlir::func::FuncOp>())
     names.push_back(func.getName().str());
   return names;
+}
+
+static int fail(const Twine &message);
+
+/// The package of the planned and built steps in `module` for `target`.
+static std::optional<std::string>
+buildPackage(mlir::ModuleOp module, const std::string &config,
+             const v4a::LayerOptions &options, std::string &error) {
+  v4a::ConfigError configError;
+  std::optional<v4a::ModelConfig> parsed =
+      v4a::parseModelConfig(config, configError);
+  std::optional<std::vector<v4a::LayerSpec>> layers;
+  if (parsed)
+    layers = v4a::deriveLayers(*parsed, options, configError);
+  if (!layers) {
+    error = configError.str();
+    return std::nullopt;
+  }
+  v4a::pkg::Package package;
+  package.target = target;
+  package.configJson = config;
+  package.configHash = v4a::pkg::hashText(config);
+  package.config = *parsed;
+  package.layers = *layers;
+  package.planOptions.contextTokens = contextTokens;
+  package.planOptions.pageSize = pageSize;
+  std::set<int64_t> all;
+  for (const v4a::LayerSpec &layer : *layers)
+    all.insert(layer.id);
+  std::vector<std::string> names;
+  package.calls = v4a::jit::stepCalls(module, all, names);
+  std::optional<v4a::jit::GpuSteps> steps =
+      v4a::jit::compileGpuSteps(module, names, target, error);
+  if (!steps)
+    return std::nullopt;
+  package.functions = std::move(steps->functions);
+  package.ptx = std::move(steps->ptx);
+  return v4a::pkg::serialize(package);
 }
 
 static int fail(const Twine &message) {
@@ -184,11 +228,20 @@ int main(int argc, char **argv) {
     return fail("--context and --page-size must be positive");
   if (emitKind == EmitKind::Object)
     return writeObjectAndHeader(*config, options.packedKv);
+  bool packaging = target.getNumOccurrences() > 0;
+  if (packaging && (emitKind.getNumOccurrences() || reportKind.getNumOccurrences()))
+    return fail("--target writes a package; it cannot be combined with "
+                "--emit or --report");
+  if (packaging && target != "sm_90a")
+    return fail("unknown --target '" + target +
+                "' (packages are built for sm_90a; the CPU runs from the "
+                "configuration)");
   mlir::PassManager pm(&context);
-  if (emitKind == EmitKind::V4A && reportKind == ReportKind::None)
+  if (emitKind == EmitKind::V4A && reportKind == ReportKind::None &&
+      !packaging)
     pm.addPass(v4a::createVerifyTopology());
   else if (emitKind == EmitKind::Steps || emitKind == EmitKind::Ptx ||
-           emitKind == EmitKind::Kernels)
+           emitKind == EmitKind::Kernels || packaging)
     v4a::buildStepsPipeline(pm, {contextTokens, pageSize, "bf16"});
   else
     v4a::buildPlanningPipeline(pm, {contextTokens, pageSize, "bf16"});
@@ -198,7 +251,14 @@ int main(int argc, char **argv) {
   std::function<void(raw_ostream &)> write;
   auto model = *module->getOps<v4a::ModelOp>().begin();
   std::optional<v4a::report::Report> report;
-  if (reportKind != ReportKind::None) {
+  if (packaging) {
+    std::string error;
+    std::optional<std::string> package =
+        buildPackage(*module, *config, options, error);
+    if (!package)
+      return fail(inputPath + ": " + error);
+    write = [package](raw_ostream &os) { os << *package; };
+  } else if (reportKind != ReportKind::None) {
     std::string error;
     report = v4a::report::buildReport(model, contextTokens, pageSize, error);
     if (!report)

@@ -1,0 +1,38 @@
+//===- Weights.h - attention tensors of checkpoint files --------*- C++ -*-===//
+//
+// Reads the attention tensors of safetensors files into one map per layer,
+// as the runtime holds them (f32, or e4m3 / ue8m0 bytes). Plain C++; the
+// sharded index of a checkpoint is the compiler library's (JSON).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_RUNTIME_WEIGHTS_H
+#define V4A_RUNTIME_WEIGHTS_H
+
+#include "runtime/Model.h"
+
+#include <string>
+#include <vector>
+
+namespace v4a::rt {
+
+/// Whether `name` is an attention tensor ("layers.{i}.attn.*",
+/// "mtp.{j}.attn.*").
+bool isAttentionTensor(const std::string &name);
+
+/// The layer a checkpoint name belongs to, or -1; `rest` gets the name
+/// without the layer prefix.
+int64_t layerOfName(const ModelConfig &config, const std::string &name,
+                    std::string &rest);
+
+/// Reads the attention tensors of `files`; other tensors are ignored, a
+/// tensor of a layer the configuration lacks is an error naming it.
+/// `layers`, when given, keeps only those layers' tensors.
+bool readCheckpointFiles(const ModelConfig &config,
+                         const std::vector<std::string> &files,
+                         std::vector<LayerTensors> &tensors, std::string &error,
+                         const std::vector<int64_t> &layers = {});
+
+} // namespace v4a::rt
+
+#endif // V4A_RUNTIME_WEIGHTS_H
