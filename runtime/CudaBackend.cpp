@@ -5,6 +5,8 @@
 #include "core/FileIO.h"
 #include "runtime/HostProgram.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <dlfcn.h>
 #include <map>
 
@@ -67,6 +69,10 @@ struct CudaBackend::Driver {
   std::map<std::string, CUfunc_st *> functions;
   std::string deviceName;
   int computeCapability = 0;
+
+  /// Makes the device's context current on the calling thread (the runtime
+  /// uploads weights from several threads).
+  void bind() const { ctxSetCurrent(context); }
 
   /// "what: the driver's message (code)", for a failed call.
   std::string describe(const std::string &what, CUresult result) const {
@@ -189,6 +195,7 @@ int CudaBackend::computeCapability() const { return driver->computeCapability; }
 
 void *CudaBackend::allocate(int64_t bytes, std::string &error) {
   Driver &d = *driver;
+  driver->bind();
   CUdeviceptr pointer = 0;
   // Never a null pointer for an empty buffer: descriptors need an address.
   size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 1;
@@ -206,12 +213,14 @@ void *CudaBackend::allocate(int64_t bytes, std::string &error) {
 }
 
 void CudaBackend::release(void *memory) {
+  driver->bind();
   // Work queued on the memory finishes first.
   driver->streamSynchronize(driver->stream);
   driver->memFree(reinterpret_cast<CUdeviceptr>(memory));
 }
 
 void CudaBackend::copyToDevice(void *device, const void *host, int64_t bytes) {
+  driver->bind();
   if (bytes > 0)
     driver->memcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(device), host, bytes,
                             driver->stream);
@@ -220,6 +229,7 @@ void CudaBackend::copyToDevice(void *device, const void *host, int64_t bytes) {
 }
 
 void CudaBackend::copyToHost(void *host, const void *device, int64_t bytes) {
+  driver->bind();
   if (bytes > 0)
     driver->memcpyDtoHAsync(host, reinterpret_cast<CUdeviceptr>(device), bytes,
                             driver->stream);
@@ -290,9 +300,17 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
     }
     it = d.functions.emplace(kernel, function).first;
   }
+  // V4A_TRACE_LAUNCHES=1 prints each launch and waits for it, so that a
+  // failing or hanging kernel is named.
+  static const bool trace = std::getenv("V4A_TRACE_LAUNCHES") != nullptr;
+  if (trace)
+    std::fprintf(stderr, "launch %s grid %u %u %u block %u\n", kernel.c_str(),
+                 grid[0], grid[1], grid[2], block[0]);
   CUresult result = d.launchKernel(it->second, grid[0], grid[1], grid[2],
                                    block[0], block[1], block[2], 0, d.stream,
                                    params.data(), nullptr);
+  if (result == kSuccess && trace)
+    result = d.streamSynchronize(d.stream);
   if (result != kSuccess)
     error = d.describe("cannot launch kernel " + kernel, result);
   return result == kSuccess;
@@ -319,14 +337,19 @@ bool CudaBackend::run(const step::Function &function,
                             "the GPU)";
     return false;
   }
+  driver->bind();
   CudaHostDevice device(*this, *driver);
   return runHostProgram(function, args, device, error);
 }
 
-void CudaBackend::synchronize() { driver->streamSynchronize(driver->stream); }
+void CudaBackend::synchronize() {
+  driver->bind();
+  driver->streamSynchronize(driver->stream);
+}
 
 void *CudaBackend::loadModule(const std::string &image, std::string &error) {
   Driver &d = *driver;
+  driver->bind();
   CUmod_st *module = nullptr;
   CUresult result = d.moduleLoadData(&module, image.c_str());
   if (result != kSuccess) {

@@ -73,6 +73,55 @@ static bool expectTensor(const LayerTensors &tensors, const std::string &prefix,
   return true;
 }
 
+std::optional<std::vector<LayerSpec>>
+selectLayers(const std::vector<LayerSpec> &layers,
+             const std::vector<int64_t> &ids, std::string &error) {
+  if (ids.empty())
+    return layers;
+  std::set<int64_t> chosen;
+  for (int64_t id : ids) {
+    if (id < 0 || id >= static_cast<int64_t>(layers.size())) {
+      error = "layer " + std::to_string(id) + " is not a layer (valid: 0.." +
+              std::to_string(layers.size() - 1) + ")";
+      return std::nullopt;
+    }
+    chosen.insert(id);
+  }
+  std::vector<LayerSpec> selected;
+  for (int64_t id : chosen) {
+    const LayerSpec &layer = layers[id];
+    for (int64_t source : {layer.kvSource, layer.indexKSource,
+                           layer.indexSource, layer.candidateSource})
+      if (source >= 0 && !chosen.count(source)) {
+        error = "layer " + std::to_string(id) +
+                " reads the caches or top-k "
+                "of layer " +
+                std::to_string(source) + ": select it too";
+        return std::nullopt;
+      }
+    selected.push_back(layer);
+  }
+  return selected;
+}
+
+std::vector<StepProgram::Call>
+callsOfLayers(const StepProgram &program,
+              const std::vector<LayerSpec> &layers) {
+  std::set<int64_t> ids;
+  for (const LayerSpec &layer : layers)
+    ids.insert(layer.id);
+  std::set<int> metas;
+  for (const StepProgram::Call &call : program.calls)
+    if (ids.count(call.layer))
+      metas.insert(call.meta);
+  std::vector<StepProgram::Call> calls;
+  for (const StepProgram::Call &call : program.calls)
+    if (call.layer < 0 ? metas.count(call.function) > 0
+                       : ids.count(call.layer) > 0)
+      calls.push_back(call);
+  return calls;
+}
+
 bool validateWeights(const ModelConfig &config,
                      const std::vector<LayerSpec> &layers,
                      const std::vector<LayerTensors> &tensors,

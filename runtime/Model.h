@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,17 @@ struct StepProgram {
   std::vector<step::Function> functions;
   std::vector<Call> calls;
 };
+
+/// The layers `ids` names (all when empty); a layer that reads another's
+/// caches or top-k needs that layer selected too.
+std::optional<std::vector<LayerSpec>>
+selectLayers(const std::vector<LayerSpec> &layers,
+             const std::vector<int64_t> &ids, std::string &error);
+
+/// The calls of `program` that `layers` make: their step calls, and the
+/// metadata calls those read.
+std::vector<StepProgram::Call>
+callsOfLayers(const StepProgram &program, const std::vector<LayerSpec> &layers);
 
 /// One layer's tensors by checkpoint name without the layer prefix; an fp8
 /// projection "x.weight" comes with "x.scale".

@@ -8,6 +8,7 @@
 #include "core/TensorSpecs.h"
 #include "dialects/V4A/IR/V4AOps.h"
 #include "lib/Engine/Checkpoint.h"
+#include "lib/Engine/HostWeights.h"
 #include "lib/Import/ConfigImport.h"
 #include "lib/JIT/CpuJit.h"
 #include "lib/JIT/StepJit.h"
@@ -63,38 +64,6 @@ const std::vector<LayerSpec> &Engine::selectedLayers() const {
   return impl->selected;
 }
 
-/// The layers `ids` names, each with every layer it reads from.
-static std::optional<std::vector<LayerSpec>>
-selectLayers(const std::vector<LayerSpec> &layers,
-             const std::vector<int64_t> &ids, std::string &error) {
-  if (ids.empty())
-    return layers;
-  std::set<int64_t> chosen;
-  for (int64_t id : ids) {
-    if (id < 0 || id >= static_cast<int64_t>(layers.size())) {
-      error = "layer " + std::to_string(id) + " is not a layer (valid: 0.." +
-              std::to_string(layers.size() - 1) + ")";
-      return std::nullopt;
-    }
-    chosen.insert(id);
-  }
-  std::vector<LayerSpec> selected;
-  for (int64_t id : chosen) {
-    const LayerSpec &layer = layers[id];
-    for (int64_t source : {layer.kvSource, layer.indexKSource,
-                           layer.indexSource, layer.candidateSource})
-      if (source >= 0 && !chosen.count(source)) {
-        error = "layer " + std::to_string(id) +
-                " reads the caches or top-k "
-                "of layer " +
-                std::to_string(source) + ": select it too";
-        return std::nullopt;
-      }
-    selected.push_back(layer);
-  }
-  return selected;
-}
-
 /// Imports the configuration and runs v4a-verify-topology on it.
 static bool verifyTopology(std::string_view json, const LayerOptions &options,
                            std::string &error) {
@@ -145,7 +114,7 @@ std::unique_ptr<Engine> Engine::create(std::string_view configJson,
   if (!verifyTopology(configJson, layerOptions, error))
     return nullptr;
   std::optional<std::vector<LayerSpec>> selected =
-      selectLayers(*layers, options.layers, error);
+      rt::selectLayers(*layers, options.layers, error);
   if (!selected)
     return nullptr;
   auto impl = std::make_unique<Impl>();
@@ -255,80 +224,13 @@ static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
   return m.model != nullptr;
 }
 
-/// A random weight as the runtime holds it (fp8 as codes, then its scale).
-static void addRandomHostTensor(const ModelConfig &config,
-                                const LayerSpec &layer, const TensorSpec &spec,
-                                uint64_t seed, rt::LayerTensors &host,
-                                std::mutex &inserting) {
-  ref::Weight weight = ref::randomWeight(config, layer, spec, seed);
-  rt::HostTensor values, scale;
-  values.shape = weight.values.shape;
-  if (!weight.isFP8()) {
-    values.f32 = std::move(weight.values.data);
-  } else {
-    values.type = rt::HostTensor::Type::E4M3;
-    values.bytes.resize(weight.values.data.size());
-    for (size_t i = 0; i < values.bytes.size(); ++i)
-      values.bytes[i] = num::exactE4M3Bits(weight.values.data[i]);
-    scale.type = rt::HostTensor::Type::UE8M0;
-    scale.shape = weight.scale.shape;
-    for (float s : weight.scale.data)
-      scale.bytes.push_back(num::ue8m0CeilBits(s));
-  }
-  std::lock_guard<std::mutex> lock(inserting);
-  if (weight.isFP8())
-    host[scaleTensorName(spec.name)] = std::move(scale);
-  host[spec.name] = std::move(values);
-}
-
 bool Engine::loadRandomWeights(uint64_t seed, std::string &error,
                                const ProgressFn &progress) {
   if (!io::fitsInMemory(hostWeightBytes(impl->config, impl->selected),
                         "the weights", error))
     return false;
-  // Each tensor's values depend on the seed, its layer and its name only:
-  // threads take tensors in any order and the result is the same.
-  struct Work {
-    const LayerSpec *layer;
-    TensorSpec spec;
-  };
-  std::vector<Work> work;
-  for (const LayerSpec &layer : impl->selected)
-    for (const TensorSpec &spec : layerTensorSpecs(impl->config, layer))
-      work.push_back({&layer, spec});
-  // Largest first, so that no thread is left with a big tensor at the end.
-  auto numel = [](const TensorSpec &spec) {
-    int64_t n = 1;
-    for (int64_t d : spec.shape)
-      n *= d;
-    return n;
-  };
-  std::sort(work.begin(), work.end(), [&](const Work &a, const Work &b) {
-    if (numel(a.spec) != numel(b.spec))
-      return numel(a.spec) > numel(b.spec);
-    return std::tie(a.layer->id, a.spec.name) <
-           std::tie(b.layer->id, b.spec.name);
-  });
-  std::vector<rt::LayerTensors> tensors(impl->config.numLayers());
-  std::atomic<size_t> next{0}, done{0};
-  std::mutex inserting, reporting;
-  auto run = [&] {
-    for (size_t i; (i = next++) < work.size();) {
-      const Work &item = work[i];
-      addRandomHostTensor(impl->config, *item.layer, item.spec, seed,
-                          tensors[item.layer->id], inserting);
-      std::lock_guard<std::mutex> lock(reporting);
-      if (progress)
-        progress(++done, work.size());
-    }
-  };
-  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads && t < work.size(); ++t)
-    pool.emplace_back(run);
-  run();
-  for (std::thread &thread : pool)
-    thread.join();
+  std::vector<rt::LayerTensors> tensors =
+      randomHostWeights(impl->config, impl->selected, seed, progress);
   return attachModel(*impl, std::move(tensors), error);
 }
 

@@ -1,21 +1,24 @@
 //===- v4a-run-package.cpp - run a compiled package, runtime only ---------===//
 //
-// v4a-run-package MODEL.v4apkg --weights FILE --inputs FILE
-//                 [--outputs FILE] [--expected FILE [--tolerance T]]
+// v4a-run-package MODEL.v4apkg (--weights FILE | --random-weights SEED)
+//     (--inputs FILE | --prompt-len N --decode-steps M [--lengths L0,L1,..])
+//     [--layers L0,L1,..] [--outputs FILE] [--expected FILE | --check]
+//     [--tolerance T]
 //
 // Runs a package (v4a-compile --target=sm_90a) on the CUDA backend with the
 // runtime alone: no compiler, MLIR or LLVM, which is what an inference
 // server deploys. Weights, inputs and outputs follow v4a-run's safetensors
 // contract (x.step{k}[.layer{l}], lengths.step{k}, y.step{k}.layer{l}).
-// With --expected (e.g. the reference's outputs from v4a-fixture) it prints
-// every layer's largest absolute and relative error and fails above the
-// tolerance.
+// With --expected (e.g. the reference's outputs from v4a-fixture) or --check
+// (the reference implementation alongside) it prints every layer's largest
+// absolute and relative error and fails above the tolerance.
 //
 //===----------------------------------------------------------------------===//
 
 #include "core/KVPlan.h"
 #include "core/Package.h"
 #include "core/TensorSpecs.h"
+#include "lib/Engine/HostWeights.h"
 #include "runtime/CudaBackend.h"
 #include "runtime/Model.h"
 #include "runtime/SafeTensors.h"
@@ -27,6 +30,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <sstream>
+#include <cerrno>
+#include <cstdint>
 
 using namespace v4a;
 
@@ -40,7 +46,27 @@ int fail(const std::string &message) {
 struct Options {
   std::string package, weights, inputs, outputs, expected;
   double tolerance = 0.0;
+  int64_t seed = -1, promptLen = 0, decodeSteps = 0;
+  std::vector<int64_t> lengths, layers;
+  bool check = false;
 };
+
+bool parseCount(const std::string &flag, const std::string &value,
+                int64_t limit, int64_t &out, std::string &error) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(value.c_str(), &end, 10);
+  if (errno || end == value.c_str() || *end || v < 0 || v > limit) {
+    error = flag + " takes an integer in [0, " + std::to_string(limit) +
+            "], got '" + value + "'";
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+/// Largest prompt, decode steps and batch the flags accept.
+constexpr int64_t kMaxTokens = 1 << 20, kMaxBatch = 4096;
 
 bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
   std::map<std::string, std::string *> paths = {{"--weights", &o.weights},
@@ -49,6 +75,10 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
                                                 {"--expected", &o.expected}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--check") {
+      o.check = true;
+      continue;
+    }
     std::string value;
     size_t eq = arg.find('=');
     if (eq != std::string::npos) {
@@ -63,6 +93,33 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
     }
     if (auto it = paths.find(arg); it != paths.end()) {
       *it->second = value;
+    } else if (arg == "--random-weights") {
+      if (!parseCount(arg, value, INT64_MAX, o.seed, error))
+        return false;
+    } else if (arg == "--prompt-len") {
+      if (!parseCount(arg, value, kMaxTokens, o.promptLen, error))
+        return false;
+    } else if (arg == "--decode-steps") {
+      if (!parseCount(arg, value, kMaxTokens, o.decodeSteps, error))
+        return false;
+    } else if (arg == "--lengths" || arg == "--layers") {
+      std::vector<int64_t> &out = arg == "--lengths" ? o.lengths : o.layers;
+      std::stringstream list(value);
+      std::string item;
+      while (std::getline(list, item, ',')) {
+        int64_t n = 0;
+        if (!parseCount(arg, item, kMaxTokens, n, error))
+          return false;
+        out.push_back(n);
+      }
+      if (arg == "--layers")
+        continue;
+      if (o.lengths.empty() ||
+          static_cast<int64_t>(o.lengths.size()) > kMaxBatch) {
+        error = "--lengths lists 1 to " + std::to_string(kMaxBatch) +
+                " prompt lengths";
+        return false;
+      }
     } else if (arg == "--tolerance") {
       char *end = nullptr;
       o.tolerance = std::strtod(value.c_str(), &end);
@@ -80,11 +137,22 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
       return false;
     }
   }
-  if (o.package.empty() || o.weights.empty() || o.inputs.empty()) {
-    error = "usage: v4a-run-package MODEL.v4apkg --weights FILE --inputs FILE "
-            "[--outputs FILE] [--expected FILE [--tolerance T]]";
+  bool weights = o.weights.empty() != (o.seed < 0);
+  bool inputs = o.inputs.empty() != (o.promptLen == 0);
+  if (o.package.empty() || !weights || !inputs ||
+      (o.check && !o.expected.empty())) {
+    error = "usage: v4a-run-package MODEL.v4apkg (--weights FILE | "
+            "--random-weights SEED) (--inputs FILE | --prompt-len N "
+            "--decode-steps M [--lengths L0,L1,..]) [--layers L0,L1,..] "
+            "[--outputs FILE] [--expected FILE | --check] [--tolerance T]";
     return false;
   }
+  for (int64_t n : o.lengths)
+    if (n > o.promptLen) {
+      error = "--lengths: " + std::to_string(n) + " is longer than the "
+              "prompt (" + std::to_string(o.promptLen) + ")";
+      return false;
+    }
   return true;
 }
 
@@ -185,6 +253,26 @@ bool checkWeightFormat(const ModelConfig &config,
   return true;
 }
 
+/// Random inputs: a prompt step (rows of --lengths tokens, padded to the
+/// prompt length) and single-token decode steps; seeds as v4a-run's.
+std::vector<Step> randomSteps(const Options &o, int64_t dim,
+                              const std::vector<bool> &runs, int64_t &batch) {
+  std::vector<int64_t> lengths =
+      o.lengths.empty() ? std::vector<int64_t>{o.promptLen} : o.lengths;
+  batch = static_cast<int64_t>(lengths.size());
+  std::vector<Step> steps(1 + o.decodeSteps);
+  for (size_t k = 0; k < steps.size(); ++k) {
+    Step &step = steps[k];
+    step.tokens = k == 0 ? o.promptLen : 1;
+    step.lengths = k == 0 ? lengths : std::vector<int64_t>(batch, 1);
+    for (size_t l = 0; l < runs.size(); ++l)
+      step.inputs.push_back(runs[l] ? ref::randomActivations(
+                                          batch * step.tokens * dim, 1000 * k + l)
+                                    : std::vector<float>());
+  }
+  return steps;
+}
+
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                        start)
@@ -194,6 +282,8 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // Progress lines reach a pipe as they happen.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Options o;
   std::string error;
   if (!parseOptions(argc, argv, o, error))
@@ -204,16 +294,54 @@ int main(int argc, char **argv) {
   const ModelConfig &config = package->config;
   int64_t dim = config.hiddenSize, layers = config.numLayers();
 
+  std::optional<std::vector<LayerSpec>> selected =
+      rt::selectLayers(package->layers, o.layers, error);
+  if (!selected)
+    return fail(error);
+  std::vector<bool> runs(layers, false);
+  std::vector<int64_t> ids;
+  for (const LayerSpec &layer : *selected) {
+    runs[layer.id] = true;
+    ids.push_back(layer.id);
+  }
   std::vector<Step> steps;
   int64_t batch = 0;
-  if (!readSteps(o.inputs, dim, layers, steps, batch, error))
+  if (o.inputs.empty())
+    steps = randomSteps(o, dim, runs, batch);
+  else if (!readSteps(o.inputs, dim, layers, steps, batch, error))
     return fail(error);
+  int64_t tokens = 0;
+  for (const Step &step : steps)
+    tokens += step.tokens;
+  if (tokens > package->planOptions.contextTokens)
+    return fail("the run needs " + std::to_string(tokens) +
+                " tokens per sequence; the package's caches hold " +
+                std::to_string(package->planOptions.contextTokens) +
+                " (v4a-compile --context)");
   std::vector<rt::LayerTensors> tensors;
-  if (!rt::readCheckpointFiles(config, {o.weights}, tensors, error) ||
-      !checkWeightFormat(config, package->layers, tensors, error))
+  if (o.seed >= 0)
+    tensors = randomHostWeights(config, *selected, o.seed);
+  else if (!rt::readCheckpointFiles(config, {o.weights}, tensors, error, ids))
     return fail(error);
+  if (!checkWeightFormat(config, *selected, tensors, error))
+    return fail(error);
+  // The reference alongside, from the same weights.
+  std::optional<ref::Model> reference;
+  std::vector<ref::SequenceState> states;
+  if (o.check) {
+    std::vector<ref::LayerWeights> weights;
+    for (int64_t l = 0; l < layers; ++l)
+      weights.push_back(runs[l] ? toReference(tensors[l])
+                                : ref::LayerWeights());
+    ModelConfig referenceConfig = config;
+    referenceConfig.slidingWindow = std::min(
+        referenceConfig.slidingWindow, package->planOptions.contextTokens);
+    reference.emplace(referenceConfig, package->layers, weights);
+    for (int64_t b = 0; b < batch; ++b)
+      states.push_back(reference->newSequence());
+  }
   std::optional<plan::Plan> plan = plan::planCaches(
-      package->layers,
+      *selected,
       {config.headDim, config.indexHeadDim, config.slidingWindow},
       package->planOptions, error);
   if (!plan)
@@ -224,12 +352,13 @@ int main(int argc, char **argv) {
     return fail(error);
   if (!backend->loadKernels(package->ptx, error))
     return fail(error);
-  std::cout << "v4a-run-package: " << backend->deviceName() << ", "
-            << package->functions.size() << " step functions, "
-            << package->calls.size() << " calls per step\n";
+  std::printf("v4a-run-package: %s, %zu step functions, %zu calls per step\n",
+              backend->deviceName().c_str(), package->functions.size(),
+              package->calls.size());
   rt::StepProgram program{package->functions, package->calls};
+  program.calls = rt::callsOfLayers(program, *selected);
   std::unique_ptr<rt::Model> model =
-      rt::Model::create(config, package->layers, program, std::move(tensors),
+      rt::Model::create(config, *selected, program, std::move(tensors),
                         *plan, batch, std::move(backend), error);
   if (!model)
     return fail(error);
@@ -240,37 +369,71 @@ int main(int argc, char **argv) {
       return fail(error);
   }
 
-  st::File written;
-  auto start = std::chrono::steady_clock::now();
+  st::File written, expectedByReference;
+  double gpuSeconds = 0.0;
   for (size_t k = 0; k < steps.size(); ++k) {
     const Step &step = steps[k];
     std::vector<std::vector<float>> out(layers);
-    std::vector<const float *> inputs(layers);
-    std::vector<float *> outputs(layers);
+    std::vector<const float *> inputs(layers, nullptr);
+    std::vector<float *> outputs(layers, nullptr);
     for (int64_t l = 0; l < layers; ++l) {
+      if (!runs[l])
+        continue;
       out[l].assign(batch * step.tokens * dim, 0.0f);
       inputs[l] = step.inputs[l].data();
       outputs[l] = out[l].data();
     }
+    auto start = std::chrono::steady_clock::now();
     if (!model->step({sequences, step.lengths, step.tokens}, inputs, outputs,
                      error))
       return fail("step " + std::to_string(k) + ": " + error);
+    gpuSeconds += secondsSince(start);
+    std::string suffix = std::to_string(k);
     for (int64_t l = 0; l < layers; ++l)
-      written["y.step" + std::to_string(k) + ".layer" + std::to_string(l)] =
-          st::fromF32({batch, step.tokens, dim}, out[l]);
+      if (runs[l])
+        written["y.step" + suffix + ".layer" + std::to_string(l)] =
+            st::fromF32({batch, step.tokens, dim}, out[l]);
+    if (!reference)
+      continue;
+    std::vector<std::vector<float>> want(
+        layers, std::vector<float>(batch * step.tokens * dim, 0.0f));
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t n = step.lengths[b];
+      std::vector<ref::Tensor> x;
+      for (int64_t l = 0; l < layers; ++l) {
+        ref::Tensor t({runs[l] ? n : 0, dim});
+        if (runs[l])
+          std::copy_n(step.inputs[l].begin() + b * step.tokens * dim, n * dim,
+                      t.data.begin());
+        x.push_back(std::move(t));
+      }
+      std::vector<ref::Tensor> y = reference->step(states[b], x, runs);
+      for (int64_t l = 0; l < layers; ++l)
+        if (runs[l])
+          std::copy(y[l].data.begin(), y[l].data.end(),
+                    want[l].begin() + b * step.tokens * dim);
+    }
+    for (int64_t l = 0; l < layers; ++l)
+      if (runs[l])
+        expectedByReference["y.step" + suffix + ".layer" + std::to_string(l)] =
+          st::fromF32({batch, step.tokens, dim}, want[l]);
   }
-  std::printf("v4a-run-package: %zu steps in %.3f s\n", steps.size(),
-              secondsSince(start));
+  std::printf("v4a-run-package: %zu steps in %.3f s on the GPU\n",
+              steps.size(), gpuSeconds);
   if (!o.outputs.empty() && !st::write(o.outputs, written, error))
     return fail(error);
-  if (o.expected.empty())
+  if (o.expected.empty() && !reference)
     return 0;
 
-  std::optional<st::File> expected = st::read(o.expected, error);
+  std::optional<st::File> expected =
+      reference ? std::optional<st::File>(std::move(expectedByReference))
+                : st::read(o.expected, error);
   if (!expected)
     return fail(error);
   double worst = 0.0;
   for (int64_t l = 0; l < layers; ++l) {
+    if (!runs[l])
+      continue;
     double maxAbs = 0.0, maxRef = 0.0;
     for (size_t k = 0; k < steps.size(); ++k) {
       std::string name =

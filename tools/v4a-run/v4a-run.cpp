@@ -13,6 +13,7 @@
 #include "core/FileIO.h"
 #include "core/Numerics.h"
 #include "lib/Engine/Checkpoint.h"
+#include "lib/Engine/HostWeights.h"
 #include "lib/Reference/Reference.h"
 #include "runtime/Model.h"
 #include "runtime/SafeTensors.h"
@@ -187,28 +188,6 @@ bool readInputs(const std::string &path, int64_t dim, int64_t layers,
     return false;
   }
   return true;
-}
-
-ref::LayerWeights toReference(const rt::LayerTensors &tensors) {
-  ref::LayerWeights weights;
-  for (const auto &[name, host] : tensors) {
-    if (host.type == rt::HostTensor::Type::UE8M0)
-      continue;
-    ref::Weight w;
-    w.values.shape = host.shape;
-    if (host.type == rt::HostTensor::Type::F32) {
-      w.values.data = host.f32;
-    } else {
-      for (uint8_t code : host.bytes)
-        w.values.data.push_back(num::fromE4M3Bits(code));
-      const rt::HostTensor &scale = tensors.at(scaleTensorName(name));
-      w.scale.shape = scale.shape;
-      for (uint8_t code : scale.bytes)
-        w.scale.data.push_back(num::fromUE8M0Bits(code));
-    }
-    weights.tensors[name] = std::move(w);
-  }
-  return weights;
 }
 
 } // namespace

@@ -395,6 +395,7 @@ LogicalResult KernelMapper::distribute(Block &block, LaunchContext &ctx) {
     Operation *yield = guard.thenBlock()->getTerminator();
     for (size_t j = i; j <= last; ++j)
       ops[j]->moveBefore(yield);
+    b.setInsertionPointAfter(guard);
     barrierAt(b);
     if (failed(serialize(*guard.thenBlock(), ctx)))
       return failure();

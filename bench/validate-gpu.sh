@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Validates the GPU backend against the reference implementation.
+#
+#   bench/validate-gpu.sh prepare   (here: compiles the packages into build/gpu)
+#   bench/validate-gpu.sh run [quick] (on the GPU machine, one call; needs
+#                                     build/bin/v4a-run-package and build/gpu)
+#
+# Each case runs a package with v4a-run-package: random weights (bf16 or fp8
+# checkpoints, as the configuration says), a prefill of a varlen batch, then
+# decode steps, with the reference alongside (--check). The CPU backend
+# matches the reference bitwise (test/Run), so the reference stands for it.
+# Prints one line per case and layer: the largest absolute and relative
+# error, and PASS or FAIL against the tolerance.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+dir=build/gpu
+mode=${1:-run}
+
+if [[ $mode == prepare ]]; then
+  mkdir -p "$dir"
+  # bf16 checkpoints: the same models without quantization_config.
+  for name in v4-flash v4-pro; do
+    python3 - "$name" "$dir" <<'EOF'
+import json, sys
+name, out = sys.argv[1], sys.argv[2]
+config = json.load(open(f"examples/{name}.json"))
+config.pop("quantization_config", None)
+json.dump(config, open(f"{out}/{name}-bf16.json", "w"), indent=1)
+EOF
+  done
+  compile() { # config context package
+    build/bin/v4a-compile "$1" --context "$2" --target=sm_90a -o "$dir/$3.v4apkg"
+  }
+  compile examples/tiny.json 1024 tiny
+  compile examples/tiny-v41.json 1024 tiny-v41
+  compile examples/v41-shared.json 1024 v41-shared
+  compile examples/v4-flash.json 4096 v4-flash
+  compile "$dir/v4-flash-bf16.json" 4096 v4-flash-bf16
+  compile examples/v4-pro.json 4096 v4-pro
+  compile "$dir/v4-pro-bf16.json" 4096 v4-pro-bf16
+  ls -l "$dir"/*.v4apkg
+  exit 0
+fi
+
+quick=0
+[[ ${2:-} == quick ]] && quick=1
+# A bf16 output is compared with a bf16 reference: a few ulps of values
+# around 1 (the order of f32 sums and the device's exp differ).
+tolerance=${TOLERANCE:-0.05}
+status=0
+run_case() { # name package prompt lengths decode layers
+  local name=$1 package=$2 prompt=$3 lengths=$4 decode=$5 layers=$6
+  local args=("$dir/$package.v4apkg" --random-weights 7 --prompt-len "$prompt"
+              --lengths "$lengths" --decode-steps "$decode" --check
+              --tolerance "$tolerance")
+  [[ -n $layers ]] && args+=(--layers "$layers")
+  # One case never takes the whole call: a hang is reported and the next
+  # case runs.
+  if ! timeout "${CASE_TIMEOUT:-120}" build/bin/v4a-run-package "${args[@]}" \
+      2>&1 | sed -u "s/^/$name: /"; then
+    echo "$name: FAIL (exit status or timeout)"
+    status=1
+  fi
+}
+
+if (( quick )); then
+  run_case tiny tiny 40 40,13,1 2 ""
+  run_case tiny-v41 tiny-v41 40 40,13,1 2 ""
+  run_case v41-shared v41-shared 40 40,9 1 2,3,5,20,21,30
+  run_case v4-flash-fp8 v4-flash 40 40,9 1 0,2,3
+  run_case v4-flash-bf16 v4-flash-bf16 40 40,9 1 0,2,3
+  run_case v4-pro-fp8 v4-pro 20 20,3 1 0,2
+  run_case v4-pro-bf16 v4-pro-bf16 20 20,3 1 0,2
+  exit $status
+fi
+# Spec section 6 boundaries: the window (128 for V4, 8 for tiny), the first
+# compressed rows of ratio 4 and 128, top-k selecting among more rows than
+# it keeps, sequences of 1 token, decode steps over each boundary.
+run_case tiny tiny 300 300,129,8,1 4 ""
+run_case tiny-v41 tiny-v41 300 300,129,8,1 4 ""
+run_case v41-shared v41-shared 300 300,129,1 2 2,3,5,20,21,30
+run_case v4-flash-fp8 v4-flash 640 640,257,128,1 2 0,2,3
+run_case v4-flash-bf16 v4-flash-bf16 640 640,257,128,1 2 0,2,3
+run_case v4-pro-fp8 v4-pro 300 300,129,1 2 0,2
+run_case v4-pro-bf16 v4-pro-bf16 300 300,129,1 2 0,2
+# Top-k over more compressed rows than it keeps (2100 / 4 > 512).
+run_case v4-flash-topk v4-flash 2100 2100 1 2
+exit $status
