@@ -141,8 +141,7 @@ std::string functionsSection(const std::vector<step::Function> &functions) {
         out << d;
       out.end();
     }
-    out << "host" << f.host.values
-        << static_cast<int64_t>(f.host.ops.size());
+    out << "host" << f.host.values << static_cast<int64_t>(f.host.ops.size());
     out.end();
     for (const step::HostOp &op : f.host.ops) {
       out << "op" << static_cast<int>(op.kind) << op.result
@@ -168,8 +167,8 @@ std::string kernelsPerKey(const std::vector<step::Function> &functions) {
     for (const char *prefix : {"meta_", "step_"})
       if (key.rfind(prefix, 0) == 0)
         key = key.substr(5);
-    for (const char *role : {"_shares_kv", "_shares_topk",
-                             "_makes_candidates", "_uses_candidates"}) {
+    for (const char *role : {"_shares_kv", "_shares_topk", "_makes_candidates",
+                             "_uses_candidates"}) {
       size_t at = key.find(role);
       if (at != std::string::npos)
         key = key.substr(0, at);
@@ -233,10 +232,9 @@ public:
     errno = 0;
     char *end = nullptr;
     long long v = std::strtoll(text.c_str(), &end, 10);
-    if (errno != 0 || end == text.c_str() || *end != '\0' || v < lo ||
-        v > hi)
-      return fail("'" + text + "' is not an integer in [" +
-                  std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    if (errno != 0 || end == text.c_str() || *end != '\0' || v < lo || v > hi)
+      return fail("'" + text + "' is not an integer in [" + std::to_string(lo) +
+                  ", " + std::to_string(hi) + "]");
     out = v;
     return true;
   }
@@ -359,6 +357,35 @@ bool readModel(Reader &r, ModelConfig &c) {
   return true;
 }
 
+/// The model's sizes are within what any device holds: the compiler
+/// checked the configuration, but the package may have been altered since.
+bool checkModel(Reader &r, const ModelConfig &c) {
+  constexpr int64_t kMaxSize = 1 << 20;
+  struct Field {
+    const char *name;
+    int64_t value, lo;
+  } fields[] = {{"hidden_size", c.hiddenSize, 1},
+                {"num_attention_heads", c.numAttentionHeads, 1},
+                {"head_dim", c.headDim, 1},
+                {"qk_rope_head_dim", c.qkRopeHeadDim, 0},
+                {"q_lora_rank", c.qLoraRank, 1},
+                {"o_lora_rank", c.oLoraRank, 1},
+                {"o_groups", c.oGroups, 1},
+                {"sliding_window", c.slidingWindow, 1},
+                {"index_n_heads", c.indexNHeads, 0},
+                {"index_head_dim", c.indexHeadDim, 0},
+                {"index_topk", c.indexTopk, 0}};
+  for (const Field &f : fields)
+    if (f.value < f.lo || f.value > kMaxSize)
+      return r.fail(std::string(f.name) + " is " + std::to_string(f.value) +
+                    ", outside [" + std::to_string(f.lo) + ", " +
+                    std::to_string(kMaxSize) + "]");
+  for (int64_t ratio : c.compressRatios)
+    if (ratio < 0 || ratio > kMaxSize)
+      return r.fail("a compress ratio of " + std::to_string(ratio));
+  return true;
+}
+
 bool readLayers(Reader &r, std::vector<LayerSpec> &layers, int64_t count) {
   while (!r.atEnd()) {
     LayerSpec l;
@@ -389,8 +416,7 @@ bool readFunctions(Reader &r, std::vector<step::Function> &functions) {
   while (!r.atEnd()) {
     step::Function f;
     int64_t args = 0, values = 0, ops = 0;
-    if (!r.line("function", 2) || !r.text(f.name) ||
-        !r.integer(args, 0, 4096))
+    if (!r.line("function", 2) || !r.text(f.name) || !r.integer(args, 0, 4096))
       return false;
     for (int64_t i = 0; i < args; ++i) {
       step::Arg a;
@@ -399,13 +425,12 @@ bool readFunctions(Reader &r, std::vector<step::Function> &functions) {
       if (!r.line("arg", 4) || !r.text(a.bind) || !r.text(element) ||
           !r.integer(output, 0, 1) || !r.integer(rank, 0, kMaxRank))
         return false;
-      auto known = std::find_if(std::begin(kElementNames),
-                                std::end(kElementNames),
-                                [&](const char *n) { return element == n; });
+      auto known =
+          std::find_if(std::begin(kElementNames), std::end(kElementNames),
+                       [&](const char *n) { return element == n; });
       if (known == std::end(kElementNames))
         return r.fail("unknown element type '" + element + "'");
-      a.element =
-          static_cast<step::Element>(known - std::begin(kElementNames));
+      a.element = static_cast<step::Element>(known - std::begin(kElementNames));
       a.output = output;
       a.shape.resize(rank);
       for (int64_t &d : a.shape)
@@ -421,9 +446,9 @@ bool readFunctions(Reader &r, std::vector<step::Function> &functions) {
       step::HostOp op;
       int64_t kind = 0, result = 0, operands = 0, data = 0;
       if (!r.line("op", 4) ||
-          !r.integer(kind, 0, static_cast<int64_t>(step::HostOp::Kind::Launch)) ||
-          !r.integer(result, -1, values - 1) ||
-          !r.integer(operands, 0, 4096))
+          !r.integer(kind, 0,
+                     static_cast<int64_t>(step::HostOp::Kind::Launch)) ||
+          !r.integer(result, -1, values - 1) || !r.integer(operands, 0, 4096))
         return false;
       op.kind = static_cast<step::HostOp::Kind>(kind);
       op.result = static_cast<int>(result);
@@ -598,8 +623,8 @@ std::optional<Package> parse(const std::string &bytes,
     at += 8;
     if (size > bytes.size() - at) {
       error = "section '" + name + "' holds " + std::to_string(size) +
-              " bytes but the package has " + std::to_string(bytes.size() - at) +
-              " left: truncated";
+              " bytes but the package has " +
+              std::to_string(bytes.size() - at) + " left: truncated";
       return std::nullopt;
     }
     if (!sections.emplace(name, bytes.substr(at, size)).second) {
@@ -613,8 +638,8 @@ std::optional<Package> parse(const std::string &bytes,
             " bytes after its last section";
     return std::nullopt;
   }
-  for (const char *name : {"manifest", "config", "model", "layers",
-                           "functions", "schedule", "ptx"})
+  for (const char *name : {"manifest", "config", "model", "layers", "functions",
+                           "schedule", "ptx"})
     if (!sections.count(name)) {
       error = std::string("the package lacks section '") + name + "'";
       return std::nullopt;
@@ -628,12 +653,12 @@ std::optional<Package> parse(const std::string &bytes,
   }
   p.configJson = sections["config"];
   if (hashText(p.configJson) != p.configHash) {
-    error = "the package's configuration does not match its hash " +
-            p.configHash;
+    error =
+        "the package's configuration does not match its hash " + p.configHash;
     return std::nullopt;
   }
   Reader model("model", sections["model"], error);
-  if (!readModel(model, p.config))
+  if (!readModel(model, p.config) || !checkModel(model, p.config))
     return std::nullopt;
   int64_t layers = p.config.numLayers();
   if (layers < 1 || layers > kMaxCount) {
@@ -646,8 +671,8 @@ std::optional<Package> parse(const std::string &bytes,
       !readFunctions(functions, p.functions))
     return std::nullopt;
   Reader schedule("schedule", sections["schedule"], error);
-  if (!readSchedule(schedule, p.calls,
-                    static_cast<int64_t>(p.functions.size()), layers))
+  if (!readSchedule(schedule, p.calls, static_cast<int64_t>(p.functions.size()),
+                    layers))
     return std::nullopt;
   p.ptx = sections["ptx"];
   return p;

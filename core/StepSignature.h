@@ -72,12 +72,33 @@ struct HostOp {
     Launch,
   };
   enum class Arith {
-    Add, Sub, Mul, DivS, RemS, CeilDivS, FloorDivS, MinS, MaxS, DivU, RemU,
-    MinU, MaxU, Select,
+    Add,
+    Sub,
+    Mul,
+    DivS,
+    RemS,
+    CeilDivS,
+    FloorDivS,
+    MinS,
+    MaxS,
+    DivU,
+    RemU,
+    MinU,
+    MaxU,
+    Select,
     /// Truncation to 32 bits (sign-extended back).
     Trunc32,
     /// Comparisons: result 0 or 1.
-    Eq, Ne, Slt, Sle, Sgt, Sge, Ult, Ule, Ugt, Uge,
+    Eq,
+    Ne,
+    Slt,
+    Sle,
+    Sgt,
+    Sge,
+    Ult,
+    Ule,
+    Ugt,
+    Uge,
   };
   enum class ParamKind { I64, I32, Buffer };
   Kind kind = Kind::Const;

@@ -127,27 +127,6 @@ def LowerToCPU : Pass<"v4a-lower-to-cpu", "::mlir::ModuleOp"> {
   ];
 }
 
-def LowerMetadataToGPU : Pass<"v4a-lower-metadata-to-gpu", "::mlir::ModuleOp"> {
-  let summary = "Builds a GPU kernel of every metadata function";
-  let description = [{
-    For every `@meta_<key>` function (v4a.step_window / v4a.step_compressed
-    and a return) adds `@meta_<key>_kernel` to `gpu.module @v4a_gpu` with an
-    NVVM target: memref arguments (the function's inputs, then its results),
-    one thread per packed token writing that token's rows, the same
-    per-token rows the CPU lowering loops over. The module becomes a
-    `gpu.container_module`; `convert-gpu-to-nvvm` and `gpu-module-to-binary`
-    take it to PTX.
-  }];
-  let options = [
-    Option<"chip", "chip", "std::string", "\"sm_90a\"", "The NVVM target chip">,
-    Option<"features", "features", "std::string", "\"+ptx80\"",
-           "The NVVM target features">,
-  ];
-  let dependentDialects = ["::mlir::gpu::GPUDialect",
-    "::mlir::NVVM::NVVMDialect", "::mlir::arith::ArithDialect",
-    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"];
-}
-
 def MapLoopsToGPU : Pass<"v4a-map-loops-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Turns the loop nests of lowered step functions into GPU launches";
   let description = [{

@@ -264,9 +264,9 @@ private:
 
 bool CudaHostDevice::copyOnDevice(void *to, const void *from, int64_t bytes,
                                   std::string &error) {
-  CUresult result = d.memcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(to),
-                                      reinterpret_cast<CUdeviceptr>(from),
-                                      bytes, d.stream);
+  CUresult result =
+      d.memcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(to),
+                        reinterpret_cast<CUdeviceptr>(from), bytes, d.stream);
   if (result != kSuccess)
     error = d.describe("cannot copy on " + d.deviceName, result);
   return result == kSuccess;
@@ -291,9 +291,9 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
   auto it = d.functions.find(kernel);
   if (it == d.functions.end()) {
     CUfunc_st *function = nullptr;
-    CUresult result = d.kernels ? d.moduleGetFunction(&function, d.kernels,
-                                                      kernel.c_str())
-                                : 1;
+    CUresult result =
+        d.kernels ? d.moduleGetFunction(&function, d.kernels, kernel.c_str())
+                  : 1;
     if (result != kSuccess) {
       error = "the loaded kernels lack " + kernel;
       return false;
@@ -306,9 +306,9 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
   if (trace)
     std::fprintf(stderr, "launch %s grid %u %u %u block %u\n", kernel.c_str(),
                  grid[0], grid[1], grid[2], block[0]);
-  CUresult result = d.launchKernel(it->second, grid[0], grid[1], grid[2],
-                                   block[0], block[1], block[2], 0, d.stream,
-                                   params.data(), nullptr);
+  CUresult result =
+      d.launchKernel(it->second, grid[0], grid[1], grid[2], block[0], block[1],
+                     block[2], 0, d.stream, params.data(), nullptr);
   if (result == kSuccess && trace)
     result = d.streamSynchronize(d.stream);
   if (result != kSuccess)

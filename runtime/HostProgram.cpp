@@ -86,10 +86,9 @@ bool checkShape(const Op &op, std::string &why) {
         return false;
     }
     size_t base = op.kind == Kind::View ? 1 : 0;
-    if (op.kind == Kind::Alloc &&
-        !need(op.data[0] == 1 || op.data[0] == 2 || op.data[0] == 4 ||
-                  op.data[0] == 8,
-              "element bytes must be 1, 2, 4 or 8"))
+    if (op.kind == Kind::Alloc && !need(op.data[0] == 1 || op.data[0] == 2 ||
+                                            op.data[0] == 4 || op.data[0] == 8,
+                                        "element bytes must be 1, 2, 4 or 8"))
       return false;
     return need(operands == base + dynamic,
                 "operands do not match the dynamic dimensions");
@@ -106,8 +105,8 @@ bool checkShape(const Op &op, std::string &why) {
               "a launch takes a kernel, 6 extents and one kind per argument"))
       return false;
     for (int64_t kind : op.data)
-      if (!need(kind >= 0 && kind <= static_cast<int64_t>(
-                                          Op::ParamKind::Buffer),
+      if (!need(kind >= 0 &&
+                    kind <= static_cast<int64_t>(Op::ParamKind::Buffer),
                 "unknown kernel argument kind"))
         return false;
     return true;
@@ -130,8 +129,8 @@ bool operandIsBuffer(const Op &op, size_t i) {
   case Kind::Load:
     return i == 0;
   case Kind::Launch:
-    return i >= 6 && op.data[i - 6] ==
-                         static_cast<int64_t>(Op::ParamKind::Buffer);
+    return i >= 6 &&
+           op.data[i - 6] == static_cast<int64_t>(Op::ParamKind::Buffer);
   default:
     return false;
   }
@@ -155,8 +154,8 @@ std::optional<int64_t> arith(Op::Arith code, const std::vector<int64_t> &v) {
   case A::RemS:
   case A::CeilDivS:
   case A::FloorDivS: {
-    if (v[1] == 0 || (v[0] == std::numeric_limits<int64_t>::min() &&
-                      v[1] == -1))
+    if (v[1] == 0 ||
+        (v[0] == std::numeric_limits<int64_t>::min() && v[1] == -1))
       return std::nullopt;
     int64_t q = v[0] / v[1], r = v[0] % v[1];
     if (code == A::RemS)
@@ -227,8 +226,7 @@ class Interpreter {
 public:
   Interpreter(const step::Function &function, HostDevice &device,
               std::string &error)
-      : function(function), device(device), error(error),
-        temporaries(device) {}
+      : function(function), device(device), error(error), temporaries(device) {}
 
   bool run(const std::vector<BufferArg> &args);
 
@@ -447,9 +445,8 @@ bool Interpreter::run(const std::vector<BufferArg> &args) {
         return fail(at, why);
       // Sign-extend from the element's width.
       int shift = 64 - 8 * static_cast<int>(bytes);
-      result.scalar =
-          shift ? static_cast<int64_t>(raw << shift) >> shift
-                : static_cast<int64_t>(raw);
+      result.scalar = shift ? static_cast<int64_t>(raw << shift) >> shift
+                            : static_cast<int64_t>(raw);
       break;
     }
     case Kind::Launch:

@@ -60,8 +60,9 @@ bool readCheckpointFiles(const ModelConfig &config,
       host.shape = tensor.shape;
       if (tensor.dtype == st::DType::F8_E4M3 ||
           tensor.dtype == st::DType::F8_E8M0) {
-        host.type = tensor.dtype == st::DType::F8_E4M3 ? HostTensor::Type::E4M3
-                                                       : HostTensor::Type::UE8M0;
+        host.type = tensor.dtype == st::DType::F8_E4M3
+                        ? HostTensor::Type::E4M3
+                        : HostTensor::Type::UE8M0;
         host.bytes = std::move(tensor.data);
       } else if (tensor.dtype == st::DType::F32 ||
                  tensor.dtype == st::DType::BF16 ||

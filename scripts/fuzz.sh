@@ -14,7 +14,7 @@ mkdir -p "$artifacts"
 export ASAN_OPTIONS=detect_leaks=1:allow_user_poisoning=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
-for target in config safetensors run_flags checkpoint_index; do
+for target in config safetensors run_flags checkpoint_index package; do
   mkdir -p "$work/$target"
   echo "fuzz_$target: ${seconds}s from test/fuzz/corpus/$target"
   if ! "$build/test/fuzz/fuzz_$target" -max_total_time="$seconds" \

@@ -1,4 +1,5 @@
-//===- HostWeights.h - weights between the runtime and the reference -*- C++ -*-===//
+//===- HostWeights.h - weights between the runtime and the reference -*- C++
+//-*-===//
 //
 // Deterministic random weights as the runtime holds them, and the runtime's
 // tensors as the reference takes them. Plain C++ (no MLIR): runners without

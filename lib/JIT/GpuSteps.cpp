@@ -110,8 +110,8 @@ private:
     return success();
   }
   LogicalResult addArith(Operation *op);
-  LogicalResult addShape(Operation *op, Kind kind, MemRefType type,
-                         Value first, ValueRange dynamic, Value result,
+  LogicalResult addShape(Operation *op, Kind kind, MemRefType type, Value first,
+                         ValueRange dynamic, Value result,
                          std::vector<int64_t> prefix);
   LogicalResult addLaunch(gpu::LaunchFuncOp launch);
 
@@ -198,8 +198,8 @@ LogicalResult HostProgramBuilder::addArith(Operation *op) {
   if (!arith)
     return op->emitError("v4a host program: no host form for ")
            << op->getName();
-  return add(op, Kind::Arith, op->getOperands(),
-             {static_cast<int64_t>(*arith)}, op->getResult(0));
+  return add(op, Kind::Arith, op->getOperands(), {static_cast<int64_t>(*arith)},
+             op->getResult(0));
 }
 
 LogicalResult HostProgramBuilder::addShape(Operation *op, Kind kind,
@@ -368,7 +368,8 @@ std::optional<GpuSteps> compileGpuSteps(ModuleOp module,
   PassManager kernels(context);
   if (failed(parsePassPipeline(kKernelPipeline, kernels)) ||
       failed(kernels.run(module))) {
-    if (getenv("V4A_DUMP")) module.print(llvm::errs());
+    if (getenv("V4A_DUMP"))
+      module.print(llvm::errs());
     error = "cannot map the step functions to GPU kernels: " +
             firstDiagnostic(messages);
     return std::nullopt;

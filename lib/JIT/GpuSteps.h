@@ -1,4 +1,5 @@
-//===- GpuSteps.h - step functions as GPU kernels and host programs -*- C++ -*-===//
+//===- GpuSteps.h - step functions as GPU kernels and host programs -*- C++
+//-*-===//
 //
 // Takes the step functions of a module (v4a-compile --emit=steps) to an
 // NVVM target through MLIR's GPU path: the token-parallel loop lowering,

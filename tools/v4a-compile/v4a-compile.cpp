@@ -7,9 +7,9 @@
 
 #include "core/FileIO.h"
 #include "core/Package.h"
-#include "lib/JIT/StepJit.h"
 #include "lib/Import/ConfigImport.h"
 #include "lib/JIT/GpuSteps.h"
+#include "lib/JIT/StepJit.h"
 #include "lib/Pipeline/Pipelines.h"
 #include "lib/Plan/ModelPlan.h"
 #include "lib/Report/Report.h"
@@ -79,10 +79,10 @@ static cl::opt<KVLayoutKind> kvLayout(
                clEnumValN(KVLayoutKind::FP8, "fp8",
                           "packed fp8 MODEL1 rows (584 B at D = 512)")),
     cl::cat(compileCategory));
-static cl::opt<std::string> target(
-    "target",
-    cl::desc("Write a package (-o MODEL.v4apkg) for a target: sm_90a"),
-    cl::value_desc("target"), cl::cat(compileCategory));
+static cl::opt<std::string>
+    target("target",
+           cl::desc("Write a package (-o MODEL.v4apkg) for a target: sm_90a"),
+           cl::value_desc("target"), cl::cat(compileCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
                                        cl::value_desc("file"), cl::init("-"),
                                        cl::cat(compileCategory));
@@ -112,9 +112,10 @@ static std::vector<std::string> stepFunctionNames(mlir::ModuleOp module) {
 static int fail(const Twine &message);
 
 /// The package of the planned and built steps in `module` for `target`.
-static std::optional<std::string>
-buildPackage(mlir::ModuleOp module, const std::string &config,
-             const v4a::LayerOptions &options, std::string &error) {
+static std::optional<std::string> buildPackage(mlir::ModuleOp module,
+                                               const std::string &config,
+                                               const v4a::LayerOptions &options,
+                                               std::string &error) {
   v4a::ConfigError configError;
   std::optional<v4a::ModelConfig> parsed =
       v4a::parseModelConfig(config, configError);
@@ -229,7 +230,8 @@ int main(int argc, char **argv) {
   if (emitKind == EmitKind::Object)
     return writeObjectAndHeader(*config, options.packedKv);
   bool packaging = target.getNumOccurrences() > 0;
-  if (packaging && (emitKind.getNumOccurrences() || reportKind.getNumOccurrences()))
+  if (packaging &&
+      (emitKind.getNumOccurrences() || reportKind.getNumOccurrences()))
     return fail("--target writes a package; it cannot be combined with "
                 "--emit or --report");
   if (packaging && target != "sm_90a")
@@ -237,8 +239,7 @@ int main(int argc, char **argv) {
                 "' (packages are built for sm_90a; the CPU runs from the "
                 "configuration)");
   mlir::PassManager pm(&context);
-  if (emitKind == EmitKind::V4A && reportKind == ReportKind::None &&
-      !packaging)
+  if (emitKind == EmitKind::V4A && reportKind == ReportKind::None && !packaging)
     pm.addPass(v4a::createVerifyTopology());
   else if (emitKind == EmitKind::Steps || emitKind == EmitKind::Ptx ||
            emitKind == EmitKind::Kernels || packaging)

@@ -15,24 +15,26 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/FileIO.h"
 #include "core/KVPlan.h"
 #include "core/Package.h"
 #include "core/TensorSpecs.h"
 #include "lib/Engine/HostWeights.h"
 #include "runtime/CudaBackend.h"
+#include "runtime/HostProgram.h"
 #include "runtime/Model.h"
 #include "runtime/SafeTensors.h"
 #include "runtime/Weights.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <map>
 #include <sstream>
-#include <cerrno>
-#include <cstdint>
 
 using namespace v4a;
 
@@ -149,8 +151,10 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
   }
   for (int64_t n : o.lengths)
     if (n > o.promptLen) {
-      error = "--lengths: " + std::to_string(n) + " is longer than the "
-              "prompt (" + std::to_string(o.promptLen) + ")";
+      error = "--lengths: " + std::to_string(n) +
+              " is longer than the "
+              "prompt (" +
+              std::to_string(o.promptLen) + ")";
       return false;
     }
   return true;
@@ -213,8 +217,8 @@ bool readSteps(const std::string &path, int64_t dim, int64_t layers,
       }
       for (int64_t b = 0; b < batch; ++b) {
         if ((*values)[b] < 0 || (*values)[b] > step.tokens) {
-          error = lengths + ": entry " + std::to_string(b) + " is outside [0, " +
-                  std::to_string(step.tokens) + "]";
+          error = lengths + ": entry " + std::to_string(b) +
+                  " is outside [0, " + std::to_string(step.tokens) + "]";
           return false;
         }
         step.lengths[b] = static_cast<int64_t>((*values)[b]);
@@ -266,16 +270,16 @@ std::vector<Step> randomSteps(const Options &o, int64_t dim,
     step.tokens = k == 0 ? o.promptLen : 1;
     step.lengths = k == 0 ? lengths : std::vector<int64_t>(batch, 1);
     for (size_t l = 0; l < runs.size(); ++l)
-      step.inputs.push_back(runs[l] ? ref::randomActivations(
-                                          batch * step.tokens * dim, 1000 * k + l)
-                                    : std::vector<float>());
+      step.inputs.push_back(
+          runs[l]
+              ? ref::randomActivations(batch * step.tokens * dim, 1000 * k + l)
+              : std::vector<float>());
   }
   return steps;
 }
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -291,6 +295,9 @@ int main(int argc, char **argv) {
   std::optional<pkg::Package> package = pkg::read(o.package, "sm_90a", error);
   if (!package)
     return fail(error);
+  for (const step::Function &function : package->functions)
+    if (!rt::validateHostProgram(function, error))
+      return fail(o.package + ": " + error);
   const ModelConfig &config = package->config;
   int64_t dim = config.hiddenSize, layers = config.numLayers();
 
@@ -318,6 +325,9 @@ int main(int argc, char **argv) {
                 " tokens per sequence; the package's caches hold " +
                 std::to_string(package->planOptions.contextTokens) +
                 " (v4a-compile --context)");
+  if (!io::fitsInMemory(hostWeightBytes(config, *selected), "the weights",
+                        error))
+    return fail(error);
   std::vector<rt::LayerTensors> tensors;
   if (o.seed >= 0)
     tensors = randomHostWeights(config, *selected, o.seed);
@@ -341,8 +351,7 @@ int main(int argc, char **argv) {
       states.push_back(reference->newSequence());
   }
   std::optional<plan::Plan> plan = plan::planCaches(
-      *selected,
-      {config.headDim, config.indexHeadDim, config.slidingWindow},
+      *selected, {config.headDim, config.indexHeadDim, config.slidingWindow},
       package->planOptions, error);
   if (!plan)
     return fail(error);
@@ -358,8 +367,8 @@ int main(int argc, char **argv) {
   rt::StepProgram program{package->functions, package->calls};
   program.calls = rt::callsOfLayers(program, *selected);
   std::unique_ptr<rt::Model> model =
-      rt::Model::create(config, *selected, program, std::move(tensors),
-                        *plan, batch, std::move(backend), error);
+      rt::Model::create(config, *selected, program, std::move(tensors), *plan,
+                        batch, std::move(backend), error);
   if (!model)
     return fail(error);
   std::vector<int64_t> sequences;
@@ -416,10 +425,10 @@ int main(int argc, char **argv) {
     for (int64_t l = 0; l < layers; ++l)
       if (runs[l])
         expectedByReference["y.step" + suffix + ".layer" + std::to_string(l)] =
-          st::fromF32({batch, step.tokens, dim}, want[l]);
+            st::fromF32({batch, step.tokens, dim}, want[l]);
   }
-  std::printf("v4a-run-package: %zu steps in %.3f s on the GPU\n",
-              steps.size(), gpuSeconds);
+  std::printf("v4a-run-package: %zu steps in %.3f s on the GPU\n", steps.size(),
+              gpuSeconds);
   if (!o.outputs.empty() && !st::write(o.outputs, written, error))
     return fail(error);
   if (o.expected.empty() && !reference)

@@ -1,0 +1,252 @@
+//===- HostProgramTest.cpp - host programs over a device in host memory ---===//
+//
+// The interpreter of GPU host programs, run against a device whose memory
+// is the host's and whose kernels are C++ functions: sizes from argument
+// shapes, temporaries, views, copies, read-backs and launch parameters, and
+// the errors of malformed programs and out-of-range values.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/HostProgram.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+
+using namespace v4a;
+using Op = step::HostOp;
+using Kind = Op::Kind;
+
+namespace {
+
+/// Memory from the heap; a launch calls the kernel registered under its
+/// name with the 8-byte parameter slots.
+class HostMemoryDevice : public rt::HostDevice {
+public:
+  struct Launch {
+    std::string kernel;
+    std::array<unsigned, 3> grid, block;
+    std::vector<int64_t> params;
+  };
+  std::vector<Launch> launches;
+  std::map<std::string, std::function<void(const std::vector<int64_t> &)>>
+      kernels;
+  int live = 0;
+
+  void *allocate(int64_t bytes, std::string &) override {
+    ++live;
+    return std::calloc(1, bytes > 0 ? bytes : 1);
+  }
+  void release(void *memory) override {
+    --live;
+    std::free(memory);
+  }
+  bool copyOnDevice(void *to, const void *from, int64_t bytes,
+                    std::string &) override {
+    std::memcpy(to, from, bytes);
+    return true;
+  }
+  bool readBack(void *host, const void *device, int64_t bytes,
+                std::string &) override {
+    std::memcpy(host, device, bytes);
+    return true;
+  }
+  bool launchKernel(const std::string &kernel, std::array<unsigned, 3> grid,
+                    std::array<unsigned, 3> block, std::vector<void *> params,
+                    std::string &error) override {
+    Launch launch{kernel, grid, block, {}};
+    for (void *param : params)
+      launch.params.push_back(*static_cast<int64_t *>(param));
+    launches.push_back(launch);
+    auto it = kernels.find(kernel);
+    if (it == kernels.end()) {
+      error = "no kernel " + kernel;
+      return false;
+    }
+    it->second(launch.params);
+    return true;
+  }
+};
+
+Op op(Kind kind, int result, std::vector<int> operands,
+      std::vector<int64_t> data, std::string kernel = "") {
+  Op o;
+  o.kind = kind;
+  o.result = result;
+  o.operands = std::move(operands);
+  o.data = std::move(data);
+  o.kernel = std::move(kernel);
+  return o;
+}
+
+int64_t arith(Op::Arith code) { return static_cast<int64_t>(code); }
+constexpr int64_t kBuffer = static_cast<int64_t>(Op::ParamKind::Buffer);
+constexpr int64_t kI64 = static_cast<int64_t>(Op::ParamKind::I64);
+
+/// f(x [T, 4] f32) -> y [T, 4] f32: a temporary [T, 4] filled by kernel
+/// "twice" over ceil(T / 128) blocks, copied to y.
+step::Function twiceFunction() {
+  step::Function f;
+  f.name = "twice";
+  f.args = {{"x", step::Element::F32, {-1, 4}, false},
+            {"y", step::Element::F32, {-1, 4}, true}};
+  f.host.values = 2;
+  auto value = [&] { return f.host.values++; };
+  int t = value(), c128 = value(), grid = value(), one = value(), tmp = value();
+  f.host.ops = {
+      op(Kind::Dim, t, {0}, {0}),
+      op(Kind::Const, c128, {}, {128}),
+      op(Kind::Arith, grid, {t, c128}, {arith(Op::Arith::CeilDivS)}),
+      op(Kind::Const, one, {}, {1}),
+      op(Kind::Alloc, tmp, {t}, {4, 2, -1, 4}),
+      op(Kind::Launch, -1, {grid, one, one, c128, one, one, 0, tmp, t},
+         {kBuffer, kBuffer, kI64}, "twice"),
+      op(Kind::Copy, -1, {tmp, 1}, {}),
+  };
+  return f;
+}
+
+TEST(HostProgram, RunsSizesTemporariesLaunchesAndCopies) {
+  HostMemoryDevice device;
+  // twice(x, tmp, T): tmp = 2 * x, reading the expanded descriptors.
+  device.kernels["twice"] = [](const std::vector<int64_t> &p) {
+    auto *x = reinterpret_cast<float *>(p[1]);
+    auto *tmp = reinterpret_cast<float *>(p[8]);
+    for (int64_t i = 0; i < p[14] * 4; ++i)
+      tmp[i] = 2 * x[i];
+  };
+  std::vector<float> x(300 * 4), y(300 * 4, 0.0f);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(i);
+  std::string error;
+  ASSERT_TRUE(rt::runHostProgram(twiceFunction(),
+                                 {{x.data(), {300, 4}}, {y.data(), {300, 4}}},
+                                 device, error))
+      << error;
+  ASSERT_EQ(device.launches.size(), 1u);
+  const auto &launch = device.launches[0];
+  EXPECT_EQ(launch.grid, (std::array<unsigned, 3>{3, 1, 1}));
+  EXPECT_EQ(launch.block, (std::array<unsigned, 3>{128, 1, 1}));
+  // x: allocated, aligned, offset, sizes, strides; tmp likewise; then T.
+  ASSERT_EQ(launch.params.size(), 15u);
+  EXPECT_EQ(launch.params[0], reinterpret_cast<int64_t>(x.data()));
+  EXPECT_EQ(std::vector<int64_t>(launch.params.begin() + 2,
+                                 launch.params.begin() + 7),
+            (std::vector<int64_t>{0, 300, 4, 4, 1}));
+  EXPECT_EQ(launch.params[14], 300);
+  for (size_t i = 0; i < y.size(); ++i)
+    ASSERT_EQ(y[i], 2.0f * i) << i;
+  EXPECT_EQ(device.live, 0) << "temporaries are released";
+}
+
+TEST(HostProgram, AnEmptyGridLaunchesNothing) {
+  HostMemoryDevice device;
+  std::string error;
+  std::vector<float> none;
+  ASSERT_TRUE(rt::runHostProgram(twiceFunction(),
+                                 {{none.data(), {0, 4}}, {none.data(), {0, 4}}},
+                                 device, error))
+      << error;
+  EXPECT_TRUE(device.launches.empty());
+}
+
+TEST(HostProgram, ReadsADeviceScalarBack) {
+  // n = load(cell[0]) after kernel "seven" wrote it; then a [n] temporary.
+  step::Function f;
+  f.name = "readback";
+  f.args = {};
+  f.host.values = 0;
+  int cell = f.host.values++, one = f.host.values++, zero = f.host.values++,
+      n = f.host.values++, tmp = f.host.values++;
+  f.host.ops = {op(Kind::Const, one, {}, {1}),
+                op(Kind::Const, zero, {}, {0}),
+                op(Kind::Alloc, cell, {}, {8, 1, 1}),
+                op(Kind::Launch, -1, {one, one, one, one, one, one, cell},
+                   {kBuffer}, "seven"),
+                op(Kind::Load, n, {cell, zero}, {8}),
+                op(Kind::Alloc, tmp, {n}, {4, 1, -1}),
+                op(Kind::Launch, -1, {one, one, one, one, one, one, tmp},
+                   {kBuffer}, "check")};
+  HostMemoryDevice device;
+  device.kernels["seven"] = [](const std::vector<int64_t> &p) {
+    *reinterpret_cast<int64_t *>(p[1]) = 7;
+  };
+  int64_t size = -1;
+  device.kernels["check"] = [&](const std::vector<int64_t> &p) { size = p[3]; };
+  std::string error;
+  ASSERT_TRUE(rt::runHostProgram(f, {}, device, error)) << error;
+  EXPECT_EQ(size, 7);
+}
+
+/// Runs `f` with two [2, 4] f32 arguments and returns the error.
+std::string errorOf(const step::Function &f) {
+  HostMemoryDevice device;
+  device.kernels["twice"] = [](const std::vector<int64_t> &) {};
+  std::vector<float> x(8), y(8);
+  std::string error;
+  EXPECT_FALSE(rt::runHostProgram(f, {{x.data(), {2, 4}}, {y.data(), {2, 4}}},
+                                  device, error));
+  EXPECT_EQ(device.live, 0);
+  return error;
+}
+
+TEST(HostProgram, MalformedProgramsAreErrors) {
+  step::Function f = twiceFunction();
+  f.host.ops[2].operands[1] = 40;
+  EXPECT_NE(errorOf(f).find("operand 40 is not defined"), std::string::npos)
+      << errorOf(f);
+
+  f = twiceFunction();
+  f.host.ops[2].operands[0] = 0; // a buffer where an integer belongs
+  EXPECT_NE(errorOf(f).find("is not an integer"), std::string::npos);
+
+  f = twiceFunction();
+  f.host.ops[4].data = {3, 2, -1, 4}; // 3-byte elements
+  EXPECT_NE(errorOf(f).find("element bytes"), std::string::npos);
+
+  f = twiceFunction();
+  f.host.ops[1].result = 2; // redefines value 2
+  EXPECT_NE(errorOf(f).find("defined twice"), std::string::npos);
+}
+
+TEST(HostProgram, BadValuesAreErrors) {
+  step::Function f = twiceFunction();
+  f.host.ops[1].data = {2048}; // a block of 2048 threads
+  EXPECT_NE(errorOf(f).find("block extent 2048 outside 1..1024"),
+            std::string::npos)
+      << errorOf(f);
+
+  f = twiceFunction();
+  f.host.ops[1].data = {0}; // T / 0
+  EXPECT_NE(errorOf(f).find("division by zero"), std::string::npos);
+
+  f = twiceFunction();
+  f.host.ops[0].data = {5}; // dimension 5 of a rank-2 buffer
+  EXPECT_NE(errorOf(f).find("dimension 5 of a rank-2 buffer"),
+            std::string::npos);
+
+  f = twiceFunction();
+  std::vector<float> x(8);
+  HostMemoryDevice device;
+  std::string error;
+  EXPECT_FALSE(rt::runHostProgram(f, {{x.data(), {2, 4}}}, device, error));
+  EXPECT_NE(error.find("takes 2 arguments, got 1"), std::string::npos);
+}
+
+TEST(HostProgram, ACopyBetweenBuffersOfOtherSizesIsAnError) {
+  step::Function f = twiceFunction();
+  HostMemoryDevice device;
+  device.kernels["twice"] = [](const std::vector<int64_t> &) {};
+  std::vector<float> x(8), y(4);
+  std::string error;
+  EXPECT_FALSE(rt::runHostProgram(f, {{x.data(), {2, 4}}, {y.data(), {1, 4}}},
+                                  device, error));
+  EXPECT_NE(error.find("a copy between buffers of different sizes"),
+            std::string::npos)
+      << error;
+}
+
+} // namespace
