@@ -19,7 +19,9 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "I
 llvm_config.with_system_environment(["HOME", "TMP", "TEMP", "ASAN_OPTIONS", "UBSAN_OPTIONS", "V4A_REFDATA"])
 llvm_config.use_default_substitutions()
 tool_dirs = [config.v4a_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["v4a-opt", "v4a-compile", "v4a-run", "v4a-fixture", "llvm-nm"], tool_dirs)
+llvm_config.add_tool_substitutions(
+    ["v4a-opt", "v4a-compile", "v4a-run", "v4a-run-package", "v4a-fixture",
+     "llvm-nm"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 # DeepSeek's reference outputs live beside the checkout (shared/refdata), or
@@ -42,3 +44,11 @@ ptxas = shutil.which("ptxas") or (
 if ptxas:
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", ptxas))
+
+# The CUDA driver, where a GPU machine has it.
+try:
+    import ctypes
+    ctypes.CDLL("libcuda.so.1")
+    config.available_features.add("cuda-driver")
+except OSError:
+    pass

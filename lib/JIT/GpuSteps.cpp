@@ -22,7 +22,10 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
 
 using namespace mlir;
 
@@ -38,12 +41,32 @@ constexpr const char *kKernelPipeline =
     "convert-linalg-to-parallel-loops,lower-affine,canonicalize,"
     "v4a-map-loops-to-gpu,gpu-kernel-outlining,cse";
 
-/// The kernels to PTX.
-std::string binaryPipeline(const std::string &chip) {
+/// The CUDA toolkit whose libdevice (math functions) the kernels link:
+/// $CUDA_HOME, $CUDA_PATH, or /usr/local/cuda.
+std::optional<std::string> cudaToolkit(std::string &error) {
+  std::vector<std::string> candidates;
+  for (const char *variable : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char *value = std::getenv(variable))
+      candidates.push_back(value);
+  candidates.push_back("/usr/local/cuda");
+  for (const std::string &path : candidates)
+    if (llvm::sys::fs::exists(path + "/nvvm/libdevice/libdevice.10.bc"))
+      return path;
+  error = "no CUDA toolkit with nvvm/libdevice/libdevice.10.bc (looked in "
+          "$CUDA_HOME, $CUDA_PATH and /usr/local/cuda): the kernels' math "
+          "functions come from it";
+  return std::nullopt;
+}
+
+/// The kernels to PTX, linked with the toolkit's libdevice.
+std::string binaryPipeline(const std::string &chip,
+                           const std::string &toolkit) {
   return "nvvm-attach-target{chip=" + chip +
          " features=+ptx80},gpu.module(expand-strided-metadata,lower-affine,"
          "convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,"
-         "reconcile-unrealized-casts),gpu-module-to-binary{format=isa}";
+         "reconcile-unrealized-casts),gpu-module-to-binary{format=isa "
+         "toolkit=" +
+         toolkit + "}";
 }
 
 void registerOnce(MLIRContext *context) {
@@ -388,8 +411,11 @@ std::optional<GpuSteps> compileGpuSteps(ModuleOp module,
       return std::nullopt;
     }
   }
+  std::optional<std::string> toolkit = cudaToolkit(error);
+  if (!toolkit)
+    return std::nullopt;
   PassManager binary(context);
-  if (failed(parsePassPipeline(binaryPipeline(chip), binary)) ||
+  if (failed(parsePassPipeline(binaryPipeline(chip, *toolkit), binary)) ||
       failed(binary.run(module))) {
     error = "cannot generate the GPU kernels: " + firstDiagnostic(messages);
     return std::nullopt;
@@ -399,6 +425,15 @@ std::optional<GpuSteps> compileGpuSteps(ModuleOp module,
       steps.ptx += cast<gpu::ObjectAttr>(attr).getObject().str();
   if (steps.ptx.empty()) {
     error = "the step functions have no GPU kernels";
+    return std::nullopt;
+  }
+  // A function left undefined would fail only when the driver loads the
+  // kernels.
+  size_t external = steps.ptx.find(".extern .func");
+  if (external != std::string::npos) {
+    error =
+        "the kernels call functions libdevice did not define: " +
+        steps.ptx.substr(external, steps.ptx.find('\n', external) - external);
     return std::nullopt;
   }
   return steps;

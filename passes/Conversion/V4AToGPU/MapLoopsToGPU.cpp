@@ -404,7 +404,19 @@ LogicalResult KernelMapper::distribute(Block &block, LaunchContext &ctx) {
   return success();
 }
 
+/// A barrier right after another one orders nothing more.
+void dropRepeatedBarriers(gpu::LaunchOp launch) {
+  SmallVector<gpu::BarrierOp> repeated;
+  launch.walk([&](gpu::BarrierOp barrier) {
+    if (isa_and_nonnull<gpu::BarrierOp>(barrier->getPrevNode()))
+      repeated.push_back(barrier);
+  });
+  for (gpu::BarrierOp barrier : repeated)
+    barrier.erase();
+}
+
 void KernelMapper::sinkInto(gpu::LaunchOp launch) {
+  dropRepeatedBarriers(launch);
   Region &body = launch.getBody();
   bool changed = true;
   while (changed) {
@@ -554,11 +566,15 @@ LogicalResult KernelMapper::run() {
                         [&](Value v) { return onHost.contains(v); });
   };
   for (Operation *op : body) {
+    if (op->hasTrait<OpTrait::IsTerminator>()) {
+      if (failed(flush()))
+        return failure();
+      continue;
+    }
     if (isHostOp(op) && operandsOnHost(op)) {
       // Host work that touches memory waits for the kernels before it;
       // sizes, allocations and views need not.
-      if (isa<memref::CopyOp, memref::LoadOp, func::ReturnOp>(op) &&
-          failed(flush()))
+      if (isa<memref::CopyOp, memref::LoadOp>(op) && failed(flush()))
         return failure();
       onHost.insert(op->getResults().begin(), op->getResults().end());
       continue;
