@@ -1,5 +1,6 @@
 //===- v4a-run.cpp - run a model's attention layers -----------------------===//
 //
+// v4a-run --package MODEL.v4apkg ... runs a package (see v4a-run-package).
 // v4a-run CONFIG.json [--backend=cpu] (--weights FILE | --random-weights SEED)
 //         [--prompt-len N --decode-steps M | --inputs FILE] [--context N]
 //         [--layers LIST] [--outputs FILE] [--check [--tolerance T]]
@@ -17,6 +18,7 @@
 #include "lib/Reference/Reference.h"
 #include "runtime/Model.h"
 #include "runtime/SafeTensors.h"
+#include "tools/v4a-run-package/RunPackage.h"
 #include "tools/v4a-run/RunOptions.h"
 #include "v4a/Engine.h"
 
@@ -192,7 +194,35 @@ bool readInputs(const std::string &path, int64_t dim, int64_t layers,
 
 } // namespace
 
+/// `v4a-run --package FILE ...` runs a package as v4a-run-package does.
+static std::optional<int> runPackageIfAsked(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg != "--package" && arg.rfind("--package=", 0) != 0)
+      continue;
+    std::vector<std::string> args = {argv[0]};
+    if (arg == "--package") {
+      if (i + 1 >= argc)
+        return fail("--package needs a file");
+      args.push_back(argv[i + 1]);
+    } else {
+      args.push_back(arg.substr(10));
+    }
+    for (int j = 1; j < argc; ++j)
+      if (j != i && !(arg == "--package" && j == i + 1))
+        args.push_back(argv[j]);
+    std::vector<char *> pointers;
+    for (std::string &a : args)
+      pointers.push_back(a.data());
+    return runPackage("v4a-run", static_cast<int>(pointers.size()),
+                      pointers.data());
+  }
+  return std::nullopt;
+}
+
 int main(int argc, char **argv) {
+  if (std::optional<int> status = runPackageIfAsked(argc, argv))
+    return *status;
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(runCategory);
   cl::ParseCommandLineOptions(

@@ -1,0 +1,491 @@
+//===- RunPackage.cpp - run a compiled package, runtime only --------------===//
+//
+// v4a-run-package MODEL.v4apkg (--weights FILE | --random-weights SEED)
+//     (--inputs FILE | --prompt-len N --decode-steps M [--lengths L0,L1,..])
+//     [--layers L0,L1,..] [--outputs FILE] [--expected FILE | --check]
+//     [--tolerance T]
+//
+// Runs a package (v4a-compile --target=sm_90a) on the CUDA backend with the
+// runtime alone: no compiler, MLIR or LLVM, which is what an inference
+// server deploys. Weights, inputs and outputs follow v4a-run's safetensors
+// contract (x.step{k}[.layer{l}], lengths.step{k}, y.step{k}.layer{l}).
+// With --expected (e.g. the reference's outputs from v4a-fixture) or --check
+// (the reference implementation alongside) it prints every layer's largest
+// absolute and relative error and fails above the tolerance.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/v4a-run-package/RunPackage.h"
+
+#include "core/FileIO.h"
+#include "core/KVPlan.h"
+#include "core/Package.h"
+#include "core/TensorSpecs.h"
+#include "lib/Engine/HostWeights.h"
+#include "runtime/CudaBackend.h"
+#include "runtime/HostProgram.h"
+#include "runtime/Model.h"
+#include "runtime/SafeTensors.h"
+#include "runtime/Weights.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+using namespace v4a;
+
+namespace {
+
+/// The name errors and progress lines start with.
+std::string tool = "v4a-run-package";
+
+int fail(const std::string &message) {
+  std::cerr << tool << ": error: " << message << "\n";
+  return 1;
+}
+
+struct Options {
+  std::string package, weights, inputs, outputs, expected;
+  double tolerance = 0.0;
+  int64_t seed = -1, promptLen = 0, decodeSteps = 0;
+  std::vector<int64_t> lengths, layers;
+  bool check = false;
+};
+
+bool parseCount(const std::string &flag, const std::string &value,
+                int64_t limit, int64_t &out, std::string &error) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(value.c_str(), &end, 10);
+  if (errno || end == value.c_str() || *end || v < 0 || v > limit) {
+    error = flag + " takes an integer in [0, " + std::to_string(limit) +
+            "], got '" + value + "'";
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+/// Largest prompt, decode steps and batch the flags accept.
+constexpr int64_t kMaxTokens = 1 << 20, kMaxBatch = 4096;
+
+bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
+  std::map<std::string, std::string *> paths = {{"--weights", &o.weights},
+                                                {"--inputs", &o.inputs},
+                                                {"--outputs", &o.outputs},
+                                                {"--expected", &o.expected}};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--check") {
+      o.check = true;
+      continue;
+    }
+    std::string value;
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    } else if (arg.rfind("--", 0) == 0) {
+      if (i + 1 >= argc) {
+        error = arg + " needs a value";
+        return false;
+      }
+      value = argv[++i];
+    }
+    if (auto it = paths.find(arg); it != paths.end()) {
+      *it->second = value;
+    } else if (arg == "--random-weights") {
+      if (!parseCount(arg, value, INT64_MAX, o.seed, error))
+        return false;
+    } else if (arg == "--prompt-len") {
+      if (!parseCount(arg, value, kMaxTokens, o.promptLen, error))
+        return false;
+    } else if (arg == "--decode-steps") {
+      if (!parseCount(arg, value, kMaxTokens, o.decodeSteps, error))
+        return false;
+    } else if (arg == "--lengths" || arg == "--layers") {
+      std::vector<int64_t> &out = arg == "--lengths" ? o.lengths : o.layers;
+      std::stringstream list(value);
+      std::string item;
+      while (std::getline(list, item, ',')) {
+        int64_t n = 0;
+        if (!parseCount(arg, item, kMaxTokens, n, error))
+          return false;
+        out.push_back(n);
+      }
+      if (arg == "--layers")
+        continue;
+      if (o.lengths.empty() ||
+          static_cast<int64_t>(o.lengths.size()) > kMaxBatch) {
+        error = "--lengths lists 1 to " + std::to_string(kMaxBatch) +
+                " prompt lengths";
+        return false;
+      }
+    } else if (arg == "--tolerance") {
+      char *end = nullptr;
+      o.tolerance = std::strtod(value.c_str(), &end);
+      if (end == value.c_str() || *end || !(o.tolerance >= 0)) {
+        error = "--tolerance takes a non-negative number, got '" + value + "'";
+        return false;
+      }
+    } else if (arg.rfind("--", 0) == 0) {
+      error = "unknown option " + arg;
+      return false;
+    } else if (o.package.empty()) {
+      o.package = arg;
+    } else {
+      error = "more than one package: " + arg;
+      return false;
+    }
+  }
+  bool weights = o.weights.empty() != (o.seed < 0);
+  bool inputs = o.inputs.empty() != (o.promptLen == 0);
+  if (o.package.empty() || !weights || !inputs ||
+      (o.check && !o.expected.empty())) {
+    error = "usage: " + tool +
+            " MODEL.v4apkg (--weights FILE | "
+            "--random-weights SEED) (--inputs FILE | --prompt-len N "
+            "--decode-steps M [--lengths L0,L1,..]) [--layers L0,L1,..] "
+            "[--outputs FILE] [--expected FILE | --check] [--tolerance T]";
+    return false;
+  }
+  for (int64_t n : o.lengths)
+    if (n > o.promptLen) {
+      error = "--lengths: " + std::to_string(n) +
+              " is longer than the "
+              "prompt (" +
+              std::to_string(o.promptLen) + ")";
+      return false;
+    }
+  return true;
+}
+
+/// One step of the inputs: B rows of S tokens, with per-row lengths.
+struct Step {
+  int64_t tokens = 0;
+  std::vector<int64_t> lengths;
+  /// Per layer, [B * S * dim].
+  std::vector<std::vector<float>> inputs;
+};
+
+bool activations(const st::File &file, const std::string &name, int64_t dim,
+                 int64_t &batch, int64_t &tokens, std::vector<float> &out,
+                 std::string &error) {
+  const st::Tensor &t = file.at(name);
+  std::optional<std::vector<float>> values = t.toF32();
+  if (!values || t.shape.size() != 3 || t.shape[2] != dim ||
+      (batch >= 0 && t.shape[0] != batch) ||
+      (tokens >= 0 && t.shape[1] != tokens)) {
+    error = name + ": expected [B, S, " + std::to_string(dim) +
+            "] bf16 or f32, the same B and S for every tensor of the step";
+    return false;
+  }
+  batch = t.shape[0];
+  tokens = t.shape[1];
+  out = std::move(*values);
+  return true;
+}
+
+bool readSteps(const std::string &path, int64_t dim, int64_t layers,
+               std::vector<Step> &steps, int64_t &batch, std::string &error) {
+  std::optional<st::File> file = st::read(path, error);
+  if (!file)
+    return false;
+  batch = -1;
+  for (int64_t k = 0; file->count("x.step" + std::to_string(k)); ++k) {
+    Step step;
+    step.tokens = -1;
+    std::string base = "x.step" + std::to_string(k);
+    std::vector<float> shared;
+    if (!activations(*file, base, dim, batch, step.tokens, shared, error))
+      return false;
+    for (int64_t l = 0; l < layers; ++l) {
+      std::string own = base + ".layer" + std::to_string(l);
+      std::vector<float> values = shared;
+      if (file->count(own) &&
+          !activations(*file, own, dim, batch, step.tokens, values, error))
+        return false;
+      step.inputs.push_back(std::move(values));
+    }
+    step.lengths.assign(batch, step.tokens);
+    std::string lengths = "lengths.step" + std::to_string(k);
+    if (file->count(lengths)) {
+      std::optional<std::vector<float>> values = file->at(lengths).toF32();
+      if (!values || static_cast<int64_t>(values->size()) != batch) {
+        error = lengths + ": expected [" + std::to_string(batch) + "]";
+        return false;
+      }
+      for (int64_t b = 0; b < batch; ++b) {
+        if ((*values)[b] < 0 || (*values)[b] > step.tokens) {
+          error = lengths + ": entry " + std::to_string(b) +
+                  " is outside [0, " + std::to_string(step.tokens) + "]";
+          return false;
+        }
+        step.lengths[b] = static_cast<int64_t>((*values)[b]);
+      }
+    }
+    steps.push_back(std::move(step));
+  }
+  if (steps.empty()) {
+    error = path + ": no x.step0 tensor";
+    return false;
+  }
+  return true;
+}
+
+/// Whether every projection of the checkpoint has the package's weight
+/// format (wo_a may be either: it runs as a bf16 product of its scales).
+bool checkWeightFormat(const ModelConfig &config,
+                       const std::vector<LayerSpec> &layers,
+                       const std::vector<rt::LayerTensors> &tensors,
+                       std::string &error) {
+  for (const LayerSpec &layer : layers)
+    for (const TensorSpec &spec : layerTensorSpecs(config, layer)) {
+      auto it = tensors[layer.id].find(spec.name);
+      if (!spec.projection || spec.name == "wo_a.weight" ||
+          it == tensors[layer.id].end())
+        continue;
+      bool fp8 = it->second.type == rt::HostTensor::Type::E4M3;
+      if (fp8 != config.fp8Weights) {
+        error = layerTensorPrefix(config, layer.id) + spec.name + " is " +
+                (fp8 ? "fp8" : "bf16") + " but the package was compiled for " +
+                (config.fp8Weights ? "fp8" : "bf16") +
+                " projections (the configuration's fp8_weights)";
+        return false;
+      }
+    }
+  return true;
+}
+
+/// Random inputs: a prompt step (rows of --lengths tokens, padded to the
+/// prompt length) and single-token decode steps; seeds as v4a-run's.
+std::vector<Step> randomSteps(const Options &o, int64_t dim,
+                              const std::vector<bool> &runs, int64_t &batch) {
+  std::vector<int64_t> lengths =
+      o.lengths.empty() ? std::vector<int64_t>{o.promptLen} : o.lengths;
+  batch = static_cast<int64_t>(lengths.size());
+  std::vector<Step> steps(1 + o.decodeSteps);
+  for (size_t k = 0; k < steps.size(); ++k) {
+    Step &step = steps[k];
+    step.tokens = k == 0 ? o.promptLen : 1;
+    step.lengths = k == 0 ? lengths : std::vector<int64_t>(batch, 1);
+    for (size_t l = 0; l < runs.size(); ++l)
+      step.inputs.push_back(
+          runs[l]
+              ? ref::randomActivations(batch * step.tokens * dim, 1000 * k + l)
+              : std::vector<float>());
+  }
+  return steps;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+} // namespace
+
+int v4a::runPackage(const char *name, int argc, char **argv) {
+  tool = name;
+  // Progress lines reach a pipe as they happen.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  Options o;
+  std::string error;
+  if (!parseOptions(argc, argv, o, error))
+    return fail(error);
+  std::optional<pkg::Package> package = pkg::read(o.package, "sm_90a", error);
+  if (!package)
+    return fail(error);
+  for (const step::Function &function : package->functions)
+    if (!rt::validateHostProgram(function, error))
+      return fail(o.package + ": " + error);
+  const ModelConfig &config = package->config;
+  int64_t dim = config.hiddenSize, layers = config.numLayers();
+
+  std::optional<std::vector<LayerSpec>> selected =
+      rt::selectLayers(package->layers, o.layers, error);
+  if (!selected)
+    return fail(error);
+  std::vector<bool> runs(layers, false);
+  std::vector<int64_t> ids;
+  for (const LayerSpec &layer : *selected) {
+    runs[layer.id] = true;
+    ids.push_back(layer.id);
+  }
+  std::vector<Step> steps;
+  int64_t batch = 0;
+  if (o.inputs.empty())
+    steps = randomSteps(o, dim, runs, batch);
+  else if (!readSteps(o.inputs, dim, layers, steps, batch, error))
+    return fail(error);
+  int64_t tokens = 0;
+  for (const Step &step : steps)
+    tokens += step.tokens;
+  if (tokens > package->planOptions.contextTokens)
+    return fail("the run needs " + std::to_string(tokens) +
+                " tokens per sequence; the package's caches hold " +
+                std::to_string(package->planOptions.contextTokens) +
+                " (v4a-compile --context)");
+  if (!io::fitsInMemory(hostWeightBytes(config, *selected), "the weights",
+                        error))
+    return fail(error);
+  std::vector<rt::LayerTensors> tensors;
+  if (o.seed >= 0)
+    tensors = randomHostWeights(config, *selected, o.seed);
+  else if (!rt::readCheckpointFiles(config, {o.weights}, tensors, error, ids))
+    return fail(error);
+  if (!checkWeightFormat(config, *selected, tensors, error))
+    return fail(error);
+  // The reference alongside, from the same weights.
+  std::optional<ref::Model> reference;
+  std::vector<ref::SequenceState> states;
+  if (o.check) {
+    std::vector<ref::LayerWeights> weights;
+    for (int64_t l = 0; l < layers; ++l)
+      weights.push_back(runs[l] ? toReference(tensors[l])
+                                : ref::LayerWeights());
+    ModelConfig referenceConfig = config;
+    referenceConfig.slidingWindow = std::min(
+        referenceConfig.slidingWindow, package->planOptions.contextTokens);
+    reference.emplace(referenceConfig, package->layers, weights);
+    for (int64_t b = 0; b < batch; ++b)
+      states.push_back(reference->newSequence());
+  }
+  std::optional<plan::Plan> plan = plan::planCaches(
+      *selected, {config.headDim, config.indexHeadDim, config.slidingWindow},
+      package->planOptions, error);
+  if (!plan)
+    return fail(error);
+
+  std::unique_ptr<rt::CudaBackend> backend = rt::CudaBackend::create(0, error);
+  if (!backend)
+    return fail(error);
+  if (!backend->loadKernels(package->ptx, error))
+    return fail(error);
+  std::printf("%s: %s, %zu step functions, %zu calls per step\n", tool.c_str(),
+              backend->deviceName().c_str(), package->functions.size(),
+              package->calls.size());
+  rt::StepProgram program{package->functions, package->calls};
+  program.calls = rt::callsOfLayers(program, *selected);
+  std::unique_ptr<rt::Model> model =
+      rt::Model::create(config, *selected, program, std::move(tensors), *plan,
+                        batch, std::move(backend), error);
+  if (!model)
+    return fail(error);
+  std::vector<int64_t> sequences;
+  for (int64_t b = 0; b < batch; ++b) {
+    sequences.push_back(model->addSequence(error));
+    if (sequences.back() < 0)
+      return fail(error);
+  }
+
+  st::File written, expectedByReference;
+  double gpuSeconds = 0.0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const Step &step = steps[k];
+    std::vector<std::vector<float>> out(layers);
+    std::vector<const float *> inputs(layers, nullptr);
+    std::vector<float *> outputs(layers, nullptr);
+    for (int64_t l = 0; l < layers; ++l) {
+      if (!runs[l])
+        continue;
+      out[l].assign(batch * step.tokens * dim, 0.0f);
+      inputs[l] = step.inputs[l].data();
+      outputs[l] = out[l].data();
+    }
+    auto start = std::chrono::steady_clock::now();
+    if (!model->step({sequences, step.lengths, step.tokens}, inputs, outputs,
+                     error))
+      return fail("step " + std::to_string(k) + ": " + error);
+    gpuSeconds += secondsSince(start);
+    std::string suffix = std::to_string(k);
+    for (int64_t l = 0; l < layers; ++l)
+      if (runs[l])
+        written["y.step" + suffix + ".layer" + std::to_string(l)] =
+            st::fromF32({batch, step.tokens, dim}, out[l]);
+    if (!reference)
+      continue;
+    std::vector<std::vector<float>> want(
+        layers, std::vector<float>(batch * step.tokens * dim, 0.0f));
+    // Sequences are independent: the reference runs them side by side.
+    auto referenceRow = [&](int64_t b) {
+      int64_t n = step.lengths[b];
+      std::vector<ref::Tensor> x;
+      for (int64_t l = 0; l < layers; ++l) {
+        ref::Tensor t({runs[l] ? n : 0, dim});
+        if (runs[l])
+          std::copy_n(step.inputs[l].begin() + b * step.tokens * dim, n * dim,
+                      t.data.begin());
+        x.push_back(std::move(t));
+      }
+      std::vector<ref::Tensor> y = reference->step(states[b], x, runs);
+      for (int64_t l = 0; l < layers; ++l)
+        if (runs[l])
+          std::copy(y[l].data.begin(), y[l].data.end(),
+                    want[l].begin() + b * step.tokens * dim);
+    };
+    std::vector<std::thread> rows;
+    for (int64_t b = 1; b < batch; ++b)
+      rows.emplace_back(referenceRow, b);
+    referenceRow(0);
+    for (std::thread &row : rows)
+      row.join();
+    for (int64_t l = 0; l < layers; ++l)
+      if (runs[l])
+        expectedByReference["y.step" + suffix + ".layer" + std::to_string(l)] =
+            st::fromF32({batch, step.tokens, dim}, want[l]);
+  }
+  std::printf("%s: %zu steps in %.3f s on the GPU\n", tool.c_str(),
+              steps.size(), gpuSeconds);
+  if (!o.outputs.empty() && !st::write(o.outputs, written, error))
+    return fail(error);
+  if (o.expected.empty() && !reference)
+    return 0;
+
+  std::optional<st::File> expected =
+      reference ? std::optional<st::File>(std::move(expectedByReference))
+                : st::read(o.expected, error);
+  if (!expected)
+    return fail(error);
+  double worst = 0.0;
+  for (int64_t l = 0; l < layers; ++l) {
+    if (!runs[l])
+      continue;
+    double maxAbs = 0.0, maxRef = 0.0;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      std::string name =
+          "y.step" + std::to_string(k) + ".layer" + std::to_string(l);
+      if (!expected->count(name))
+        return fail(o.expected + " lacks " + name);
+      std::optional<std::vector<float>> want = expected->at(name).toF32();
+      std::vector<float> got = *written.at(name).toF32();
+      if (!want || want->size() != got.size())
+        return fail(name + ": the expected tensor has another shape");
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < steps[k].lengths[b] * dim; ++i) {
+          size_t at = (b * steps[k].tokens) * dim + i;
+          double diff = std::fabs(double(got[at]) - double((*want)[at]));
+          maxAbs = std::isnan(diff) ? INFINITY : std::max(maxAbs, diff);
+          maxRef = std::max(maxRef, std::fabs(double((*want)[at])));
+        }
+    }
+    double rel = maxRef > 0 ? maxAbs / maxRef : maxAbs;
+    std::printf("layer %2lld (ratio %3lld): max abs err %.3e, max rel err "
+                "%.3e\n",
+                static_cast<long long>(l),
+                static_cast<long long>(package->layers[l].compressRatio),
+                maxAbs, rel);
+    worst = std::max(worst, maxAbs);
+  }
+  bool ok = worst <= o.tolerance;
+  std::printf("check: max abs err %.3e (tolerance %.3e): %s\n", worst,
+              o.tolerance, ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
