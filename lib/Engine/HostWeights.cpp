@@ -114,4 +114,21 @@ ref::LayerWeights toReference(const rt::LayerTensors &tensors) {
   return weights;
 }
 
+std::vector<ref::Tensor> referenceRow(const ref::Model &reference,
+                                      ref::SequenceState &state,
+                                      const rt::InputStep &step, int64_t row,
+                                      const std::vector<bool> &runs,
+                                      int64_t dim) {
+  int64_t n = step.lengths[row];
+  std::vector<ref::Tensor> x;
+  for (size_t l = 0; l < runs.size(); ++l) {
+    ref::Tensor t({runs[l] ? n : 0, dim});
+    if (runs[l])
+      std::copy_n(step.inputs[l]->begin() + row * step.tokens * dim, n * dim,
+                  t.data.begin());
+    x.push_back(std::move(t));
+  }
+  return reference.step(state, x, runs);
+}
+
 } // namespace v4a

@@ -12,6 +12,7 @@
 
 #include "lib/Reference/Reference.h"
 #include "runtime/Model.h"
+#include "runtime/StepInputs.h"
 
 #include <functional>
 
@@ -29,6 +30,14 @@ randomHostWeights(const ModelConfig &config,
 /// A layer's tensors as the reference takes them (fp8 decoded with its
 /// scales).
 ref::LayerWeights toReference(const rt::LayerTensors &tensors);
+
+/// The reference's outputs for row `row` of `step` (its first
+/// lengths[row] tokens) through the layers `runs` marks.
+std::vector<ref::Tensor> referenceRow(const ref::Model &reference,
+                                      ref::SequenceState &state,
+                                      const rt::InputStep &step, int64_t row,
+                                      const std::vector<bool> &runs,
+                                      int64_t dim);
 
 } // namespace v4a
 

@@ -26,6 +26,7 @@
 #include "runtime/HostProgram.h"
 #include "runtime/Model.h"
 #include "runtime/SafeTensors.h"
+#include "runtime/StepInputs.h"
 #include "runtime/Weights.h"
 
 #include <cerrno>
@@ -167,79 +168,6 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
   return true;
 }
 
-/// One step of the inputs: B rows of S tokens, with per-row lengths.
-struct Step {
-  int64_t tokens = 0;
-  std::vector<int64_t> lengths;
-  /// Per layer, [B * S * dim].
-  std::vector<std::vector<float>> inputs;
-};
-
-bool activations(const st::File &file, const std::string &name, int64_t dim,
-                 int64_t &batch, int64_t &tokens, std::vector<float> &out,
-                 std::string &error) {
-  const st::Tensor &t = file.at(name);
-  std::optional<std::vector<float>> values = t.toF32();
-  if (!values || t.shape.size() != 3 || t.shape[2] != dim ||
-      (batch >= 0 && t.shape[0] != batch) ||
-      (tokens >= 0 && t.shape[1] != tokens)) {
-    error = name + ": expected [B, S, " + std::to_string(dim) +
-            "] bf16 or f32, the same B and S for every tensor of the step";
-    return false;
-  }
-  batch = t.shape[0];
-  tokens = t.shape[1];
-  out = std::move(*values);
-  return true;
-}
-
-bool readSteps(const std::string &path, int64_t dim, int64_t layers,
-               std::vector<Step> &steps, int64_t &batch, std::string &error) {
-  std::optional<st::File> file = st::read(path, error);
-  if (!file)
-    return false;
-  batch = -1;
-  for (int64_t k = 0; file->count("x.step" + std::to_string(k)); ++k) {
-    Step step;
-    step.tokens = -1;
-    std::string base = "x.step" + std::to_string(k);
-    std::vector<float> shared;
-    if (!activations(*file, base, dim, batch, step.tokens, shared, error))
-      return false;
-    for (int64_t l = 0; l < layers; ++l) {
-      std::string own = base + ".layer" + std::to_string(l);
-      std::vector<float> values = shared;
-      if (file->count(own) &&
-          !activations(*file, own, dim, batch, step.tokens, values, error))
-        return false;
-      step.inputs.push_back(std::move(values));
-    }
-    step.lengths.assign(batch, step.tokens);
-    std::string lengths = "lengths.step" + std::to_string(k);
-    if (file->count(lengths)) {
-      std::optional<std::vector<float>> values = file->at(lengths).toF32();
-      if (!values || static_cast<int64_t>(values->size()) != batch) {
-        error = lengths + ": expected [" + std::to_string(batch) + "]";
-        return false;
-      }
-      for (int64_t b = 0; b < batch; ++b) {
-        if ((*values)[b] < 0 || (*values)[b] > step.tokens) {
-          error = lengths + ": entry " + std::to_string(b) +
-                  " is outside [0, " + std::to_string(step.tokens) + "]";
-          return false;
-        }
-        step.lengths[b] = static_cast<int64_t>((*values)[b]);
-      }
-    }
-    steps.push_back(std::move(step));
-  }
-  if (steps.empty()) {
-    error = path + ": no x.step0 tensor";
-    return false;
-  }
-  return true;
-}
-
 /// Whether every projection of the checkpoint has the package's weight
 /// format (wo_a may be either: it runs as a bf16 product of its scales).
 bool checkWeightFormat(const ModelConfig &config,
@@ -266,21 +194,22 @@ bool checkWeightFormat(const ModelConfig &config,
 
 /// Random inputs: a prompt step (rows of --lengths tokens, padded to the
 /// prompt length) and single-token decode steps; seeds as v4a-run's.
-std::vector<Step> randomSteps(const Options &o, int64_t dim,
-                              const std::vector<bool> &runs, int64_t &batch) {
+std::vector<rt::InputStep> randomSteps(const Options &o, int64_t dim,
+                                       const std::vector<bool> &runs,
+                                       int64_t &batch) {
   std::vector<int64_t> lengths =
       o.lengths.empty() ? std::vector<int64_t>{o.promptLen} : o.lengths;
   batch = static_cast<int64_t>(lengths.size());
-  std::vector<Step> steps(1 + o.decodeSteps);
+  std::vector<rt::InputStep> steps(1 + o.decodeSteps);
   for (size_t k = 0; k < steps.size(); ++k) {
-    Step &step = steps[k];
+    rt::InputStep &step = steps[k];
     step.tokens = k == 0 ? o.promptLen : 1;
     step.lengths = k == 0 ? lengths : std::vector<int64_t>(batch, 1);
     for (size_t l = 0; l < runs.size(); ++l)
-      step.inputs.push_back(
+      step.inputs.push_back(std::make_shared<const std::vector<float>>(
           runs[l]
               ? ref::randomActivations(batch * step.tokens * dim, 1000 * k + l)
-              : std::vector<float>());
+              : std::vector<float>()));
   }
   return steps;
 }
@@ -319,14 +248,15 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
     runs[layer.id] = true;
     ids.push_back(layer.id);
   }
-  std::vector<Step> steps;
+  std::vector<rt::InputStep> steps;
   int64_t batch = 0;
   if (o.inputs.empty())
     steps = randomSteps(o, dim, runs, batch);
-  else if (!readSteps(o.inputs, dim, layers, steps, batch, error))
+  else if (!rt::readStepInputs(o.inputs, dim, layers, kMaxBatch, kMaxTokens,
+                               steps, batch, error))
     return fail(error);
   int64_t tokens = 0;
-  for (const Step &step : steps)
+  for (const rt::InputStep &step : steps)
     tokens += step.tokens;
   if (tokens > package->planOptions.contextTokens)
     return fail("the run needs " + std::to_string(tokens) +
@@ -389,7 +319,7 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
   st::File written, expectedByReference;
   double gpuSeconds = 0.0;
   for (size_t k = 0; k < steps.size(); ++k) {
-    const Step &step = steps[k];
+    const rt::InputStep &step = steps[k];
     std::vector<std::vector<float>> out(layers);
     std::vector<const float *> inputs(layers, nullptr);
     std::vector<float *> outputs(layers, nullptr);
@@ -397,7 +327,7 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
       if (!runs[l])
         continue;
       out[l].assign(batch * step.tokens * dim, 0.0f);
-      inputs[l] = step.inputs[l].data();
+      inputs[l] = step.inputs[l]->data();
       outputs[l] = out[l].data();
     }
     auto start = std::chrono::steady_clock::now();
@@ -415,17 +345,9 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
     std::vector<std::vector<float>> want(
         layers, std::vector<float>(batch * step.tokens * dim, 0.0f));
     // Sequences are independent: the reference runs them side by side.
-    auto referenceRow = [&](int64_t b) {
-      int64_t n = step.lengths[b];
-      std::vector<ref::Tensor> x;
-      for (int64_t l = 0; l < layers; ++l) {
-        ref::Tensor t({runs[l] ? n : 0, dim});
-        if (runs[l])
-          std::copy_n(step.inputs[l].begin() + b * step.tokens * dim, n * dim,
-                      t.data.begin());
-        x.push_back(std::move(t));
-      }
-      std::vector<ref::Tensor> y = reference->step(states[b], x, runs);
+    auto runRow = [&](int64_t b) {
+      std::vector<ref::Tensor> y =
+          referenceRow(*reference, states[b], step, b, runs, dim);
       for (int64_t l = 0; l < layers; ++l)
         if (runs[l])
           std::copy(y[l].data.begin(), y[l].data.end(),
@@ -433,8 +355,8 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
     };
     std::vector<std::thread> rows;
     for (int64_t b = 1; b < batch; ++b)
-      rows.emplace_back(referenceRow, b);
-    referenceRow(0);
+      rows.emplace_back(runRow, b);
+    runRow(0);
     for (std::thread &row : rows)
       row.join();
     for (int64_t l = 0; l < layers; ++l)

@@ -18,6 +18,7 @@
 #include "lib/Reference/Reference.h"
 #include "runtime/Model.h"
 #include "runtime/SafeTensors.h"
+#include "runtime/StepInputs.h"
 #include "tools/v4a-run-package/RunPackage.h"
 #include "tools/v4a-run/RunOptions.h"
 #include "v4a/Engine.h"
@@ -74,123 +75,6 @@ private:
   std::string name;
   Clock::time_point start, lastReport = Clock::now();
 };
-
-/// One step: B rows of S tokens, each row with its own length. Inputs are
-/// per layer, read from a file or made when the step runs.
-struct Step {
-  int64_t tokens = 0;
-  std::vector<int64_t> lengths;
-  /// Per layer, [B * S * dim]; layers without their own input share one.
-  std::vector<std::shared_ptr<const std::vector<float>>> inputs;
-};
-
-/// Reads an input tensor: [batch, tokens, dim], bf16 or f32.
-bool readActivations(const st::File &file, const std::string &name,
-                     int64_t batch, int64_t dim, Step &step,
-                     std::vector<float> &out, std::string &error) {
-  const st::Tensor &t = file.at(name);
-  bool floatType = t.dtype == st::DType::BF16 || t.dtype == st::DType::F32;
-  std::string expected = formatv("[{0}, S, {1}] bf16 or f32",
-                                 batch < 0 ? "B" : std::to_string(batch), dim);
-  if (!floatType || t.shape.size() != 3 || t.shape[2] != dim ||
-      (batch >= 0 && t.shape[0] != batch) ||
-      (step.tokens > 0 && t.shape[1] != step.tokens)) {
-    std::string got = std::string(st::dtypeName(t.dtype)) + " [";
-    for (size_t i = 0; i < t.shape.size(); ++i)
-      got += (i ? ", " : "") + std::to_string(t.shape[i]);
-    error =
-        name + ": expected " + expected +
-        (step.tokens > 0 ? " with S = " + std::to_string(step.tokens) : "") +
-        ", got " + got + "]";
-    return false;
-  }
-  step.tokens = t.shape[1];
-  out = *t.toF32();
-  return true;
-}
-
-bool readInputs(const std::string &path, int64_t dim, int64_t layers,
-                std::vector<Step> &steps, int64_t &batch, std::string &error) {
-  std::optional<st::File> file = st::read(path, error);
-  if (!file)
-    return false;
-  batch = -1;
-  for (int64_t k = 0; file->count("x.step" + std::to_string(k)); ++k) {
-    Step step;
-    std::string base = "x.step" + std::to_string(k);
-    std::vector<float> values;
-    if (!readActivations(*file, base, batch, dim, step, values, error))
-      return false;
-    batch = file->at(base).shape[0];
-    if (batch < 1 || batch > kMaxBatch || step.tokens > kMaxContext) {
-      error = path + ": " + base + " holds " + std::to_string(batch) +
-              " sequences of " + std::to_string(step.tokens) +
-              " tokens; a run takes 1 to " + std::to_string(kMaxBatch) +
-              " sequences of at most " + std::to_string(kMaxContext) +
-              " tokens";
-      return false;
-    }
-    auto shared = std::make_shared<const std::vector<float>>(std::move(values));
-    for (int64_t l = 0; l < layers; ++l) {
-      std::string own = base + ".layer" + std::to_string(l);
-      if (!file->count(own)) {
-        step.inputs.push_back(shared);
-        continue;
-      }
-      if (!readActivations(*file, own, batch, dim, step, values, error))
-        return false;
-      step.inputs.push_back(
-          std::make_shared<const std::vector<float>>(std::move(values)));
-    }
-    step.lengths.assign(batch, step.tokens);
-    std::string lengths = "lengths.step" + std::to_string(k);
-    if (file->count(lengths)) {
-      const st::Tensor &t = file->at(lengths);
-      if (t.dtype != st::DType::I32 || t.shape != std::vector<int64_t>{batch}) {
-        error = lengths + ": expected I32 [" + std::to_string(batch) + "]";
-        return false;
-      }
-      std::vector<float> values = *t.toF32();
-      for (int64_t b = 0; b < batch; ++b) {
-        if (values[b] < 0 || values[b] > step.tokens) {
-          error = lengths + ": entry " + std::to_string(b) + " is " +
-                  std::to_string(static_cast<int64_t>(values[b])) +
-                  ", outside [0, " + std::to_string(step.tokens) + "]";
-          return false;
-        }
-        step.lengths[b] = static_cast<int64_t>(values[b]);
-      }
-    }
-    steps.push_back(std::move(step));
-  }
-  for (const auto &[name, tensor] : *file) {
-    bool known =
-        name.rfind("x.step", 0) == 0 || name.rfind("lengths.step", 0) == 0;
-    if (!known)
-      continue;
-    // Every x.step / lengths.step tensor must belong to a step read above.
-    size_t digits = name.find_first_of("0123456789");
-    int64_t k =
-        digits == std::string::npos ? -1 : std::atoll(name.c_str() + digits);
-    if (k < 0 || k >= static_cast<int64_t>(steps.size())) {
-      error = name + ": no step " + std::to_string(k) +
-              " (steps are x.step0, x.step1, ... without gaps)";
-      return false;
-    }
-    size_t layerAt = name.find(".layer");
-    if (layerAt != std::string::npos &&
-        std::atoll(name.c_str() + layerAt + 6) >= layers) {
-      error = name + ": the configuration has " + std::to_string(layers) +
-              " layers";
-      return false;
-    }
-  }
-  if (steps.empty()) {
-    error = path + ": no x.step0 tensor";
-    return false;
-  }
-  return true;
-}
 
 } // namespace
 
@@ -252,11 +136,12 @@ int main(int argc, char **argv) {
     return fail(error);
 
   // Steps: read from a file, or shaped by the flags (inputs made later).
-  std::vector<Step> steps;
+  std::vector<rt::InputStep> steps;
   int64_t batch = 1;
   if (!inputsPath.empty()) {
     Phase phase("inputs");
-    if (!readInputs(inputsPath, dim, layers, steps, batch, error))
+    if (!rt::readStepInputs(inputsPath, dim, layers, kMaxBatch, kMaxContext,
+                            steps, batch, error))
       return fail(error);
     phase.done(formatv("{0} steps of {1} sequences from {2}", steps.size(),
                        batch, inputsPath.getValue()));
@@ -265,11 +150,11 @@ int main(int argc, char **argv) {
     steps[0].tokens = promptLen;
     for (size_t k = 1; k < steps.size(); ++k)
       steps[k].tokens = 1;
-    for (Step &step : steps)
+    for (rt::InputStep &step : steps)
       step.lengths = {step.tokens};
   }
   int64_t tokens = 0;
-  for (const Step &step : steps)
+  for (const rt::InputStep &step : steps)
     tokens += step.tokens;
   if (tokens > kMaxContext)
     return fail(formatv("the inputs hold {0} tokens per sequence, more than "
@@ -381,7 +266,7 @@ int main(int argc, char **argv) {
   Phase run("steps");
   double checkSeconds = 0.0;
   for (size_t k = 0; k < steps.size(); ++k) {
-    Step &step = steps[k];
+    rt::InputStep &step = steps[k];
     if (step.inputs.empty())
       for (int64_t l = 0; l < layers; ++l)
         step.inputs.push_back(
@@ -407,15 +292,8 @@ int main(int argc, char **argv) {
     Clock::time_point checkStart = Clock::now();
     for (int64_t b = 0; check && b < batch; ++b) {
       int64_t n = step.lengths[b];
-      std::vector<ref::Tensor> x;
-      for (int64_t l = 0; l < layers; ++l) {
-        ref::Tensor t({runs[l] ? n : 0, dim});
-        if (runs[l])
-          std::copy_n(step.inputs[l]->begin() + b * step.tokens * dim, n * dim,
-                      t.data.begin());
-        x.push_back(std::move(t));
-      }
-      std::vector<ref::Tensor> y = reference->step(states[b], x, runs);
+      std::vector<ref::Tensor> y =
+          referenceRow(*reference, states[b], step, b, runs, dim);
       for (int64_t l = 0; l < layers; ++l)
         for (int64_t i = 0; runs[l] && i < n * dim; ++i) {
           double want = y[l].data[i];
