@@ -16,7 +16,7 @@ import sys
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 
-llvm_config.with_system_environment(["HOME", "TMP", "TEMP", "ASAN_OPTIONS", "UBSAN_OPTIONS", "V4A_REFDATA"])
+llvm_config.with_system_environment(["HOME", "TMP", "TEMP", "ASAN_OPTIONS", "UBSAN_OPTIONS", "V4A_REFDATA", "CUDA_HOME", "CUDA_PATH"])
 llvm_config.use_default_substitutions()
 tool_dirs = [config.v4a_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
@@ -52,3 +52,11 @@ try:
     config.available_features.add("cuda-driver")
 except OSError:
     pass
+
+# CUDA's libdevice, which PTX generation links (as v4a-compile finds it).
+for toolkit in [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
+                "/usr/local/cuda"]:
+    if toolkit and os.path.isfile(
+            os.path.join(toolkit, "nvvm", "libdevice", "libdevice.10.bc")):
+        config.available_features.add("libdevice")
+        break

@@ -38,6 +38,9 @@ struct EngineOptions {
   /// The layers to run (empty: all). A selected layer's sharing sources must
   /// be selected too; other layers get no weights, caches or outputs.
   std::vector<int64_t> layers;
+  /// Where the steps run: "cpu" (compiled for the host) or "cuda" (kernels
+  /// for sm_90a on GPU 0 through the CUDA driver).
+  std::string backend = "cpu";
 };
 
 /// Called as a long phase advances: `done` of `total` units.
@@ -52,7 +55,8 @@ struct Batch {
 class Engine {
 public:
   /// Parses and verifies the configuration (sharing topology included),
-  /// plans the caches and compiles the CPU kernels.
+  /// plans the caches and compiles the kernels for the backend (a missing
+  /// GPU or driver is an error here).
   static std::unique_ptr<Engine> create(std::string_view configJson,
                                         const EngineOptions &options,
                                         std::string &error);

@@ -11,10 +11,12 @@
 #include "lib/Engine/HostWeights.h"
 #include "lib/Import/ConfigImport.h"
 #include "lib/JIT/CpuJit.h"
+#include "lib/JIT/GpuSteps.h"
 #include "lib/JIT/StepJit.h"
 #include "lib/Pipeline/Pipelines.h"
 #include "lib/Reference/Reference.h"
 #include "passes/Passes.h"
+#include "runtime/CudaBackend.h"
 #include "runtime/Model.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -42,6 +44,9 @@ struct Engine::Impl {
   EngineOptions options;
   plan::Plan plan;
   std::unique_ptr<jit::CpuJit> jit;
+  /// The GPU and its kernels, with the cuda backend (handed to the model).
+  std::unique_ptr<rt::CudaBackend> gpu;
+  std::string ptx;
   rt::StepProgram program;
   std::unique_ptr<rt::Model> model;
 };
@@ -51,6 +56,10 @@ Engine::~Engine() = default;
 const ModelConfig &Engine::config() const { return impl->config; }
 
 bool Engine::objectCode(std::string &bytes, std::string &error) const {
+  if (!impl->jit) {
+    error = "the steps were compiled for the GPU, not the host";
+    return false;
+  }
   return impl->jit->objectCode(bytes, error);
 }
 
@@ -133,6 +142,14 @@ std::unique_ptr<Engine> Engine::create(std::string_view configJson,
   impl->plan = *plan;
   impl->json = std::string(configJson);
   impl->layerOptions = layerOptions;
+  if (options.backend == "cuda") {
+    impl->gpu = rt::CudaBackend::create(0, error);
+    if (!impl->gpu)
+      return nullptr;
+  } else if (options.backend != "cpu") {
+    error = "unknown backend '" + options.backend + "' (cpu, cuda)";
+    return nullptr;
+  }
   if (!compileKernels(*impl, impl->config.fp8Weights, error))
     return nullptr;
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
@@ -171,6 +188,15 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
     selected.insert(layer.id);
   std::vector<std::string> names;
   m.program.calls = jit::stepCalls(*module, selected, names);
+  if (m.options.backend == "cuda") {
+    std::optional<jit::GpuSteps> steps =
+        jit::compileGpuSteps(*module, names, "sm_90a", error);
+    if (!steps)
+      return false;
+    m.program.functions = std::move(steps->functions);
+    m.ptx = std::move(steps->ptx);
+    return true;
+  }
   m.jit = jit::compileSteps(std::move(context), std::move(module), names,
                             m.program.functions, error);
   return m.jit != nullptr;
@@ -218,9 +244,20 @@ static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
   std::optional<bool> fp8 = checkpointIsFp8(m, tensors, error);
   if (!fp8 || (*fp8 != m.fp8Steps && !compileKernels(m, *fp8, error)))
     return false;
+  std::unique_ptr<rt::Backend> backend;
+  if (m.options.backend == "cuda") {
+    // A model of the same engine loaded before keeps the first device.
+    if (!m.gpu && !(m.gpu = rt::CudaBackend::create(0, error)))
+      return false;
+    if (!m.gpu->loadKernels(m.ptx, error))
+      return false;
+    backend = std::move(m.gpu);
+  } else {
+    backend = rt::createCpuBackend();
+  }
   m.model = rt::Model::create(
       m.config, m.selected, m.program, std::move(tensors), m.plan,
-      m.options.maxSequences, rt::createCpuBackend(), error);
+      m.options.maxSequences, std::move(backend), error);
   return m.model != nullptr;
 }
 

@@ -15,7 +15,8 @@ namespace v4a::run {
 cl::OptionCategory runCategory("v4a-run options");
 cl::opt<std::string> inputPath(cl::Positional, cl::Required,
                                cl::desc("<config.json>"), cl::cat(runCategory));
-cl::opt<std::string> backend("backend", cl::desc("Where to run: cpu (default)"),
+cl::opt<std::string> backend("backend",
+                             cl::desc("Where to run: cpu (default) or cuda"),
                              cl::init("cpu"), cl::cat(runCategory));
 cl::opt<std::string>
     weightsPath("weights",
@@ -96,10 +97,7 @@ bool parseLayerList(StringRef text, int64_t numLayers,
 }
 
 std::optional<std::string> checkFlags() {
-  if (backend == "cuda")
-    return std::string("--backend=cuda: the CUDA backend has no kernels for "
-                       "the step functions yet; use --backend=cpu");
-  if (backend != "cpu")
+  if (backend != "cpu" && backend != "cuda")
     return "--backend=" + backend + ": unknown backend (cpu, cuda)";
   for (cl::opt<std::string> *path :
        {&weightsPath, &inputsPath, &outputsPath, &layersOption})

@@ -173,6 +173,7 @@ int main(int argc, char **argv) {
   options.maxSequences = batch;
   options.contextTokens = context;
   options.layers = selectedIds;
+  options.backend = backend;
   std::unique_ptr<Engine> engine = Engine::create(config, options, error);
   if (!engine)
     return fail(inputPath + ": " + error);
@@ -314,9 +315,10 @@ int main(int argc, char **argv) {
     run.progress(k + 1, steps.size(), "steps");
   }
   run.done(formatv("{0} steps, {1} tokens", steps.size(), totalTokens));
-  outs() << formatv("v4a-run: {0} layers, {1} steps, {2} tokens on the cpu "
+  outs() << formatv("v4a-run: {0} layers, {1} steps, {2} tokens on the {3} "
                     "backend\n",
-                    selected.size(), steps.size(), totalTokens);
+                    selected.size(), steps.size(), totalTokens,
+                    backend.getValue());
   if (!outputsPath.empty() && !st::write(outputsPath, written, error))
     return fail(error);
   if (!check)
