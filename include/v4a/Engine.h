@@ -41,6 +41,10 @@ struct EngineOptions {
   /// Where the steps run: "cpu" (compiled for the host) or "cuda" (kernels
   /// for sm_90a on GPU 0 through the CUDA driver).
   std::string backend = "cpu";
+  /// On the CPU, lower the steps with the GPU kernels' loop structure
+  /// (tokens in parallel, per-token scratch, no vector lanes): the same
+  /// results, to check that structure where no GPU is.
+  bool gpuLoopsOnCpu = false;
 };
 
 /// Called as a long phase advances: `done` of `total` units.

@@ -197,8 +197,9 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
     m.ptx = std::move(steps->ptx);
     return true;
   }
-  m.jit = jit::compileSteps(std::move(context), std::move(module), names,
-                            m.program.functions, error);
+  m.jit =
+      jit::compileSteps(std::move(context), std::move(module), names,
+                        m.program.functions, error, m.options.gpuLoopsOnCpu);
   return m.jit != nullptr;
 }
 

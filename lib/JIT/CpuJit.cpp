@@ -40,8 +40,9 @@ using namespace mlir;
 
 namespace v4a::jit {
 
+/// The lowering after v4a-lower-to-cpu.
 static const char *const kLoweringPipeline =
-    "v4a-lower-to-cpu,inline,symbol-dce,canonicalize,"
+    "inline,symbol-dce,canonicalize,"
     "convert-elementwise-to-linalg,"
     "one-shot-bufferize,buffer-deallocation-pipeline,convert-linalg-to-loops,"
     "expand-strided-metadata,lower-affine,convert-scf-to-openmp,canonicalize,"
@@ -70,9 +71,12 @@ CpuJit::CpuJit() = default;
 CpuJit::~CpuJit() = default;
 
 /// Runs the CPU lowering, from v4a ops to the LLVM dialect, in place.
-static bool lowerToLLVMDialect(ModuleOp module, std::string &error) {
+static bool lowerToLLVMDialect(ModuleOp module, bool tokenParallel,
+                               std::string &error) {
   PassManager pm(module.getContext());
-  if (failed(parsePassPipeline(kLoweringPipeline, pm))) {
+  std::string pipeline = std::string("v4a-lower-to-cpu{token-parallel=") +
+                         (tokenParallel ? "1" : "0") + "}," + kLoweringPipeline;
+  if (failed(parsePassPipeline(pipeline, pm))) {
     error = "invalid CPU lowering pipeline";
     return false;
   }
@@ -101,7 +105,8 @@ std::unique_ptr<CpuJit> CpuJit::compile(KernelModule kernels,
 
 std::unique_ptr<CpuJit> CpuJit::compile(std::unique_ptr<MLIRContext> context,
                                         OwningOpRef<ModuleOp> module,
-                                        std::string &error) {
+                                        std::string &error,
+                                        bool tokenParallel) {
   std::unique_ptr<CpuJit> jit(new CpuJit());
   jit->context = std::move(context);
   std::string diagnostics;
@@ -115,7 +120,7 @@ std::unique_ptr<CpuJit> CpuJit::compile(std::unique_ptr<MLIRContext> context,
     return nullptr;
   }
   jit->declarations = declareEntryPoints(*module);
-  if (!lowerToLLVMDialect(*module, error)) {
+  if (!lowerToLLVMDialect(*module, tokenParallel, error)) {
     error = "cannot lower the kernel module: " + error + diagnostics;
     return nullptr;
   }

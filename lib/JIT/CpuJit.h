@@ -33,9 +33,12 @@ public:
                                          std::string &error);
   /// The same for any module of `func.func`s with C-interface entry points
   /// (memref arguments, v4a ops inside) in a context of createKernelContext.
+  /// `tokenParallel` lowers with the loop structure of the GPU kernels
+  /// (v4a-lower-to-cpu{token-parallel}), to check it on the host.
   static std::unique_ptr<CpuJit>
   compile(std::unique_ptr<mlir::MLIRContext> context,
-          mlir::OwningOpRef<mlir::ModuleOp> module, std::string &error);
+          mlir::OwningOpRef<mlir::ModuleOp> module, std::string &error,
+          bool tokenParallel = false);
   /// Threads the kernels' parallel loops use (OpenMP; OMP_NUM_THREADS sets
   /// it).
   static int threads();

@@ -190,11 +190,11 @@ std::unique_ptr<CpuJit> compileSteps(std::unique_ptr<MLIRContext> context,
                                      OwningOpRef<ModuleOp> module,
                                      const std::vector<std::string> &names,
                                      std::vector<step::Function> &functions,
-                                     std::string &error) {
+                                     std::string &error, bool tokenParallel) {
   if (failed(prepareEntries(*module, names, functions, error)))
     return nullptr;
-  std::unique_ptr<CpuJit> jit =
-      CpuJit::compile(std::move(context), std::move(module), error);
+  std::unique_ptr<CpuJit> jit = CpuJit::compile(
+      std::move(context), std::move(module), error, tokenParallel);
   if (!jit)
     return nullptr;
   for (step::Function &function : functions) {

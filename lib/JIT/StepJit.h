@@ -47,7 +47,8 @@ std::unique_ptr<CpuJit> compileSteps(std::unique_ptr<mlir::MLIRContext> context,
                                      mlir::OwningOpRef<mlir::ModuleOp> module,
                                      const std::vector<std::string> &names,
                                      std::vector<step::Function> &functions,
-                                     std::string &error);
+                                     std::string &error,
+                                     bool tokenParallel = false);
 
 } // namespace v4a::jit
 

@@ -52,6 +52,11 @@ cl::opt<std::string>
     outputsPath("outputs",
                 cl::desc("Write y.step{k}.layer{l} [B, S, dim] f32 here"),
                 cl::value_desc("file"), cl::cat(runCategory));
+cl::opt<bool> gpuLoopsOnCpu(
+    "gpu-loops-on-cpu",
+    cl::desc("With --backend=cpu: lower with the GPU kernels' loop "
+             "structure (the same results; checks it without a GPU)"),
+    cl::cat(runCategory));
 cl::opt<bool> check("check", cl::desc("Compare every layer with the reference"),
                     cl::cat(runCategory));
 cl::opt<double> tolerance(

@@ -174,6 +174,7 @@ int main(int argc, char **argv) {
   options.contextTokens = context;
   options.layers = selectedIds;
   options.backend = backend;
+  options.gpuLoopsOnCpu = gpuLoopsOnCpu;
   std::unique_ptr<Engine> engine = Engine::create(config, options, error);
   if (!engine)
     return fail(inputPath + ": " + error);
