@@ -677,13 +677,16 @@ struct CompressorSlots {
 /// the previous group's with `overlap`). When the token completes a group,
 /// `emit(f, entry)` receives the pooled entry of each feature f < width /
 /// coff (then `completed()` runs once), and the completed group becomes the
-/// previous one.
+/// previous one. With `only`, just output feature `only` and the state
+/// columns it reads (`only`, and `only + width / 2` with overlap) are fed:
+/// features are independent, so each can have its own thread.
 void feedCompressor(LoopEmitter &e, const CompressorSlots &state, int64_t ratio,
                     bool overlap, Value width, Value position,
                     const std::function<Value(Value)> &kv,
                     const std::function<Value(Value)> &score, Value ape,
                     const std::function<void(Value, Value)> &emit,
-                    const std::function<void()> &completed = {}) {
+                    const std::function<void()> &completed = {},
+                    Value only = {}) {
   Value zero = e.index(0), one = e.index(1), r = e.index(ratio);
   Value d = overlap ? e.div(width, e.index(2)) : width;
   Value current = overlap ? r : zero;
@@ -694,14 +697,30 @@ void feedCompressor(LoopEmitter &e, const CompressorSlots &state, int64_t ratio,
   auto store = [&](Value v, const std::pair<Value, SmallVector<Value>> &at) {
     e.store(v, at.first, at.second);
   };
+  // Every state column, or those of feature `only`.
+  auto forColumns = [&](const std::function<void(Value)> &body) {
+    if (!only) {
+      e.loop(zero, width, body);
+      return;
+    }
+    body(only);
+    if (overlap)
+      body(e.add(d, only));
+  };
+  auto forFeatures = [&](const std::function<void(Value)> &body) {
+    if (only)
+      body(only);
+    else
+      e.loop(zero, d, body);
+  };
   Value inGroup = e.rem(position, r);
   Value row = e.add(current, inGroup);
-  e.loop(zero, width, [&](Value f) {
+  forColumns([&](Value f) {
     store(kv(f), state.kv(row, f));
     store(e.add(score(f), e.load(ape, {inGroup, f})), state.score(row, f));
   });
   e.ifThen(e.cmp(IP::eq, inGroup, e.sub(r, one)), [&] {
-    e.loop(zero, d, [&](Value f) {
+    forFeatures([&](Value f) {
       Value pooled = pool(e, slots, [&](Value s) -> std::pair<Value, Value> {
         Value feature =
             overlap ? e.select(e.cmp(IP::sge, s, r), e.add(d, f), f) : f;
@@ -713,7 +732,7 @@ void feedCompressor(LoopEmitter &e, const CompressorSlots &state, int64_t ratio,
       completed();
     // The completed group becomes the previous one; current slots reset.
     e.loop(zero, r, [&](Value s) {
-      e.loop(zero, width, [&](Value f) {
+      forColumns([&](Value f) {
         Value cur = e.add(current, s);
         if (overlap) {
           store(load(state.kv(cur, f)), state.kv(s, f));
@@ -1318,7 +1337,9 @@ struct LowerCompressor : public CachePattern<CompressorOp> {
     // A sequence's state: its kv slots [slots, width], then its score slots.
     Value stateFloats =
         e.index(op.getSlotRows() * op.getState().getType().getDim());
-    e.loop(zero, tokens, [&](Value t) {
+    // Tokens of a sequence feed its state in order; with token-parallel
+    // loops each feature walks the tokens on its own instead.
+    auto feed = [&](Value t, Value only) {
       Value base = e.mul(e.loadIndex(slotIds, {t}), stateFloats);
       Value scoreBase = e.add(base, e.mul(slotCount, width));
       CompressorSlots slots;
@@ -1330,7 +1351,10 @@ struct LowerCompressor : public CachePattern<CompressorOp> {
         return std::pair{state, SmallVector<Value>{e.add(
                                     scoreBase, e.add(e.mul(s, width), f))}};
       };
-      e.loop(zero, d, [&](Value f) { e.store(e.f32(0.0), out, {t, f}); });
+      if (only)
+        e.store(e.f32(0.0), out, {t, only});
+      else
+        e.loop(zero, d, [&](Value f) { e.store(e.f32(0.0), out, {t, f}); });
       feedCompressor(
           e, slots, ratio, overlap, width, e.loadIndex(positions, {t}),
           [&](Value f) {
@@ -1342,8 +1366,15 @@ struct LowerCompressor : public CachePattern<CompressorOp> {
           ape,
           [&](Value f, Value pooled) {
             e.store(pooled, out, {t, f});
-          });
-    });
+          },
+          {}, only);
+    };
+    if (tokenParallel)
+      e.parallelLoop(zero, d, [&](Value f) {
+        e.loop(zero, tokens, [&](Value t) { feed(t, f); });
+      });
+    else
+      e.loop(zero, tokens, [&](Value t) { feed(t, Value()); });
     rewriter.replaceOp(op, e.tensor(out, type));
     return success();
   }
