@@ -1,9 +1,10 @@
 // RUN: v4a-opt %s -split-input-file -v4a-lower-to-cpu="token-parallel=1" | FileCheck %s
 
-// With token-parallel, the tokens of a projection run in parallel, each with
-// its own scratch (an fp8 linear's quantized activation) inside the loop.
+// With token-parallel, the tokens of a projection and tiles of its output
+// rows run in parallel (one loop over both), each with its own scratch (an
+// fp8 linear's quantized activation) inside the loop.
 // CHECK-LABEL: func @linear_fp8
-// CHECK: scf.parallel (%[[T:.*]]) =
+// CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
 // CHECK: memref.alloc(%{{.*}}) : memref<?xf32>
 // CHECK: memref.alloc(%{{.*}}) : memref<?xf32>
 // CHECK: scf.parallel

@@ -174,6 +174,19 @@ void LoopEmitter::parallelLoop(Value lower, Value upper,
                           });
 }
 
+void LoopEmitter::parallelLoop(Value upper0, Value upper1,
+                               const std::function<void(Value, Value)> &body) {
+  Value zero = index(0), one = index(1);
+  scf::ParallelOp::create(b, loc, ValueRange{zero, zero},
+                          ValueRange{upper0, upper1}, ValueRange{one, one},
+                          [&](OpBuilder &nested, Location, ValueRange ivs) {
+                            OpBuilder::InsertionGuard guard(b);
+                            b.setInsertionPoint(nested.getInsertionBlock(),
+                                                nested.getInsertionPoint());
+                            body(ivs[0], ivs[1]);
+                          });
+}
+
 void LoopEmitter::loop(Value lower, Value upper,
                        const std::function<void(Value)> &body) {
   scf::ForOp::create(b, loc, lower, upper, index(1), ValueRange{},

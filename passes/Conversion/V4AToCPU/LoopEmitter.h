@@ -62,6 +62,10 @@ public:
   /// and only read shared buffers): it may run on several threads.
   void parallelLoop(mlir::Value lower, mlir::Value upper,
                     const std::function<void(mlir::Value)> &body);
+  /// The same over two dimensions, [0, upper0) x [0, upper1), as one loop
+  /// (both dimensions are the grid of a GPU kernel).
+  void parallelLoop(mlir::Value upper0, mlir::Value upper1,
+                    const std::function<void(mlir::Value, mlir::Value)> &body);
   /// A loop carrying values; returns their final values.
   llvm::SmallVector<mlir::Value>
   loop(mlir::Value lower, mlir::Value upper, mlir::ValueRange init,

@@ -282,13 +282,22 @@ void projectTokens(LoopEmitter &e, Value x, Value inOffset, Value in, Value w,
 /// out[t, outOffset + :] for every token t of x, the tokens in parallel
 /// (each token's scratch is its own): the layout for GPU kernels, a block
 /// per token and its threads over the output rows.
+/// Output rows of one token that one GPU block computes (its threads take
+/// kRows each).
+constexpr int64_t kTileRows = 128 * kRows;
+
 void projectEachToken(LoopEmitter &e, Value x, Value inOffset, Value in,
                       Value w, Value scale, Value rowBegin, Value count,
                       Value out, Value outOffset,
                       FP8Mode mode = FP8Mode::QuantizeInput) {
-  e.parallelLoop(e.index(0), e.dim(x, 0), [&](Value t) {
-    project(e, x, t, inOffset, in, w, scale, rowBegin, count, out, t, outOffset,
-            mode);
+  Value tile = e.index(kTileRows);
+  Value tiles = e.div(e.add(count, e.index(kTileRows - 1)), tile);
+  // Tokens and tiles of output rows in parallel: a token's rows are
+  // independent sums, each in the same order as `project` over all of them.
+  e.parallelLoop(e.dim(x, 0), tiles, [&](Value t, Value i) {
+    Value n0 = e.mul(i, tile);
+    project(e, x, t, inOffset, in, w, scale, e.add(rowBegin, n0),
+            e.min(tile, e.sub(count, n0)), out, t, e.add(outOffset, n0), mode);
   });
 }
 
@@ -366,12 +375,10 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     Value outWidth = e.dim(woB, 0);
     Value out = e.allocShaped(type, {tokens, outWidth});
     if (tokenParallel) {
-      e.parallelLoop(zero, tokens, [&](Value t) {
-        e.loop(zero, groups, [&](Value g) {
-          project(e, flat, t, e.mul(g, groupWidth), groupWidth, woA, scaleA,
-                  e.mul(g, lora), lora, mid, t, e.mul(g, lora),
-                  FP8Mode::DequantizeWeight);
-        });
+      e.parallelLoop(tokens, groups, [&](Value t, Value g) {
+        project(e, flat, t, e.mul(g, groupWidth), groupWidth, woA, scaleA,
+                e.mul(g, lora), lora, mid, t, e.mul(g, lora),
+                FP8Mode::DequantizeWeight);
       });
       projectEachToken(e, mid, zero, loraRows, woB, scaleB, zero, outWidth, out,
                        zero);
