@@ -852,45 +852,99 @@ struct LowerIndexerScore : public V4APattern<IndexerScoreOp> {
   }
 };
 
-/// Selects, per row, up to `k` of `count` items by (score desc, id asc):
-/// pass n takes the best item ranked strictly after the one pass n-1 took.
-/// `item(i)` gives (score, eligible); -1 fills unused slots.
-void selectBest(LoopEmitter &e, Value out, Value row, Value k, Value count,
-                const std::function<std::pair<Value, Value>(Value)> &item) {
-  Value zero = e.index(0), minusOne = e.index(-1);
-  Value inf = e.f32(std::numeric_limits<double>::infinity());
-  e.loop(
-      zero, k, {inf, minusOne},
-      [&](Value slot, ValueRange last) -> SmallVector<Value> {
-        Value lastScore = last[0], lastId = last[1];
-        SmallVector<Value> best = e.loop(
-            zero, count, {e.f32(kNegInf), minusOne},
-            [&](Value i, ValueRange acc) -> SmallVector<Value> {
-              auto [score, eligible] = item(i);
-              Value finite = e.cmp(FP::ONE, score, e.f32(kNegInf));
-              Value afterLast = arith::OrIOp::create(
-                  e.builder(), e.location(), e.cmp(FP::OLT, score, lastScore),
-                  arith::AndIOp::create(e.builder(), e.location(),
-                                        e.cmp(FP::OEQ, score, lastScore),
-                                        e.cmp(IP::sgt, i, lastId)));
-              Value better = arith::OrIOp::create(
-                  e.builder(), e.location(), e.cmp(IP::eq, acc[1], minusOne),
-                  e.cmp(FP::OGT, score, acc[0]));
-              Value take = arith::AndIOp::create(
-                  e.builder(), e.location(),
-                  arith::AndIOp::create(e.builder(), e.location(), eligible,
-                                        finite),
-                  arith::AndIOp::create(e.builder(), e.location(), afterLast,
-                                        better));
-              return {e.select(take, score, acc[0]), e.select(take, i, acc[1])};
-            });
-        e.storeInt(best[1], out, {row, slot});
-        Value found = e.cmp(IP::ne, best[1], minusOne);
-        return {e.select(found, best[0], lastScore),
-                e.select(found, best[1],
-                         e.index(std::numeric_limits<int32_t>::max()))};
+using ItemFn = std::function<std::pair<Value, Value>(Value)>;
+
+/// (score, id) of the best eligible item among i = first + j * stride < count
+/// ranked strictly after (lastScore, lastId) by (score desc, id asc); id -1
+/// when there is none.
+SmallVector<Value> bestAfter(LoopEmitter &e, Value lastScore, Value lastId,
+                             Value first, Value stride, Value count,
+                             const ItemFn &item) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Value minusOne = e.index(-1);
+  Value left = e.max(e.sub(count, first), e.index(0));
+  Value steps = e.div(e.add(left, e.sub(stride, e.index(1))), stride);
+  return e.loop(
+      e.index(0), steps, {e.f32(kNegInf), minusOne},
+      [&](Value j, ValueRange acc) -> SmallVector<Value> {
+        Value i = e.add(first, e.mul(j, stride));
+        auto [score, eligible] = item(i);
+        Value finite = e.cmp(FP::ONE, score, e.f32(kNegInf));
+        Value afterLast = arith::OrIOp::create(
+            b, loc, e.cmp(FP::OLT, score, lastScore),
+            arith::AndIOp::create(b, loc, e.cmp(FP::OEQ, score, lastScore),
+                                  e.cmp(IP::sgt, i, lastId)));
+        Value better =
+            arith::OrIOp::create(b, loc, e.cmp(IP::eq, acc[1], minusOne),
+                                 e.cmp(FP::OGT, score, acc[0]));
+        Value take = arith::AndIOp::create(
+            b, loc, arith::AndIOp::create(b, loc, eligible, finite),
+            arith::AndIOp::create(b, loc, afterLast, better));
+        return {e.select(take, score, acc[0]), e.select(take, i, acc[1])};
       });
 }
+
+/// Selects, per row, up to `k` of `count` items by (score desc, id asc):
+/// pass n takes the best item ranked strictly after the one pass n-1 took.
+/// `item(i)` gives (score, eligible); -1 fills unused slots. With `lanes`,
+/// each pass scans the items in that many interleaved parallel lanes and
+/// then takes the best of the lanes' bests: the same item, since (score
+/// desc, id asc) orders every item.
+void selectBest(LoopEmitter &e, Value out, Value row, Value k, Value count,
+                const ItemFn &item, int64_t lanes = 0) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Value zero = e.index(0), one = e.index(1), minusOne = e.index(-1);
+  Value inf = e.f32(std::numeric_limits<double>::infinity());
+  Value laneScores, laneIds, laneCount = e.index(lanes);
+  if (lanes) {
+    laneScores = memref::AllocOp::create(
+        b, loc, MemRefType::get({lanes}, b.getF32Type()));
+    laneIds = memref::AllocOp::create(b, loc,
+                                      MemRefType::get({lanes}, b.getI64Type()));
+  }
+  e.loop(zero, k, {inf, minusOne},
+         [&](Value slot, ValueRange last) -> SmallVector<Value> {
+           Value lastScore = last[0], lastId = last[1];
+           SmallVector<Value> best;
+           if (!lanes) {
+             best = bestAfter(e, lastScore, lastId, zero, one, count, item);
+           } else {
+             e.parallelLoop(zero, laneCount, [&](Value lane) {
+               SmallVector<Value> mine = bestAfter(e, lastScore, lastId, lane,
+                                                   laneCount, count, item);
+               e.store(mine[0], laneScores, {lane});
+               e.storeInt(mine[1], laneIds, {lane});
+             });
+             best =
+                 e.loop(zero, laneCount, {e.f32(kNegInf), minusOne},
+                        [&](Value lane, ValueRange acc) -> SmallVector<Value> {
+                          Value score = e.load(laneScores, {lane});
+                          Value id = e.loadIndex(laneIds, {lane});
+                          Value tie = arith::AndIOp::create(
+                              b, loc, e.cmp(FP::OEQ, score, acc[0]),
+                              e.cmp(IP::slt, id, acc[1]));
+                          Value better = arith::OrIOp::create(
+                              b, loc, e.cmp(IP::eq, acc[1], minusOne),
+                              arith::OrIOp::create(
+                                  b, loc, e.cmp(FP::OGT, score, acc[0]), tie));
+                          Value take = arith::AndIOp::create(
+                              b, loc, e.cmp(IP::ne, id, minusOne), better);
+                          return {e.select(take, score, acc[0]),
+                                  e.select(take, id, acc[1])};
+                        });
+           }
+           e.storeInt(best[1], out, {row, slot});
+           Value found = e.cmp(IP::ne, best[1], minusOne);
+           return {e.select(found, best[0], lastScore),
+                   e.select(found, best[1],
+                            e.index(std::numeric_limits<int32_t>::max()))};
+         });
+}
+
+/// Lanes of a selection pass on the GPU: the threads of a block.
+constexpr int64_t kSelectionLanes = 128;
 
 struct LowerTopK : public V4APattern<TopKOp> {
   using V4APattern::V4APattern;
@@ -908,24 +962,25 @@ struct LowerTopK : public V4APattern<TopKOp> {
     Value trueBit = arith::ConstantOp::create(rewriter, op.getLoc(),
                                               rewriter.getBoolAttr(true));
     e.parallelLoop(zero, tokens, [&](Value t) {
-      selectBest(e, out, t, e.index(op.getK()), columns,
-                 [&](Value j) -> std::pair<Value, Value> {
-                   Value eligible = trueBit;
-                   if (candidates) {
-                     Value block = e.div(j, blockSize);
-                     Value listed = e.loop(
-                         zero, e.dim(candidates, 1),
-                         {e.cmp(IP::ne, zero, zero)},
-                         [&](Value c, ValueRange a) -> SmallVector<Value> {
-                           Value id = e.loadIndex(candidates, {t, c});
-                           return {arith::OrIOp::create(
-                               e.builder(), e.location(), a[0],
-                               e.cmp(IP::eq, id, block))};
-                         })[0];
-                     eligible = listed;
-                   }
-                   return {e.load(scores, {t, j}), eligible};
-                 });
+      selectBest(
+          e, out, t, e.index(op.getK()), columns,
+          [&](Value j) -> std::pair<Value, Value> {
+            Value eligible = trueBit;
+            if (candidates) {
+              Value block = e.div(j, blockSize);
+              Value listed = e.loop(
+                  zero, e.dim(candidates, 1), {e.cmp(IP::ne, zero, zero)},
+                  [&](Value c, ValueRange a) -> SmallVector<Value> {
+                    Value id = e.loadIndex(candidates, {t, c});
+                    return {arith::OrIOp::create(e.builder(), e.location(),
+                                                 a[0],
+                                                 e.cmp(IP::eq, id, block))};
+                  })[0];
+              eligible = listed;
+            }
+            return {e.load(scores, {t, j}), eligible};
+          },
+          tokenParallel ? kSelectionLanes : 0);
     });
     rewriter.replaceOp(op, e.tensor(out, type));
     return success();
@@ -947,17 +1002,18 @@ struct LowerBlockTopK : public V4APattern<BlockTopKOp> {
     Value trueBit = arith::ConstantOp::create(rewriter, op.getLoc(),
                                               rewriter.getBoolAttr(true));
     e.parallelLoop(e.index(0), tokens, [&](Value t) {
-      selectBest(e, out, t, e.index(op.getNumBlocks()), blocks,
-                 [&](Value blk) -> std::pair<Value, Value> {
-                   Value begin = e.mul(blk, blockSize);
-                   Value end = e.min(columns, e.add(begin, blockSize));
-                   Value m =
-                       e.loop(begin, end, {e.f32(kNegInf)},
-                              [&](Value j, ValueRange a) -> SmallVector<Value> {
-                                return {e.max(a[0], e.load(scores, {t, j}))};
-                              })[0];
-                   return {m, trueBit};
-                 });
+      selectBest(
+          e, out, t, e.index(op.getNumBlocks()), blocks,
+          [&](Value blk) -> std::pair<Value, Value> {
+            Value begin = e.mul(blk, blockSize);
+            Value end = e.min(columns, e.add(begin, blockSize));
+            Value m = e.loop(begin, end, {e.f32(kNegInf)},
+                             [&](Value j, ValueRange a) -> SmallVector<Value> {
+                               return {e.max(a[0], e.load(scores, {t, j}))};
+                             })[0];
+            return {m, trueBit};
+          },
+          tokenParallel ? kSelectionLanes : 0);
     });
     rewriter.replaceOp(op, e.tensor(out, type));
     return success();
