@@ -164,9 +164,9 @@ std::string kernelsPerKey(const std::vector<step::Function> &functions) {
   std::map<std::string, int64_t> launches;
   for (const step::Function &f : functions) {
     std::string key = f.name;
-    for (const char *prefix : {"meta_", "step_"})
+    for (std::string prefix : {"meta_", "step_"})
       if (key.rfind(prefix, 0) == 0)
-        key = key.substr(5);
+        key = key.substr(prefix.size());
     for (const char *role : {"_shares_kv", "_shares_topk", "_makes_candidates",
                              "_uses_candidates"}) {
       size_t at = key.find(role);

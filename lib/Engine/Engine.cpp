@@ -207,42 +207,17 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
 // Weights
 //===----------------------------------------------------------------------===//
 
-/// Whether the checkpoint's projections are fp8, from their dtypes (wo_a is
-/// left out: an fp8 wo_a runs as the bf16 product of its scales either way).
-static std::optional<bool>
-checkpointIsFp8(const Engine::Impl &m,
-                const std::vector<rt::LayerTensors> &tensors,
-                std::string &error) {
-  std::optional<bool> fp8;
-  std::string first;
-  for (const LayerSpec &layer : m.selected)
-    for (const TensorSpec &spec : layerTensorSpecs(m.config, layer)) {
-      auto it = tensors[layer.id].find(spec.name);
-      if (!spec.projection || spec.name == "wo_a.weight" ||
-          it == tensors[layer.id].end())
-        continue;
-      bool e4m3 = it->second.type == rt::HostTensor::Type::E4M3;
-      std::string name = layerTensorPrefix(m.config, layer.id) + spec.name;
-      if (fp8 && *fp8 != e4m3) {
-        error = name + " is " + (e4m3 ? "fp8" : "bf16") + " but " + first +
-                " is " + (*fp8 ? "fp8" : "bf16") +
-                ": the projections of a checkpoint must all be fp8 or all "
-                "bf16 (wo_a may differ)";
-        return std::nullopt;
-      }
-      fp8 = e4m3;
-      first = name;
-    }
-  return fp8.value_or(m.fp8Steps);
-}
-
 static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
                         std::string &error) {
   // The dtypes decide: a bf16 configuration with an fp8 checkpoint runs fp8
   // projections (and the other way round).
   if (!rt::validateWeights(m.config, m.selected, tensors, error))
     return false;
-  std::optional<bool> fp8 = checkpointIsFp8(m, tensors, error);
+  std::optional<ProjectionFormat> format =
+      projectionFormat(m.config, m.selected, tensors, error);
+  std::optional<bool> fp8;
+  if (format)
+    fp8 = format->tensor.empty() ? m.fp8Steps : format->fp8;
   if (!fp8 || (*fp8 != m.fp8Steps && !compileKernels(m, *fp8, error)))
     return false;
   std::unique_ptr<rt::Backend> backend;

@@ -92,6 +92,31 @@ randomHostWeights(const ModelConfig &config,
   return tensors;
 }
 
+std::optional<ProjectionFormat> projectionFormat(
+    const ModelConfig &config, const std::vector<LayerSpec> &layers,
+    const std::vector<rt::LayerTensors> &tensors, std::string &error) {
+  ProjectionFormat format;
+  for (const LayerSpec &layer : layers)
+    for (const TensorSpec &spec : layerTensorSpecs(config, layer)) {
+      auto it = tensors[layer.id].find(spec.name);
+      if (!spec.projection || spec.name == "wo_a.weight" ||
+          it == tensors[layer.id].end())
+        continue;
+      bool e4m3 = it->second.type == rt::HostTensor::Type::E4M3;
+      std::string name = layerTensorPrefix(config, layer.id) + spec.name;
+      if (format.tensor.empty()) {
+        format = {e4m3, name};
+      } else if (format.fp8 != e4m3) {
+        error = name + " is " + (e4m3 ? "fp8" : "bf16") + " but " +
+                format.tensor + " is " + (format.fp8 ? "fp8" : "bf16") +
+                ": the projections of a checkpoint must all be fp8 or all "
+                "bf16 (wo_a may differ)";
+        return std::nullopt;
+      }
+    }
+  return format;
+}
+
 ref::LayerWeights toReference(const rt::LayerTensors &tensors) {
   ref::LayerWeights weights;
   for (const auto &[name, host] : tensors) {

@@ -15,6 +15,8 @@
 #include "runtime/StepInputs.h"
 
 #include <functional>
+#include <optional>
+#include <string>
 
 namespace v4a {
 
@@ -30,6 +32,20 @@ randomHostWeights(const ModelConfig &config,
 /// A layer's tensors as the reference takes them (fp8 decoded with its
 /// scales).
 ref::LayerWeights toReference(const rt::LayerTensors &tensors);
+
+/// The format of a checkpoint's projections, from their dtypes (wo_a is
+/// left out: an fp8 wo_a runs as the bf16 product of its scales either way):
+/// fp8, and the first projection's name (empty when there is none).
+struct ProjectionFormat {
+  bool fp8 = false;
+  std::string tensor;
+};
+
+/// Nothing, with `error` naming two of them, when the projections of
+/// `layers` mix fp8 and bf16.
+std::optional<ProjectionFormat> projectionFormat(
+    const ModelConfig &config, const std::vector<LayerSpec> &layers,
+    const std::vector<rt::LayerTensors> &tensors, std::string &error);
 
 /// The reference's outputs for row `row` of `step` (its first
 /// lengths[row] tokens) through the layers `runs` marks.

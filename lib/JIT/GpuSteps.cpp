@@ -391,8 +391,6 @@ std::optional<GpuSteps> compileGpuSteps(ModuleOp module,
   PassManager kernels(context);
   if (failed(parsePassPipeline(kKernelPipeline, kernels)) ||
       failed(kernels.run(module))) {
-    if (getenv("V4A_DUMP"))
-      module.print(llvm::errs());
     error = "cannot map the step functions to GPU kernels: " +
             firstDiagnostic(messages);
     return std::nullopt;

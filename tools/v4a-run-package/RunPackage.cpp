@@ -168,30 +168,6 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
   return true;
 }
 
-/// Whether every projection of the checkpoint has the package's weight
-/// format (wo_a may be either: it runs as a bf16 product of its scales).
-bool checkWeightFormat(const ModelConfig &config,
-                       const std::vector<LayerSpec> &layers,
-                       const std::vector<rt::LayerTensors> &tensors,
-                       std::string &error) {
-  for (const LayerSpec &layer : layers)
-    for (const TensorSpec &spec : layerTensorSpecs(config, layer)) {
-      auto it = tensors[layer.id].find(spec.name);
-      if (!spec.projection || spec.name == "wo_a.weight" ||
-          it == tensors[layer.id].end())
-        continue;
-      bool fp8 = it->second.type == rt::HostTensor::Type::E4M3;
-      if (fp8 != config.fp8Weights) {
-        error = layerTensorPrefix(config, layer.id) + spec.name + " is " +
-                (fp8 ? "fp8" : "bf16") + " but the package was compiled for " +
-                (config.fp8Weights ? "fp8" : "bf16") +
-                " projections (the configuration's fp8_weights)";
-        return false;
-      }
-    }
-  return true;
-}
-
 /// Random inputs: a prompt step (rows of --lengths tokens, padded to the
 /// prompt length) and single-token decode steps; seeds as v4a-run's.
 std::vector<rt::InputStep> randomSteps(const Options &o, int64_t dim,
@@ -271,8 +247,16 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
     tensors = randomHostWeights(config, *selected, o.seed);
   else if (!rt::readCheckpointFiles(config, {o.weights}, tensors, error, ids))
     return fail(error);
-  if (!checkWeightFormat(config, *selected, tensors, error))
+  // The package's projections are compiled for one format.
+  std::optional<ProjectionFormat> format =
+      projectionFormat(config, *selected, tensors, error);
+  if (!format)
     return fail(error);
+  if (!format->tensor.empty() && format->fp8 != config.fp8Weights)
+    return fail(format->tensor + " is " + (format->fp8 ? "fp8" : "bf16") +
+                " but the package was compiled for " +
+                (config.fp8Weights ? "fp8" : "bf16") +
+                " projections (the configuration's fp8_weights)");
   // The reference alongside, from the same weights.
   std::optional<ref::Model> reference;
   std::vector<ref::SequenceState> states;
