@@ -526,6 +526,45 @@ int64_t Model::position(int64_t sequence) const {
   return impl->sequences[sequence].position;
 }
 
+bool Model::restorePosition(int64_t sequence, int64_t position,
+                            std::string &error) {
+  if (this->position(sequence) < 0) {
+    error = "unknown or finished sequence " + std::to_string(sequence);
+    return false;
+  }
+  if (position < 0 || position > contextTokens()) {
+    error = "position " + std::to_string(position) + " outside [0, " +
+            std::to_string(contextTokens()) + "] (the planned context)";
+    return false;
+  }
+  impl->sequences[sequence].position = position;
+  return true;
+}
+
+bool Model::writeCache(int64_t sequence, int64_t layer,
+                       plan::Component component,
+                       const std::vector<uint8_t> &bytes, std::string &error) {
+  uint8_t *to = this->position(sequence) < 0
+                    ? nullptr
+                    : cacheBytes(sequence, layer, component);
+  if (!to) {
+    error = "sequence " + std::to_string(sequence) + ", layer " +
+            std::to_string(layer) + " has no " +
+            plan::componentName(component) + " cache";
+    return false;
+  }
+  int64_t size = cacheSize(layer, component);
+  if (static_cast<int64_t>(bytes.size()) != size) {
+    error = std::string("the ") + plan::componentName(component) +
+            " cache of layer " + std::to_string(layer) + " holds " +
+            std::to_string(size) + " bytes per sequence, not " +
+            std::to_string(bytes.size());
+    return false;
+  }
+  impl->backend->copyToDevice(to, bytes.data(), size);
+  return true;
+}
+
 uint8_t *Model::cacheBytes(int64_t sequence, int64_t layer,
                            plan::Component component) {
   if (sequence < 0 || sequence >= maxSequences() || layer < 0 ||

@@ -101,6 +101,14 @@ public:
   bool releaseSequence(int64_t sequence, std::string &error);
   /// Tokens the sequence has processed, or -1 for an unknown sequence.
   int64_t position(int64_t sequence) const;
+  /// Declares that the sequence's caches hold its first `position` tokens,
+  /// written through writeCache (a sequence restored from storage, or caches
+  /// filled for a benchmark). Fails beyond the planned context.
+  bool restorePosition(int64_t sequence, int64_t position, std::string &error);
+  /// Copies `bytes` (exactly cacheSize bytes) into the sequence's buffer of
+  /// that layer and component (its source's buffer for an alias).
+  bool writeCache(int64_t sequence, int64_t layer, plan::Component component,
+                  const std::vector<uint8_t> &bytes, std::string &error);
 
   /// Runs `batch` through every layer: inputs[l] and outputs[l] are
   /// [rows, paddedTokens, hidden_size] f32 (rows beyond a sequence's length

@@ -107,6 +107,12 @@ public:
                       const std::string &component);
   /// The byte size of that buffer (0 when the layer has none).
   int64_t cacheSize(int64_t layer, const std::string &component) const;
+  /// Restoring a sequence (from storage, or filled for a benchmark): copy
+  /// each cache buffer in (exactly cacheSize bytes), then declare how many
+  /// tokens the caches hold.
+  bool writeCache(int64_t sequence, int64_t layer, const std::string &component,
+                  const std::vector<uint8_t> &bytes, std::string &error);
+  bool restorePosition(int64_t sequence, int64_t position, std::string &error);
 
   /// The implementation, private to the library.
   struct Impl;

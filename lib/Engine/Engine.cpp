@@ -302,6 +302,24 @@ uint8_t *Engine::cacheBytes(int64_t sequence, int64_t layer,
   return nullptr;
 }
 
+bool Engine::writeCache(int64_t sequence, int64_t layer,
+                        const std::string &component,
+                        const std::vector<uint8_t> &bytes, std::string &error) {
+  if (!needModel(*impl, error))
+    return false;
+  for (plan::Component c : plan::kAllComponents)
+    if (component == plan::componentName(c))
+      return impl->model->writeCache(sequence, layer, c, bytes, error);
+  error = "unknown cache component '" + component + "'";
+  return false;
+}
+
+bool Engine::restorePosition(int64_t sequence, int64_t position,
+                             std::string &error) {
+  return needModel(*impl, error) &&
+         impl->model->restorePosition(sequence, position, error);
+}
+
 int64_t Engine::cacheSize(int64_t layer, const std::string &component) const {
   if (!impl->model)
     return 0;

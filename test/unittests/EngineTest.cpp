@@ -296,6 +296,64 @@ TEST(Engine, RunsAreBitwiseIdentical) {
             0);
 }
 
+// A sequence restored from another's cache bytes continues exactly as the
+// original: the caches and the position are the whole state of a sequence.
+TEST(Engine, RestoredSequenceContinuesLikeTheOriginal) {
+  Fixture f = make(readExample("tiny-v41.json"), 17);
+  ASSERT_TRUE(f.engine);
+  std::string error;
+  int64_t original = f.engine->addSequence(error),
+          restored = f.engine->addSequence(error);
+  int64_t dim = f.engine->config().hiddenSize;
+  size_t layers = f.engine->layers().size();
+  auto run = [&](int64_t sequence, int64_t tokens) {
+    std::vector<std::vector<float>> in, out;
+    std::vector<const float *> inputs;
+    std::vector<float *> outputs;
+    for (size_t l = 0; l < layers; ++l) {
+      in.push_back(ref::randomActivations(tokens * dim, 100 + l));
+      out.emplace_back(tokens * dim);
+    }
+    for (size_t l = 0; l < layers; ++l) {
+      inputs.push_back(in[l].data());
+      outputs.push_back(out[l].data());
+    }
+    EXPECT_TRUE(
+        f.engine->step({{sequence}, {tokens}, tokens}, inputs, outputs, error))
+        << error;
+    return out;
+  };
+  run(original, 13);
+  for (size_t l = 0; l < layers; ++l)
+    for (const char *component : {"window", "compressed", "index_keys",
+                                  "compressor_state", "indexer_state"}) {
+      int64_t size = f.engine->cacheSize(l, component);
+      if (size == 0)
+        continue;
+      const uint8_t *from = f.engine->cacheBytes(original, l, component);
+      ASSERT_TRUE(f.engine->writeCache(restored, l, component,
+                                       std::vector<uint8_t>(from, from + size),
+                                       error))
+          << error;
+    }
+  ASSERT_TRUE(f.engine->restorePosition(restored, 13, error)) << error;
+  EXPECT_EQ(f.engine->position(restored), 13);
+  std::vector<std::vector<float>> want = run(original, 1),
+                                  got = run(restored, 1);
+  for (size_t l = 0; l < layers; ++l)
+    EXPECT_EQ(std::memcmp(want[l].data(), got[l].data(), dim * sizeof(float)),
+              0)
+        << "layer " << l;
+
+  EXPECT_FALSE(f.engine->restorePosition(restored, 1 << 30, error));
+  EXPECT_NE(error.find("outside [0, "), std::string::npos) << error;
+  EXPECT_FALSE(f.engine->writeCache(restored, 0, "window", {1, 2, 3}, error));
+  EXPECT_NE(error.find("bytes per sequence, not 3"), std::string::npos)
+      << error;
+  EXPECT_FALSE(f.engine->writeCache(restored, 0, "windows", {}, error));
+  EXPECT_EQ(error, "unknown cache component 'windows'");
+}
+
 TEST(Engine, ConsumerReadsItsSourceCache) {
   // tiny-v41: layer 2 shares layer 1's compressed KV and index keys.
   Fixture f = make(readExample("tiny-v41.json"), 17);

@@ -4,6 +4,8 @@
 //     (--inputs FILE | --prompt-len N --decode-steps M [--lengths L0,L1,..])
 //     [--layers L0,L1,..] [--outputs FILE] [--expected FILE | --check]
 //     [--tolerance T]
+// v4a-run-package MODEL.v4apkg (--weights FILE | --random-weights SEED) --bench
+//     --batch B --context C --tokens T [--repeat N] [--layers ..] [--json FILE]
 //
 // Runs a package (v4a-compile --target=sm_90a) on the CUDA backend with the
 // runtime alone: no compiler, MLIR or LLVM, which is what an inference
@@ -12,6 +14,11 @@
 // With --expected (e.g. the reference's outputs from v4a-fixture) or --check
 // (the reference implementation alongside) it prints every layer's largest
 // absolute and relative error and fails above the tolerance.
+//
+// --bench times one step of T tokens for each of B sequences whose caches
+// already hold C tokens (filled with random finite values): decode at long
+// context without prefilling it, or a prefill (C = 0). Each repeat restores
+// the same positions; the first run is a warm-up.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +36,7 @@
 #include "runtime/StepInputs.h"
 #include "runtime/Weights.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -37,6 +45,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -53,11 +62,12 @@ int fail(const std::string &message) {
 }
 
 struct Options {
-  std::string package, weights, inputs, outputs, expected;
+  std::string package, weights, inputs, outputs, expected, json;
   double tolerance = 0.0;
   int64_t seed = -1, promptLen = 0, decodeSteps = 0;
+  int64_t batch = 0, context = 0, tokens = 0, repeat = 10;
   std::vector<int64_t> lengths, layers;
-  bool check = false;
+  bool check = false, bench = false;
 };
 
 bool parseCount(const std::string &flag, const std::string &value,
@@ -81,11 +91,12 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
   std::map<std::string, std::string *> paths = {{"--weights", &o.weights},
                                                 {"--inputs", &o.inputs},
                                                 {"--outputs", &o.outputs},
-                                                {"--expected", &o.expected}};
+                                                {"--expected", &o.expected},
+                                                {"--json", &o.json}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--check") {
-      o.check = true;
+    if (arg == "--check" || arg == "--bench") {
+      (arg == "--check" ? o.check : o.bench) = true;
       continue;
     }
     std::string value;
@@ -110,6 +121,15 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
         return false;
     } else if (arg == "--decode-steps") {
       if (!parseCount(arg, value, kMaxTokens, o.decodeSteps, error))
+        return false;
+    } else if (arg == "--batch" || arg == "--context" || arg == "--tokens" ||
+               arg == "--repeat") {
+      int64_t &out = arg == "--batch"     ? o.batch
+                     : arg == "--context" ? o.context
+                     : arg == "--tokens"  ? o.tokens
+                                          : o.repeat;
+      if (!parseCount(arg, value, arg == "--batch" ? kMaxBatch : kMaxTokens,
+                      out, error))
         return false;
     } else if (arg == "--lengths" || arg == "--layers") {
       std::vector<int64_t> &out = arg == "--lengths" ? o.lengths : o.layers;
@@ -148,13 +168,24 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
   }
   bool weights = o.weights.empty() != (o.seed < 0);
   bool inputs = o.inputs.empty() != (o.promptLen == 0);
-  if (o.package.empty() || !weights || !inputs ||
+  bool bench = o.batch > 0 && o.tokens > 0 && o.repeat > 0 &&
+               o.inputs.empty() && o.promptLen == 0 && o.decodeSteps == 0 &&
+               o.lengths.empty() && !o.check && o.expected.empty() &&
+               o.outputs.empty();
+  if (o.bench && o.package.size() && weights && !bench) {
+    error = "--bench takes --batch B --context C --tokens T (B, T, --repeat "
+            "> 0) and no inputs, outputs or checks";
+    return false;
+  }
+  if (o.package.empty() || !weights || (!o.bench && !inputs) ||
       (o.check && !o.expected.empty())) {
     error = "usage: " + tool +
             " MODEL.v4apkg (--weights FILE | "
-            "--random-weights SEED) (--inputs FILE | --prompt-len N "
+            "--random-weights SEED) ((--inputs FILE | --prompt-len N "
             "--decode-steps M [--lengths L0,L1,..]) [--layers L0,L1,..] "
-            "[--outputs FILE] [--expected FILE | --check] [--tolerance T]";
+            "[--outputs FILE] [--expected FILE | --check] [--tolerance T] | "
+            "--bench --batch B --context C --tokens T [--repeat N] [--json "
+            "FILE])";
     return false;
   }
   for (int64_t n : o.lengths)
@@ -195,6 +226,76 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+/// Random finite values in every cache byte: each byte in [0x30, 0x3b] is
+/// a small positive e4m3 value, ue8m0 scale, and high byte of a bf16 or f32.
+bool fillCaches(rt::Model &model, const std::vector<LayerSpec> &layers,
+                int64_t sequence, std::mt19937_64 &random, std::string &error) {
+  for (const LayerSpec &layer : layers)
+    for (plan::Component component : plan::kAllComponents) {
+      std::vector<uint8_t> bytes(model.cacheSize(layer.id, component));
+      if (bytes.empty())
+        continue;
+      for (uint8_t &byte : bytes)
+        byte = 0x30 + random() % 12;
+      if (!model.writeCache(sequence, layer.id, component, bytes, error))
+        return false;
+    }
+  return true;
+}
+
+int benchmark(const Options &o, rt::Model &model,
+              const std::vector<LayerSpec> &layers,
+              const std::vector<int64_t> &sequences,
+              const ModelConfig &config) {
+  std::string error;
+  std::mt19937_64 random(o.seed >= 0 ? o.seed : 1);
+  for (int64_t sequence : sequences)
+    if (!fillCaches(model, layers, sequence, random, error))
+      return fail(error);
+  int64_t dim = config.hiddenSize, count = config.numLayers();
+  std::vector<std::vector<float>> in(count), out(count);
+  std::vector<const float *> inputs(count, nullptr);
+  std::vector<float *> outputs(count, nullptr);
+  for (const LayerSpec &layer : layers) {
+    in[layer.id] = ref::randomActivations(o.batch * o.tokens * dim, layer.id);
+    out[layer.id].assign(o.batch * o.tokens * dim, 0.0f);
+    inputs[layer.id] = in[layer.id].data();
+    outputs[layer.id] = out[layer.id].data();
+  }
+  std::vector<double> times;
+  for (int64_t run = 0; run <= o.repeat; ++run) {
+    for (int64_t sequence : sequences)
+      if (!model.restorePosition(sequence, o.context, error))
+        return fail(error);
+    auto start = std::chrono::steady_clock::now();
+    if (!model.step(
+            {sequences, std::vector<int64_t>(o.batch, o.tokens), o.tokens},
+            inputs, outputs, error))
+      return fail(error);
+    if (run > 0)
+      times.push_back(secondsSince(start) * 1e3);
+  }
+  std::sort(times.begin(), times.end());
+  double median = times[times.size() / 2];
+  std::string ids;
+  for (const LayerSpec &layer : layers)
+    ids += (ids.empty() ? "" : ",") + std::to_string(layer.id);
+  char line[512];
+  std::snprintf(
+      line, sizeof line,
+      "{\"layers\": [%s], \"batch\": %lld, \"context\": %lld, "
+      "\"tokens\": %lld, \"repeat\": %lld, \"median_ms\": %.4f, "
+      "\"min_ms\": %.4f, \"max_ms\": %.4f}",
+      ids.c_str(), static_cast<long long>(o.batch),
+      static_cast<long long>(o.context), static_cast<long long>(o.tokens),
+      static_cast<long long>(o.repeat), median, times.front(), times.back());
+  std::printf("%s\n", line);
+  if (!o.json.empty() &&
+      !io::writeFile(o.json, std::string(line) + "\n", error))
+    return fail(error);
+  return 0;
+}
+
 } // namespace
 
 int v4a::runPackage(const char *name, int argc, char **argv) {
@@ -226,12 +327,14 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
   }
   std::vector<rt::InputStep> steps;
   int64_t batch = 0;
-  if (o.inputs.empty())
+  if (o.bench)
+    batch = o.batch;
+  else if (o.inputs.empty())
     steps = randomSteps(o, dim, runs, batch);
   else if (!rt::readStepInputs(o.inputs, dim, layers, kMaxBatch, kMaxTokens,
                                steps, batch, error))
     return fail(error);
-  int64_t tokens = 0;
+  int64_t tokens = o.bench ? o.context + o.tokens : 0;
   for (const rt::InputStep &step : steps)
     tokens += step.tokens;
   if (tokens > package->planOptions.contextTokens)
@@ -299,6 +402,8 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
     if (sequences.back() < 0)
       return fail(error);
   }
+  if (o.bench)
+    return benchmark(o, *model, *selected, sequences, package->config);
 
   st::File written, expectedByReference;
   double gpuSeconds = 0.0;
