@@ -447,7 +447,7 @@ bool readFunctions(Reader &r, std::vector<step::Function> &functions) {
       int64_t kind = 0, result = 0, operands = 0, data = 0;
       if (!r.line("op", 4) ||
           !r.integer(kind, 0,
-                     static_cast<int64_t>(step::HostOp::Kind::Launch)) ||
+                     static_cast<int64_t>(step::HostOp::Kind::Gemm)) ||
           !r.integer(result, -1, values - 1) || !r.integer(operands, 0, 4096))
         return false;
       op.kind = static_cast<step::HostOp::Kind>(kind);

@@ -29,7 +29,8 @@
 
 namespace v4a::pkg {
 
-constexpr uint32_t kFormatVersion = 1;
+/// Version 2: host programs may hand matrix products to a GEMM library.
+constexpr uint32_t kFormatVersion = 2;
 constexpr const char *kCompilerVersion = "v4a 0.11";
 /// The largest package the loader reads.
 constexpr uint64_t kMaxPackageBytes = uint64_t(1) << 30;

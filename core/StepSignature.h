@@ -70,6 +70,19 @@ struct HostOp {
     /// Launches `kernel`: operands = grid x y z, block x y z, then the
     /// kernel's arguments; data = one ParamKind per argument.
     Launch,
+    /// A matrix product a GEMM library may run: for each batch i, rows
+    /// n < N and columns m < M (row-major, leading dimensions and batch
+    /// strides in elements),
+    ///   D[i*sd + n*ldd + m] = sum_k B[i*sb + n*ldb + k] * A[i*sa + m*lda + k]
+    /// with f32 sums. operands = {A, B, D, M, N, K, lda, ldb, ldd, batch,
+    /// sa, sb, sd}; data = {GemmType, fallback}: op `fallback` places on is
+    /// a launch that computes the same, which the runtime skips when the
+    /// library ran the product and runs otherwise.
+    Gemm,
+  };
+  enum class GemmType {
+    /// A, B and D bf16.
+    BF16,
   };
   enum class Arith {
     Add,

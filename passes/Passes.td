@@ -113,11 +113,20 @@ def LowerToCPU : Pass<"v4a-lower-to-cpu", "::mlir::ModuleOp"> {
 
     With `token-parallel`, loops over packed tokens are parallel and each
     token has its own scratch, without vector lanes across tokens or heads:
-    the loop structure `v4a-map-loops-to-gpu` turns into kernels.
+    the loop structure `v4a-map-loops-to-gpu` turns into kernels. With
+    `library-gemms`, each projection with bf16 input, weight and output
+    (and the grouped output's wo_a, as a strided batch, and wo_b) is also a
+    call of `@v4a_gemm_bf16` (D = B . A^T with sizes, leading dimensions,
+    batch and batch strides) placed right before the loops that compute the
+    same; the runtime runs one or the other.
   }];
   let options = [
     Option<"tokenParallel", "token-parallel", "bool", "false",
            "Run the tokens of an op in parallel, each with its own scratch">,
+    Option<"libraryGemms", "library-gemms", "bool", "false",
+           "Also hand bf16 projections to a GEMM library call "
+           "(func.call @v4a_gemm_bf16) right before their loops, which stay "
+           "as the fallback">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

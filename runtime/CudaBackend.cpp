@@ -3,6 +3,7 @@
 #include "runtime/CudaBackend.h"
 
 #include "core/FileIO.h"
+#include "runtime/CudaGemm.h"
 #include "runtime/HostProgram.h"
 
 #include <cstdio>
@@ -69,6 +70,10 @@ struct CudaBackend::Driver {
   std::map<std::string, CUfunc_st *> functions;
   std::string deviceName;
   int computeCapability = 0;
+  /// The GEMM library, loaded at the first Gemm op; null when absent.
+  std::unique_ptr<CudaGemm> gemm;
+  bool gemmLoaded = false;
+  CUdeviceptr gemmWorkspace = 0;
 
   /// Makes the device's context current on the calling thread (the runtime
   /// uploads weights from several threads).
@@ -130,6 +135,9 @@ CudaBackend::CudaBackend() : driver(std::make_unique<Driver>()) {}
 
 CudaBackend::~CudaBackend() {
   Driver &d = *driver;
+  d.gemm.reset();
+  if (d.gemmWorkspace)
+    d.memFree(d.gemmWorkspace);
   for (CUmod_st *module : d.modules)
     d.moduleUnload(module);
   if (d.stream)
@@ -254,6 +262,7 @@ public:
   bool launchKernel(const std::string &kernel, std::array<unsigned, 3> grid,
                     std::array<unsigned, 3> block, std::vector<void *> params,
                     std::string &error) override;
+  bool gemm(const GemmCall &call, bool &done, std::string &error) override;
 
 private:
   CudaBackend &backend;
@@ -314,6 +323,39 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
   if (result != kSuccess)
     error = d.describe("cannot launch kernel " + kernel, result);
   return result == kSuccess;
+}
+
+bool CudaHostDevice::gemm(const GemmCall &call, bool &done,
+                          std::string &error) {
+  done = false;
+  if (!d.gemmLoaded) {
+    d.gemmLoaded = true;
+    std::string why;
+    void *workspace = backend.allocate(CudaGemm::kWorkspaceBytes, why);
+    if (workspace) {
+      d.gemmWorkspace = reinterpret_cast<CUdeviceptr>(workspace);
+      d.gemm =
+          CudaGemm::load(d.stream, workspace, CudaGemm::kWorkspaceBytes, why);
+      if (!d.gemm) {
+        backend.release(workspace);
+        d.gemmWorkspace = 0;
+      }
+    }
+    if (std::getenv("V4A_TRACE_LAUNCHES"))
+      std::fprintf(stderr, "gemm library: %s\n",
+                   d.gemm ? "cuBLASLt" : why.c_str());
+  }
+  if (!d.gemm)
+    return true;
+  if (!d.gemm->run(call, done, error))
+    return false;
+  if (std::getenv("V4A_TRACE_LAUNCHES"))
+    std::fprintf(stderr, "gemm %lld x %lld x %lld x %lld: %s\n",
+                 static_cast<long long>(call.batch),
+                 static_cast<long long>(call.n), static_cast<long long>(call.m),
+                 static_cast<long long>(call.k),
+                 done ? "cuBLASLt" : "the generated kernel");
+  return true;
 }
 
 bool CudaBackend::loadKernels(const std::string &image, std::string &error) {

@@ -10,6 +10,11 @@ namespace v4a::rt {
 
 HostDevice::~HostDevice() = default;
 
+bool HostDevice::gemm(const GemmCall &, bool &done, std::string &) {
+  done = false;
+  return true;
+}
+
 namespace {
 
 using Op = step::HostOp;
@@ -110,6 +115,12 @@ bool checkShape(const Op &op, std::string &why) {
                 "unknown kernel argument kind"))
         return false;
     return true;
+  case Kind::Gemm:
+    return need(operands == 13 && data == 2 &&
+                    op.data[0] == static_cast<int64_t>(Op::GemmType::BF16) &&
+                    op.data[1] > 0,
+                "a gemm takes A, B, D, 10 sizes, a known type and the "
+                "offset of its fallback launch");
   }
   return need(false, "unknown op kind");
 }
@@ -125,6 +136,8 @@ bool operandIsBuffer(const Op &op, size_t i) {
   case Kind::Dim:
   case Kind::Copy:
     return true;
+  case Kind::Gemm:
+    return i < 3;
   case Kind::View:
   case Kind::Load:
     return i == 0;
@@ -237,13 +250,66 @@ private:
   bool shapeOf(size_t at, const Op &op, size_t prefix,
                std::vector<int64_t> &sizes);
   bool launch(size_t at, const Op &op);
+  bool gemm(size_t at, const Op &op);
 
   const step::Function &function;
   HostDevice &device;
   std::string &error;
   Temporaries temporaries;
   std::vector<Value> values;
+  /// Launches a library GEMM has done the work of.
+  std::vector<bool> skipped;
 };
+
+/// Whether `rows` rows of `cols` elements, `ld` apart, in `batch` batches
+/// `stride` apart, lie inside a buffer of `elements`.
+bool fitsStrided(int64_t batch, int64_t stride, int64_t rows, int64_t ld,
+                 int64_t cols, int64_t elements) {
+  if (batch == 0 || rows == 0 || cols == 0)
+    return true;
+  int64_t last = 0, part = 0;
+  return ld >= cols && stride >= 0 && checkedMul(batch - 1, stride, last) &&
+         checkedMul(rows - 1, ld, part) &&
+         !__builtin_add_overflow(last, part, &last) &&
+         !__builtin_add_overflow(last, cols, &last) && last <= elements;
+}
+
+bool Interpreter::gemm(size_t at, const Op &op) {
+  const Value &a = values[op.operands[0]], &b = values[op.operands[1]],
+              &d = values[op.operands[2]];
+  int64_t s[10];
+  for (int i = 0; i < 10; ++i) {
+    s[i] = values[op.operands[3 + i]].scalar;
+    if (s[i] < 0)
+      return fail(at, "a gemm with a negative size " + std::to_string(s[i]));
+  }
+  GemmCall call;
+  call.type = static_cast<Op::GemmType>(op.data[0]);
+  call.m = s[0], call.n = s[1], call.k = s[2], call.lda = s[3], call.ldb = s[4],
+  call.ldd = s[5], call.batch = s[6], call.strideA = s[7], call.strideB = s[8],
+  call.strideD = s[9];
+  if (a.elementBytes != 2 || b.elementBytes != 2 || d.elementBytes != 2)
+    return fail(at, "a bf16 gemm over buffers of other elements");
+  if (!fitsStrided(call.batch, call.strideA, call.m, call.lda, call.k,
+                   a.elements()) ||
+      !fitsStrided(call.batch, call.strideB, call.n, call.ldb, call.k,
+                   b.elements()) ||
+      !fitsStrided(call.batch, call.strideD, call.n, call.ldd, call.m,
+                   d.elements()))
+    return fail(at, "a gemm of " + std::to_string(call.batch) + " x " +
+                        std::to_string(call.n) + " x " +
+                        std::to_string(call.m) + " x " +
+                        std::to_string(call.k) +
+                        " reaches outside its buffers");
+  call.a = a.base, call.b = b.base, call.d = d.base;
+  bool done = false;
+  std::string why;
+  if (!device.gemm(call, done, why))
+    return fail(at, why);
+  if (done)
+    skipped[at + op.data[1]] = true;
+  return true;
+}
 
 bool Interpreter::shapeOf(size_t at, const Op &op, size_t prefix,
                           std::vector<int64_t> &sizes) {
@@ -345,6 +411,7 @@ bool Interpreter::run(const std::vector<BufferArg> &args) {
                     "takes " + std::to_string(function.args.size()) +
                         " arguments, got " + std::to_string(args.size()));
   values.assign(function.host.values, Value());
+  skipped.assign(function.host.ops.size(), false);
   for (size_t i = 0; i < args.size(); ++i) {
     Value &v = values[i];
     v.buffer = true;
@@ -450,7 +517,11 @@ bool Interpreter::run(const std::vector<BufferArg> &args) {
       break;
     }
     case Kind::Launch:
-      if (!launch(at, op))
+      if (!skipped[at] && !launch(at, op))
+        return false;
+      continue;
+    case Kind::Gemm:
+      if (!gemm(at, op))
         return false;
       continue;
     }
@@ -485,6 +556,11 @@ bool validateHostProgram(const step::Function &function, std::string &error) {
                     "operand " + std::to_string(id) + " is not " +
                         (operandIsBuffer(op, i) ? "a buffer" : "an integer"));
     }
+    if (op.kind == Kind::Gemm &&
+        (at + op.data[1] >= program.ops.size() ||
+         program.ops[at + op.data[1]].kind != Kind::Launch))
+      return fail(error, function.name, at,
+                  "a gemm's fallback is not a launch after it");
     if (hasResult(op.kind) != (op.result >= 0))
       return fail(error, function.name, at, "a result where none belongs");
     if (op.result >= 0) {

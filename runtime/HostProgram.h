@@ -20,6 +20,15 @@
 
 namespace v4a::rt {
 
+/// A Gemm op's operands, checked against the buffers' extents.
+struct GemmCall {
+  step::HostOp::GemmType type = step::HostOp::GemmType::BF16;
+  const void *a = nullptr, *b = nullptr;
+  void *d = nullptr;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldd = 0, batch = 1;
+  int64_t strideA = 0, strideB = 0, strideD = 0;
+};
+
 /// What a host program needs from a device.
 class HostDevice {
 public:
@@ -35,6 +44,11 @@ public:
                             std::array<unsigned, 3> grid,
                             std::array<unsigned, 3> block,
                             std::vector<void *> params, std::string &error) = 0;
+  /// Runs a checked Gemm op (core/StepSignature.h) on a GEMM library and
+  /// sets `done`, or leaves `done` false for the program's own kernel (no
+  /// library, or a shape it refuses). False only on a failure after the
+  /// library accepted the product.
+  virtual bool gemm(const GemmCall &call, bool &done, std::string &error);
 };
 
 /// Checks that every operand is defined before it is used, every result is

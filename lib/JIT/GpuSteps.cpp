@@ -26,6 +26,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
+#include <optional>
 
 using namespace mlir;
 
@@ -36,7 +37,8 @@ namespace {
 /// Step functions to loops over buffers, their loop nests to launches of
 /// kernels in `gpu.module @v4a_gpu`.
 constexpr const char *kKernelPipeline =
-    "v4a-lower-to-cpu{token-parallel=1},inline,symbol-dce,canonicalize,"
+    "v4a-lower-to-cpu{token-parallel=1 library-gemms=1},inline,symbol-dce,"
+    "canonicalize,"
     "convert-elementwise-to-linalg,one-shot-bufferize,"
     "convert-linalg-to-parallel-loops,lower-affine,canonicalize,"
     "v4a-map-loops-to-gpu,gpu-kernel-outlining,cse";
@@ -137,9 +139,12 @@ private:
                          ValueRange dynamic, Value result,
                          std::vector<int64_t> prefix);
   LogicalResult addLaunch(gpu::LaunchFuncOp launch);
+  LogicalResult addGemm(func::CallOp call);
 
   step::HostProgram &program;
   llvm::DenseMap<Value, int> ids;
+  /// The Gemm op whose fallback is the next launch, if any.
+  std::optional<size_t> pendingGemm;
 };
 
 std::optional<step::HostOp::Arith> arithOf(Operation *op) {
@@ -268,8 +273,25 @@ LogicalResult HostProgramBuilder::addLaunch(gpu::LaunchFuncOp launch) {
     }
     operands.push_back(arg);
   }
+  if (pendingGemm) {
+    program.ops[*pendingGemm].data[1] =
+        static_cast<int64_t>(program.ops.size() - *pendingGemm);
+    pendingGemm.reset();
+  }
   return add(launch, Kind::Launch, operands, std::move(kinds), Value(),
              launch.getKernelName().str());
+}
+
+/// A library GEMM: its fallback is the launch of the loops that followed
+/// the call.
+LogicalResult HostProgramBuilder::addGemm(func::CallOp call) {
+  if (call.getCallee() != "v4a_gemm_bf16" || call.getNumOperands() != 13)
+    return call.emitError("v4a host program: an unknown library call");
+  if (pendingGemm)
+    return call.emitError("v4a host program: a gemm without its fallback");
+  pendingGemm = program.ops.size();
+  return add(call, Kind::Gemm, call.getOperands(),
+             {static_cast<int64_t>(step::HostOp::GemmType::BF16), 0});
 }
 
 LogicalResult HostProgramBuilder::build(func::FuncOp func) {
@@ -333,6 +355,8 @@ LogicalResult HostProgramBuilder::build(func::FuncOp func) {
       done = add(&op, Kind::Load, operands, {bytes}, load.getResult());
     } else if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op)) {
       done = addLaunch(launch);
+    } else if (auto call = dyn_cast<func::CallOp>(op)) {
+      done = addGemm(call);
     } else if (isa<memref::DeallocOp, func::ReturnOp>(op)) {
       continue;
     } else if (op.getNumResults() == 1 && op.getNumRegions() == 0) {
@@ -344,6 +368,8 @@ LogicalResult HostProgramBuilder::build(func::FuncOp func) {
     if (failed(done))
       return failure();
   }
+  if (pendingGemm)
+    return func.emitError("v4a host program: a gemm without its fallback");
   return success();
 }
 

@@ -215,3 +215,33 @@ func.func @writes_and_yields(%x: memref<?x8xf32>) {
   }
   return
 }
+
+// -----
+
+// A library GEMM call stays on the host, in order: the kernel before it
+// (its input) launches first, the loop after it (its fallback) next.
+// CHECK-LABEL: func.func @library_call
+// CHECK: gpu.launch
+// CHECK: gpu.terminator
+// CHECK: call @v4a_gemm_bf16
+// CHECK-NOT: gpu.terminator
+// CHECK: gpu.launch
+func.func private @v4a_gemm_bf16(memref<?x?xbf16>, memref<?x?xbf16>, memref<?x?xbf16>, index, index, index, index, index, index, index, index, index, index)
+func.func @library_call(%x: memref<?x?xbf16>, %w: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : bf16
+  %t = memref.dim %x, %c0 : memref<?x?xbf16>
+  %k = memref.dim %x, %c1 : memref<?x?xbf16>
+  %m = memref.dim %w, %c0 : memref<?x?xbf16>
+  scf.parallel (%i) = (%c0) to (%t) step (%c1) {
+    memref.store %zero, %x[%i, %c0] : memref<?x?xbf16>
+    scf.reduce
+  }
+  call @v4a_gemm_bf16(%w, %x, %y, %m, %t, %k, %k, %k, %m, %c1, %c0, %c0, %c0) : (memref<?x?xbf16>, memref<?x?xbf16>, memref<?x?xbf16>, index, index, index, index, index, index, index, index, index, index) -> ()
+  scf.parallel (%i) = (%c0) to (%t) step (%c1) {
+    memref.store %zero, %y[%i, %c0] : memref<?x?xbf16>
+    scf.reduce
+  }
+  return
+}

@@ -35,6 +35,36 @@ public:
   std::map<std::string, std::function<void(const std::vector<int64_t> &)>>
       kernels;
   int live = 0;
+  /// A GEMM library in host memory (bf16 products summed in f32), or none.
+  bool gemmLibrary = false;
+  std::vector<rt::GemmCall> gemms;
+
+  bool gemm(const rt::GemmCall &call, bool &done, std::string &) override {
+    gemms.push_back(call);
+    done = gemmLibrary;
+    if (!done)
+      return true;
+    auto bf16 = [](const void *base, int64_t i) {
+      uint32_t bits =
+          static_cast<uint32_t>(static_cast<const uint16_t *>(base)[i]) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    };
+    for (int64_t i = 0; i < call.batch; ++i)
+      for (int64_t n = 0; n < call.n; ++n)
+        for (int64_t m = 0; m < call.m; ++m) {
+          float sum = 0;
+          for (int64_t k = 0; k < call.k; ++k)
+            sum += bf16(call.b, i * call.strideB + n * call.ldb + k) *
+                   bf16(call.a, i * call.strideA + m * call.lda + k);
+          uint32_t bits;
+          std::memcpy(&bits, &sum, 4);
+          static_cast<uint16_t *>(call.d)[i * call.strideD + n * call.ldd + m] =
+              static_cast<uint16_t>(bits >> 16);
+        }
+    return true;
+  }
 
   void *allocate(int64_t bytes, std::string &) override {
     ++live;
@@ -250,3 +280,107 @@ TEST(HostProgram, ACopyBetweenBuffersOfOtherSizesIsAnError) {
 }
 
 } // namespace
+
+namespace {
+
+/// y[T, 2] = x[T, 3] . w[2, 3]^T in bf16: a Gemm op whose fallback is the
+/// launch of kernel "project" two ops later.
+step::Function gemmFunction() {
+  step::Function f;
+  f.name = "project";
+  f.args = {{"x", step::Element::BF16, {-1, 3}, false},
+            {"w", step::Element::BF16, {2, 3}, false},
+            {"y", step::Element::BF16, {-1, 2}, true}};
+  f.host.values = 3;
+  auto value = [&] { return f.host.values++; };
+  int t = value(), one = value(), zero = value(), two = value(),
+      three = value();
+  f.host.ops = {
+      op(Kind::Dim, t, {0}, {0}),
+      op(Kind::Const, one, {}, {1}),
+      op(Kind::Const, zero, {}, {0}),
+      op(Kind::Const, two, {}, {2}),
+      op(Kind::Const, three, {}, {3}),
+      op(Kind::Gemm, -1,
+         {1, 0, 2, two, t, three, three, three, two, one, zero, zero, zero},
+         {static_cast<int64_t>(Op::GemmType::BF16), 1}),
+      op(Kind::Launch, -1, {one, one, one, one, one, one, 0, 1, 2, t},
+         {kBuffer, kBuffer, kBuffer, kI64}, "project"),
+  };
+  return f;
+}
+
+uint16_t bf16Bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+} // namespace
+
+TEST(HostProgram, GemmRunsOnTheLibraryOrFallsBackToItsLaunch) {
+  std::vector<uint16_t> x = {bf16Bits(1),  bf16Bits(2), bf16Bits(3),
+                             bf16Bits(-1), bf16Bits(0), bf16Bits(0.5f)};
+  std::vector<uint16_t> w = {bf16Bits(1), bf16Bits(1), bf16Bits(1),
+                             bf16Bits(2), bf16Bits(0), bf16Bits(-2)};
+  // x . w^T = [[6, -4], [-0.5, -3]].
+  std::vector<uint16_t> want = {bf16Bits(6), bf16Bits(-4), bf16Bits(-0.5f),
+                                bf16Bits(-3)};
+  step::Function f = gemmFunction();
+  std::string error;
+  ASSERT_TRUE(rt::validateHostProgram(f, error)) << error;
+  for (bool library : {true, false}) {
+    HostMemoryDevice device;
+    device.gemmLibrary = library;
+    device.kernels["project"] = [&](const std::vector<int64_t> &p) {
+      // The fallback writes its own mark: which path ran shows.
+      auto *y = reinterpret_cast<uint16_t *>(p[14]);
+      for (int i = 0; i < 4; ++i)
+        y[i] = bf16Bits(7);
+    };
+    std::vector<uint16_t> y(4, 0);
+    ASSERT_TRUE(rt::runHostProgram(
+        f, {{x.data(), {2, 3}}, {w.data(), {2, 3}}, {y.data(), {2, 2}}}, device,
+        error))
+        << error;
+    ASSERT_EQ(device.gemms.size(), 1u);
+    EXPECT_EQ(device.gemms[0].m, 2);
+    EXPECT_EQ(device.gemms[0].n, 2);
+    EXPECT_EQ(device.gemms[0].k, 3);
+    EXPECT_EQ(device.launches.size(), library ? 0u : 1u);
+    EXPECT_EQ(y, library ? want : std::vector<uint16_t>(4, bf16Bits(7)));
+  }
+}
+
+TEST(HostProgram, GemmErrors) {
+  std::string error;
+  // The fallback must be a launch after the gemm.
+  step::Function f = gemmFunction();
+  f.host.ops[5].data[1] = 2;
+  EXPECT_FALSE(rt::validateHostProgram(f, error));
+  EXPECT_EQ(error, "project: host op 5: a gemm's fallback is not a launch "
+                   "after it");
+  f.host.ops[5].data[1] = -1;
+  EXPECT_FALSE(rt::validateHostProgram(f, error));
+  EXPECT_NE(error.find("the offset of its fallback launch"), std::string::npos)
+      << error;
+  // Sizes beyond the buffers: K = 3 over x rows of 3, but y holds one row.
+  f = gemmFunction();
+  HostMemoryDevice device;
+  std::vector<uint16_t> x(6), w(6), y(2);
+  EXPECT_FALSE(rt::runHostProgram(
+      f, {{x.data(), {2, 3}}, {w.data(), {2, 3}}, {y.data(), {1, 2}}}, device,
+      error));
+  EXPECT_EQ(error, "project: host op 5: a gemm of 1 x 2 x 2 x 3 reaches "
+                   "outside its buffers");
+  EXPECT_TRUE(device.gemms.empty());
+  // A gemm over f32 buffers.
+  f.args[0].element = step::Element::F32;
+  std::vector<float> xf(6);
+  std::vector<uint16_t> y2(4);
+  EXPECT_FALSE(rt::runHostProgram(
+      f, {{xf.data(), {2, 3}}, {w.data(), {2, 3}}, {y2.data(), {2, 2}}}, device,
+      error));
+  EXPECT_EQ(error, "project: host op 5: a bf16 gemm over buffers of other "
+                   "elements");
+}

@@ -314,10 +314,57 @@ void tokenLoop(LoopEmitter &e, bool parallel, Value lower, Value upper,
 /// scratch, no vector lanes across tokens: the layout GPU kernels take) or
 /// in turn with vectorized inner loops (the CPU's).
 template <typename OpTy> struct V4APattern : public OpRewritePattern<OpTy> {
-  V4APattern(MLIRContext *context, bool tokenParallel)
-      : OpRewritePattern<OpTy>(context), tokenParallel(tokenParallel) {}
+  V4APattern(MLIRContext *context, bool tokenParallel, bool libraryGemms)
+      : OpRewritePattern<OpTy>(context), tokenParallel(tokenParallel),
+        libraryGemms(libraryGemms) {}
   bool tokenParallel;
+  /// bf16 products also go to a GEMM library call (the loops stay as the
+  /// fallback right after it).
+  bool libraryGemms;
 };
+
+/// The library GEMM a host program hands bf16 products to (the runtime's
+/// Gemm op; see core/StepSignature.h for the operands).
+constexpr const char *kGemmBF16 = "v4a_gemm_bf16";
+
+FunctionType gemmType(MLIRContext *context) {
+  Type matrix = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                                BFloat16Type::get(context));
+  SmallVector<Type> inputs(3, matrix);
+  inputs.append(10, IndexType::get(context));
+  return FunctionType::get(context, inputs, {});
+}
+
+void declareGemm(ModuleOp module) {
+  if (module.lookupSymbol(kGemmBF16))
+    return;
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  auto decl = func::FuncOp::create(b, module.getLoc(), kGemmBF16,
+                                   gemmType(module.getContext()));
+  decl.setPrivate();
+}
+
+bool isBF16(Value value) {
+  return cast<ShapedType>(value.getType()).getElementType().isBF16();
+}
+
+struct GemmShape {
+  Value m, n, k, lda, ldb, ldd, batch, strideA, strideB, strideD;
+};
+
+/// D = B . A^T (row-major, per batch) as a call of the library GEMM.
+void callGemm(LoopEmitter &e, Value a, Value b, Value d, const GemmShape &s) {
+  OpBuilder &builder = e.builder();
+  Location loc = e.location();
+  auto matrix = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                                builder.getBF16Type());
+  SmallVector<Value> operands;
+  for (Value buffer : {a, b, d})
+    operands.push_back(memref::CastOp::create(builder, loc, matrix, buffer));
+  operands.append({s.m, s.n, s.k, s.lda, s.ldb, s.ldd, s.batch, s.strideA,
+                   s.strideB, s.strideD});
+  func::CallOp::create(builder, loc, kGemmBF16, TypeRange(), operands);
+}
 
 struct LowerLinear : public V4APattern<LinearOp> {
   using V4APattern::V4APattern;
@@ -329,7 +376,10 @@ struct LowerLinear : public V4APattern<LinearOp> {
     Value tokens = e.dim(x, 0), in = e.dim(x, 1), outWidth = e.dim(w, 0);
     auto type = cast<RankedTensorType>(op.getType());
     Value out = e.allocShaped(type, {tokens, outWidth});
-    Value zero = e.index(0);
+    Value zero = e.index(0), one = e.index(1);
+    if (libraryGemms && !scale && isBF16(x) && isBF16(w) && isBF16(out))
+      callGemm(e, w, x, out,
+               {outWidth, tokens, in, in, in, outWidth, one, zero, zero, zero});
     if (tokenParallel)
       projectEachToken(e, x, zero, in, w, scale, zero, outWidth, out, zero);
     else
@@ -354,12 +404,16 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     Value groupWidth = e.div(width, groups);
     Value loraRows = e.dim(woA, 0);
     Value lora = e.div(loraRows, groups);
-    Value zero = e.index(0);
-    // o viewed as [T, H*D]: collapse through a flat copy.
-    Value flat = e.alloc(
-        RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                              rewriter.getF32Type()),
-        {tokens, width});
+    Value zero = e.index(0), one = e.index(1);
+    bool library = libraryGemms && !scaleA && !scaleB && isBF16(woA) &&
+                   isBF16(woB) && isBF16(o);
+    // o viewed as [T, H*D]: collapse through a flat copy (bf16 for the
+    // library, which takes the values as they are).
+    Value flat =
+        e.alloc(RankedTensorType::get(
+                    {ShapedType::kDynamic, ShapedType::kDynamic},
+                    library ? rewriter.getBF16Type() : rewriter.getF32Type()),
+                {tokens, width});
     e.parallelLoop(zero, tokens, [&](Value t) {
       e.parallelLoop(zero, heads, [&](Value h) {
         e.loop(zero, headDim, [&](Value d) {
@@ -374,12 +428,20 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     auto type = cast<RankedTensorType>(op.getType());
     Value outWidth = e.dim(woB, 0);
     Value out = e.allocShaped(type, {tokens, outWidth});
+    if (library)
+      callGemm(e, woA, flat, mid,
+               {lora, tokens, groupWidth, groupWidth, width, loraRows, groups,
+                e.mul(lora, groupWidth), groupWidth, lora});
     if (tokenParallel) {
       e.parallelLoop(tokens, groups, [&](Value t, Value g) {
         project(e, flat, t, e.mul(g, groupWidth), groupWidth, woA, scaleA,
                 e.mul(g, lora), lora, mid, t, e.mul(g, lora),
                 FP8Mode::DequantizeWeight);
       });
+      if (library)
+        callGemm(e, woB, mid, out,
+                 {outWidth, tokens, loraRows, loraRows, loraRows, outWidth, one,
+                  zero, zero, zero});
       projectEachToken(e, mid, zero, loraRows, woB, scaleB, zero, outWidth, out,
                        zero);
     } else {
@@ -1687,13 +1749,15 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
   using LowerToCPUBase::LowerToCPUBase;
   void runOnOperation() override {
     inlineFusedRegions(getOperation());
+    if (libraryGemms)
+      declareGemm(getOperation());
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeProjectIndexKeys, LowerLinear, LowerGroupedOutput,
                  LowerRMSNorm, LowerRoPE, LowerActQuant, LowerHadamard,
                  LowerCompress, LowerCompressStep, LowerIndexerScore, LowerTopK,
                  LowerBlockTopK, LowerWindowStore, LowerWindowIndices,
                  LowerSparseAttention, LowerStepWindow, LowerStepCompressed,
-                 LowerVisibleRows>(&getContext(), tokenParallel);
+                 LowerVisibleRows>(&getContext(), tokenParallel, libraryGemms);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     WalkResult leftover = getOperation()->walk([](Operation *op) {

@@ -36,8 +36,16 @@ constexpr int64_t kScratchAlign = 16;
 
 bool isIntegerLike(Type type) { return type.isIndex() || type.isInteger(); }
 
+/// A call the runtime dispatches to a library (a GEMM).
+bool isLibraryCall(Operation *op) {
+  auto call = dyn_cast<func::CallOp>(op);
+  return call && call.getCallee().starts_with("v4a_gemm");
+}
+
 /// Ops the host runs itself (the runtime interprets them).
 bool isHostOp(Operation *op) {
+  if (isLibraryCall(op))
+    return true;
   if (isa<memref::AllocOp, memref::DeallocOp, memref::DimOp,
           memref::ExpandShapeOp, memref::CollapseShapeOp, memref::CastOp,
           memref::CopyOp, memref::GetGlobalOp, func::ReturnOp,
@@ -574,7 +582,8 @@ LogicalResult KernelMapper::run() {
     if (isHostOp(op) && operandsOnHost(op)) {
       // Host work that touches memory waits for the kernels before it;
       // sizes, allocations and views need not.
-      if (isa<memref::CopyOp, memref::LoadOp>(op) && failed(flush()))
+      if ((isa<memref::CopyOp, memref::LoadOp>(op) || isLibraryCall(op)) &&
+          failed(flush()))
         return failure();
       onHost.insert(op->getResults().begin(), op->getResults().end());
       continue;
