@@ -11,7 +11,9 @@
 #                                     eager compile report; default all)
 #
 # Lines go to $OUT/timings.jsonl (or build/gpu/); `report` writes
-# timings.json, timings.png and a table.
+# timings.json, timings.png and a table. WEIGHTS, LAYERS and SHAPES
+# ("batch context tokens" triples, comma-separated) narrow the v4a part;
+# COMPILE_BATCHES the torch.compile part.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dir=build/gpu
@@ -39,11 +41,12 @@ lines=$out/timings.jsonl
 has() { [[ " $parts " == *" $1 "* ]]; }
 has ceilings && python3 bench/ceilings.py | tee -a "$lines"
 if has v4a; then
-  for weights in fp8 bf16; do
+  IFS=, read -ra shapes <<< "${SHAPES:-32 $context 1,128 $context 1,1 0 8192}"
+  for weights in ${WEIGHTS:-fp8 bf16}; do
     package=$dir/v4-flash-64k.v4apkg
     [[ $weights == bf16 ]] && package=$dir/v4-flash-bf16-64k.v4apkg
-    for layer in 0 2 3; do
-      for shape in "32 $context 1" "128 $context 1" "1 0 8192"; do
+    for layer in ${LAYERS:-0 2 3}; do
+      for shape in "${shapes[@]}"; do
         read -r batch ctx tokens <<< "$shape"
         timeout 120 build/bin/v4a-run-package "$package" --random-weights 7 \
           --layers $layer --bench --batch "$batch" --context "$ctx" \
@@ -57,7 +60,8 @@ fi
 has eager && timeout 300 python3 bench/torch_attention.py $config --layers 0,2,3 \
   --batches 32,128 --context $context --prefill 8192 | tee -a "$lines"
 has compile && timeout 400 python3 bench/torch_attention.py $config --compile \
-  --layers 0,2,3 --batches 32,128 --context $context --prefill 8192 |
+  --layers 0,2,3 --batches "${COMPILE_BATCHES:-32,128}" --context $context \
+  --prefill 8192 |
   tee -a "$lines"
 has report && python3 bench/timings_report.py "$lines" $config \
   "$out/timings.json" "$out/timings.png"

@@ -74,8 +74,9 @@ struct HostOp {
     /// n < N and columns m < M (row-major, leading dimensions and batch
     /// strides in elements),
     ///   D[i*sd + n*ldd + m] = sum_k B[i*sb + n*ldb + k] * A[i*sa + m*lda + k]
-    /// with f32 sums. operands = {A, B, D, M, N, K, lda, ldb, ldd, batch,
-    /// sa, sb, sd}; data = {GemmType, fallback}: op `fallback` places on is
+    /// with f32 sums. operands = {A, B, D, [scales of A and B,] M, N, K,
+    /// lda, ldb, ldd, batch, sa, sb, sd}; data = {GemmType, fallback}: op
+    /// `fallback` places on is
     /// a launch that computes the same, which the runtime skips when the
     /// library ran the product and runs otherwise.
     Gemm,
@@ -83,6 +84,11 @@ struct HostOp {
   enum class GemmType {
     /// A, B and D bf16.
     BF16,
+    /// A and B e4m3, D bf16, batch 1; two more operands after D: A's f32
+    /// scales per 128x128 block [ceil(M/128), ceil(ceil(K/128)/4)*4] and
+    /// B's per 1x128 block [ceil(K/128), ceil(N/4)*4]; B holds
+    /// ceil(N/4)*4 rows (the rows past N zero).
+    FP8,
   };
   enum class Arith {
     Add,

@@ -74,6 +74,9 @@ struct CudaBackend::Driver {
   std::unique_ptr<CudaGemm> gemm;
   bool gemmLoaded = false;
   CUdeviceptr gemmWorkspace = 0;
+  /// Rows of fp8 products padded to a multiple of 4 land here first.
+  CUdeviceptr gemmRows = 0;
+  int64_t gemmRowBytes = 0;
 
   /// Makes the device's context current on the calling thread (the runtime
   /// uploads weights from several threads).
@@ -136,8 +139,9 @@ CudaBackend::CudaBackend() : driver(std::make_unique<Driver>()) {}
 CudaBackend::~CudaBackend() {
   Driver &d = *driver;
   d.gemm.reset();
-  if (d.gemmWorkspace)
-    d.memFree(d.gemmWorkspace);
+  for (CUdeviceptr memory : {d.gemmWorkspace, d.gemmRows})
+    if (memory)
+      d.memFree(memory);
   for (CUmod_st *module : d.modules)
     d.moduleUnload(module);
   if (d.stream)
@@ -347,8 +351,36 @@ bool CudaHostDevice::gemm(const GemmCall &call, bool &done,
   }
   if (!d.gemm)
     return true;
-  if (!d.gemm->run(call, done, error))
+  // An fp8 product runs over B's rows padded to a multiple of 4; the rows
+  // past N go to a scratch buffer.
+  GemmCall padded = call;
+  if (call.type == step::HostOp::GemmType::FP8 && call.n % 4) {
+    padded.n = (call.n + 3) / 4 * 4;
+    int64_t bytes = padded.n * call.m * 2;
+    if (bytes > d.gemmRowBytes) {
+      if (d.gemmRows)
+        backend.release(reinterpret_cast<void *>(d.gemmRows));
+      d.gemmRows = 0;
+      d.gemmRowBytes = 0;
+      void *rows = backend.allocate(bytes, error);
+      if (!rows)
+        return false;
+      d.gemmRows = reinterpret_cast<CUdeviceptr>(rows);
+      d.gemmRowBytes = bytes;
+    }
+    padded.d = reinterpret_cast<void *>(d.gemmRows);
+  }
+  if (!d.gemm->run(padded, done, error))
     return false;
+  if (done && padded.d != call.d) {
+    CUresult result =
+        d.memcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(call.d), d.gemmRows,
+                          call.n * call.m * 2, d.stream);
+    if (result != kSuccess) {
+      error = d.describe("cannot copy a product's rows", result);
+      return false;
+    }
+  }
   if (std::getenv("V4A_TRACE_LAUNCHES"))
     std::fprintf(stderr, "gemm %lld x %lld x %lld x %lld: %s\n",
                  static_cast<long long>(call.batch),

@@ -32,9 +32,14 @@ constexpr Status kOk = 0;
 constexpr int kComputeF32 = 68;   // CUBLAS_COMPUTE_32F
 constexpr int kTypeF32 = 0;       // CUDA_R_32F
 constexpr int kTypeBF16 = 14;     // CUDA_R_16BF
+constexpr int kTypeE4M3 = 28;     // CUDA_R_8F_E4M3
 constexpr int kDescTransA = 3;    // CUBLASLT_MATMUL_DESC_TRANSA
 constexpr int kDescTransB = 4;    // CUBLASLT_MATMUL_DESC_TRANSB
 constexpr int kOpN = 0, kOpT = 1; // CUBLAS_OP_N, CUBLAS_OP_T
+constexpr int kDescAScalePointer = 17, kDescBScalePointer = 18;
+constexpr int kDescAScaleMode = 31, kDescBScaleMode = 32;
+// CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F and _BLK128x128_32F.
+constexpr int32_t kScaleVec128 = 4, kScaleBlock128x128 = 5;
 constexpr int kLayoutBatchCount = 5;
 constexpr int kLayoutBatchOffset = 6;
 constexpr int kPrefMaxWorkspace = 1;
@@ -78,6 +83,8 @@ struct CudaGemm::Library {
   int64_t workspaceBytes = 0;
   std::map<ShapeKey, Plan> plans;
 
+  bool setScales(MatmulDesc *desc, const GemmCall &c);
+
   bool resolve(std::string &why) {
     struct Entry {
       const char *symbol;
@@ -116,10 +123,10 @@ struct CudaGemm::Library {
 
   /// A column-major layout of `rows` x `cols`, `ld` apart, in `batch`
   /// batches `offset` apart.
-  Layout *layout(int64_t rows, int64_t cols, int64_t ld, int64_t batch,
-                 int64_t offset) {
+  Layout *layout(int type, int64_t rows, int64_t cols, int64_t ld,
+                 int64_t batch, int64_t offset) {
     Layout *l = nullptr;
-    if (layoutCreate(&l, kTypeBF16, rows, cols, ld) != kOk)
+    if (layoutCreate(&l, type, rows, cols, ld) != kOk)
       return nullptr;
     int32_t count = static_cast<int32_t>(batch);
     if (layoutSet(l, kLayoutBatchCount, &count, sizeof(count)) != kOk ||
@@ -132,14 +139,24 @@ struct CudaGemm::Library {
 
   /// Row-major D[n, m] = B[n, :] . A[m, :] is, column-major, D^T = A^T B^T
   /// over A^T [K x M] (transposed: M x K), B^T [K x N] and D^T [M x N].
+  /// fp8: A scaled per 128x128 block, B per 1x128 block along K (the
+  /// scale pointers change per call; the modes do not).
   Plan plan(const GemmCall &c) {
     Plan p;
+    bool fp8 = c.type == step::HostOp::GemmType::FP8;
+    int input = fp8 ? kTypeE4M3 : kTypeBF16;
     int32_t transA = kOpT, transB = kOpN;
     if (descCreate(&p.desc, kComputeF32, kTypeF32) != kOk)
       return p;
-    p.a = layout(c.k, c.m, c.lda, c.batch, c.strideA);
-    p.b = layout(c.k, c.n, c.ldb, c.batch, c.strideB);
-    p.d = layout(c.m, c.n, c.ldd, c.batch, c.strideD);
+    p.a = layout(input, c.k, c.m, c.lda, c.batch, c.strideA);
+    p.b = layout(input, c.k, c.n, c.ldb, c.batch, c.strideB);
+    p.d = layout(kTypeBF16, c.m, c.n, c.ldd, c.batch, c.strideD);
+    if (fp8 && (descSet(p.desc, kDescAScaleMode, &kScaleBlock128x128,
+                        sizeof(int32_t)) != kOk ||
+                descSet(p.desc, kDescBScaleMode, &kScaleVec128,
+                        sizeof(int32_t)) != kOk ||
+                !setScales(p.desc, c)))
+      return p;
     Preference *pref = nullptr;
     uint64_t bytes = static_cast<uint64_t>(workspaceBytes);
     HeuristicResult result{};
@@ -160,6 +177,12 @@ struct CudaGemm::Library {
     return p;
   }
 };
+
+bool CudaGemm::Library::setScales(MatmulDesc *desc, const GemmCall &c) {
+  return descSet(desc, kDescAScalePointer, &c.aScale, sizeof(c.aScale)) ==
+             kOk &&
+         descSet(desc, kDescBScalePointer, &c.bScale, sizeof(c.bScale)) == kOk;
+}
 
 CudaGemm::CudaGemm() : library(std::make_unique<Library>()) {}
 
@@ -210,8 +233,7 @@ std::unique_ptr<CudaGemm> CudaGemm::load(void *stream, void *workspace,
 bool CudaGemm::run(const GemmCall &call, bool &done, std::string &error) {
   Library &l = *library;
   done = false;
-  if (call.type != step::HostOp::GemmType::BF16 || call.m == 0 || call.n == 0 ||
-      call.k == 0 || call.batch == 0)
+  if (call.m == 0 || call.n == 0 || call.k == 0 || call.batch == 0)
     return true;
   ShapeKey key{static_cast<int>(call.type),
                call.m,
@@ -230,6 +252,11 @@ bool CudaGemm::run(const GemmCall &call, bool &done, std::string &error) {
   const Plan &plan = it->second;
   if (!plan.usable)
     return true;
+  if (call.type == step::HostOp::GemmType::FP8 &&
+      !l.setScales(plan.desc, call)) {
+    error = "cuBLASLt refuses the scales of an fp8 product";
+    return false;
+  }
   float alpha = 1.0f, beta = 0.0f;
   Status status =
       l.matmul(l.handle, plan.desc, &alpha, call.a, plan.a, call.b, plan.b,

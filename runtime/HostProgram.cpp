@@ -115,12 +115,16 @@ bool checkShape(const Op &op, std::string &why) {
                 "unknown kernel argument kind"))
         return false;
     return true;
-  case Kind::Gemm:
-    return need(operands == 13 && data == 2 &&
-                    op.data[0] == static_cast<int64_t>(Op::GemmType::BF16) &&
+  case Kind::Gemm: {
+    bool fp8 =
+        data == 2 && op.data[0] == static_cast<int64_t>(Op::GemmType::FP8);
+    bool bf16 =
+        data == 2 && op.data[0] == static_cast<int64_t>(Op::GemmType::BF16);
+    return need((bf16 || fp8) && operands == (fp8 ? 15u : 13u) &&
                     op.data[1] > 0,
-                "a gemm takes A, B, D, 10 sizes, a known type and the "
-                "offset of its fallback launch");
+                "a gemm takes A, B, D, (fp8: two scales,) 10 sizes, a known "
+                "type and the offset of its fallback launch");
+  }
   }
   return need(false, "unknown op kind");
 }
@@ -137,7 +141,8 @@ bool operandIsBuffer(const Op &op, size_t i) {
   case Kind::Copy:
     return true;
   case Kind::Gemm:
-    return i < 3;
+    return i <
+           (op.data[0] == static_cast<int64_t>(Op::GemmType::FP8) ? 5u : 3u);
   case Kind::View:
   case Kind::Load:
     return i == 0;
@@ -275,11 +280,13 @@ bool fitsStrided(int64_t batch, int64_t stride, int64_t rows, int64_t ld,
 }
 
 bool Interpreter::gemm(size_t at, const Op &op) {
+  bool fp8 = op.data[0] == static_cast<int64_t>(Op::GemmType::FP8);
+  size_t first = fp8 ? 5 : 3;
   const Value &a = values[op.operands[0]], &b = values[op.operands[1]],
               &d = values[op.operands[2]];
   int64_t s[10];
   for (int i = 0; i < 10; ++i) {
-    s[i] = values[op.operands[3 + i]].scalar;
+    s[i] = values[op.operands[first + i]].scalar;
     if (s[i] < 0)
       return fail(at, "a gemm with a negative size " + std::to_string(s[i]));
   }
@@ -288,19 +295,36 @@ bool Interpreter::gemm(size_t at, const Op &op) {
   call.m = s[0], call.n = s[1], call.k = s[2], call.lda = s[3], call.ldb = s[4],
   call.ldd = s[5], call.batch = s[6], call.strideA = s[7], call.strideB = s[8],
   call.strideD = s[9];
-  if (a.elementBytes != 2 || b.elementBytes != 2 || d.elementBytes != 2)
-    return fail(at, "a bf16 gemm over buffers of other elements");
+  int64_t inputBytes = fp8 ? 1 : 2;
+  if (a.elementBytes != inputBytes || b.elementBytes != inputBytes ||
+      d.elementBytes != 2)
+    return fail(at, std::string("a ") + (fp8 ? "fp8" : "bf16") +
+                        " gemm over buffers of other elements");
+  // fp8: B's rows and the scale tables are padded as the type says.
+  int64_t rowsB = fp8 ? (call.n + 3) / 4 * 4 : call.n;
+  std::string outside = "a gemm of " + std::to_string(call.batch) + " x " +
+                        std::to_string(call.n) + " x " +
+                        std::to_string(call.m) + " x " +
+                        std::to_string(call.k) + " reaches outside its buffers";
   if (!fitsStrided(call.batch, call.strideA, call.m, call.lda, call.k,
                    a.elements()) ||
-      !fitsStrided(call.batch, call.strideB, call.n, call.ldb, call.k,
+      !fitsStrided(call.batch, call.strideB, rowsB, call.ldb, call.k,
                    b.elements()) ||
       !fitsStrided(call.batch, call.strideD, call.n, call.ldd, call.m,
                    d.elements()))
-    return fail(at, "a gemm of " + std::to_string(call.batch) + " x " +
-                        std::to_string(call.n) + " x " +
-                        std::to_string(call.m) + " x " +
-                        std::to_string(call.k) +
-                        " reaches outside its buffers");
+    return fail(at, outside);
+  if (fp8) {
+    const Value &sa = values[op.operands[3]], &sb = values[op.operands[4]];
+    int64_t kBlocks = (call.k + 127) / 128;
+    int64_t aScales = (call.m + 127) / 128 * ((kBlocks + 3) / 4 * 4);
+    if (call.batch != 1 || call.lda != call.k || call.ldb != call.k ||
+        call.ldd != call.m)
+      return fail(at, "an fp8 gemm over strided or batched matrices");
+    if (sa.elementBytes != 4 || sb.elementBytes != 4 ||
+        sa.elements() < aScales || sb.elements() < kBlocks * rowsB)
+      return fail(at, outside);
+    call.aScale = sa.base, call.bScale = sb.base;
+  }
   call.a = a.base, call.b = b.base, call.d = d.base;
   bool done = false;
   std::string why;

@@ -70,17 +70,35 @@ struct CpuJit::Lowered {
 CpuJit::CpuJit() = default;
 CpuJit::~CpuJit() = default;
 
-/// Runs the CPU lowering, from v4a ops to the LLVM dialect, in place.
+/// The GPU's library GEMM calls, on the host: their fallback loops, which
+/// follow each call, do the work.
+static void dropLibraryCalls(ModuleOp module) {
+  module.walk([](func::CallOp call) {
+    if (call.getCallee().starts_with("v4a_gemm"))
+      call.erase();
+  });
+  for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+    if (func.isExternal() && func.getSymName().starts_with("v4a_gemm"))
+      func.erase();
+}
+
+/// Runs the CPU lowering, from v4a ops to the LLVM dialect, in place. The
+/// GPU's loop structure (tokenParallel) is the GPU's whole lowering, its
+/// library GEMMs' fallbacks included.
 static bool lowerToLLVMDialect(ModuleOp module, bool tokenParallel,
                                std::string &error) {
-  PassManager pm(module.getContext());
-  std::string pipeline = std::string("v4a-lower-to-cpu{token-parallel=") +
-                         (tokenParallel ? "1" : "0") + "}," + kLoweringPipeline;
-  if (failed(parsePassPipeline(pipeline, pm))) {
+  PassManager loops(module.getContext()), rest(module.getContext());
+  std::string lowering = std::string("v4a-lower-to-cpu{token-parallel=") +
+                         (tokenParallel ? "1 library-gemms=1" : "0") + "}";
+  if (failed(parsePassPipeline(lowering, loops)) ||
+      failed(parsePassPipeline(kLoweringPipeline, rest))) {
     error = "invalid CPU lowering pipeline";
     return false;
   }
-  return succeeded(pm.run(module));
+  if (failed(loops.run(module)))
+    return false;
+  dropLibraryCalls(module);
+  return succeeded(rest.run(module));
 }
 
 std::unique_ptr<MLIRContext> createKernelContext() {

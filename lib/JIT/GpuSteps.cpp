@@ -285,13 +285,17 @@ LogicalResult HostProgramBuilder::addLaunch(gpu::LaunchFuncOp launch) {
 /// A library GEMM: its fallback is the launch of the loops that followed
 /// the call.
 LogicalResult HostProgramBuilder::addGemm(func::CallOp call) {
-  if (call.getCallee() != "v4a_gemm_bf16" || call.getNumOperands() != 13)
+  bool fp8 = call.getCallee() == "v4a_gemm_fp8";
+  if (!(fp8 || call.getCallee() == "v4a_gemm_bf16") ||
+      call.getNumOperands() != (fp8 ? 15u : 13u))
     return call.emitError("v4a host program: an unknown library call");
   if (pendingGemm)
     return call.emitError("v4a host program: a gemm without its fallback");
   pendingGemm = program.ops.size();
   return add(call, Kind::Gemm, call.getOperands(),
-             {static_cast<int64_t>(step::HostOp::GemmType::BF16), 0});
+             {static_cast<int64_t>(fp8 ? step::HostOp::GemmType::FP8
+                                       : step::HostOp::GemmType::BF16),
+              0});
 }
 
 LogicalResult HostProgramBuilder::build(func::FuncOp func) {

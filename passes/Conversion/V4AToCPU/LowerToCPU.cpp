@@ -60,6 +60,9 @@ enum class FP8Mode {
   QuantizeInput,
   /// The weight is dequantized and the activation used as it is (wo_a).
   DequantizeWeight,
+  /// The activation was quantized before (quantizeRows): e4m3 bytes
+  /// xq[row, k] and f32 scales xs[blk, row] (the library GEMM's layout).
+  Prequantized,
 };
 
 /// Output rows one scalar projection step computes together: independent
@@ -80,27 +83,33 @@ void forRowGroups(LoopEmitter &e, Value count,
 /// Quantizes the activation x[row, inOffset + k], k < in, per 128-wide
 /// block: block `blk`'s ue8m0 scale goes to scales[scaleAt(blk)], its e4m3
 /// values to values[valueAt(k)].
+void quantizeBlock(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
+                   Value blk,
+                   const std::function<void(Value, Value)> &storeValue,
+                   const std::function<void(Value, Value)> &storeScale) {
+  Value c128 = e.index(128);
+  Value begin = e.mul(blk, c128);
+  Value end = e.min(in, e.add(begin, c128));
+  Value amax = e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
+                      [&](Value k, ValueRange a) -> SmallVector<Value> {
+                        Value v = e.load(x, {row, e.add(inOffset, k)});
+                        return {e.max(a[0], e.abs(v))};
+                      })[0];
+  Value s = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
+  storeScale(blk, s);
+  e.loop(begin, end, [&](Value k) {
+    storeValue(k, quantizeE4M3(e, e.load(x, {row, e.add(inOffset, k)}), s));
+  });
+}
+
 void quantizeActivation(LoopEmitter &e, Value x, Value row, Value inOffset,
-                        Value in, Value values,
-                        const std::function<Value(Value)> &valueAt,
-                        Value scales,
-                        const std::function<Value(Value)> &scaleAt) {
+                        Value in,
+                        const std::function<void(Value, Value)> &storeValue,
+                        const std::function<void(Value, Value)> &storeScale) {
   Value zero = e.index(0), c128 = e.index(128);
   Value blocks = e.div(e.add(in, e.index(127)), c128);
   e.loop(zero, blocks, [&](Value blk) {
-    Value begin = e.mul(blk, c128);
-    Value end = e.min(in, e.add(begin, c128));
-    Value amax = e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
-                        [&](Value k, ValueRange a) -> SmallVector<Value> {
-                          Value v = e.load(x, {row, e.add(inOffset, k)});
-                          return {e.max(a[0], e.abs(v))};
-                        })[0];
-    Value s = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
-    e.store(s, scales, {scaleAt(blk)});
-    e.loop(begin, end, [&](Value k) {
-      e.store(quantizeE4M3(e, e.load(x, {row, e.add(inOffset, k)}), s), values,
-              {valueAt(k)});
-    });
+    quantizeBlock(e, x, row, inOffset, in, blk, storeValue, storeScale);
   });
 }
 
@@ -111,7 +120,7 @@ void quantizeActivation(LoopEmitter &e, Value x, Value row, Value inOffset,
 void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
              Value w, Value scale, Value rowBegin, Value count, Value out,
              Value outRow, Value outOffset,
-             FP8Mode mode = FP8Mode::QuantizeInput) {
+             FP8Mode mode = FP8Mode::QuantizeInput, Value xs = Value()) {
   Value zero = e.index(0), c128 = e.index(128);
   auto store = [&](Value n0, ValueRange sums) {
     for (auto [r, sum] : llvm::enumerate(sums))
@@ -142,9 +151,22 @@ void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
     return;
   }
   Value blocks = e.div(e.add(in, e.index(127)), c128);
-  Value xq = e.scratch(in), xs = e.scratch(blocks);
-  auto same = [](Value i) { return i; };
-  quantizeActivation(e, x, row, inOffset, in, xq, same, xs, same);
+  // The token's quantized activation: its own scratch, or x and xs given.
+  std::function<Value(Value)> valueAt, scaleAt;
+  if (mode == FP8Mode::Prequantized) {
+    valueAt = [&](Value k) {
+      return e.fromE4M3Bits(memref::LoadOp::create(
+          e.builder(), e.location(), x, ValueRange{row, e.add(inOffset, k)}));
+    };
+    scaleAt = [&](Value blk) { return e.load(xs, {blk, row}); };
+  } else {
+    Value xq = e.scratch(in), xsRow = e.scratch(blocks);
+    quantizeActivation(
+        e, x, row, inOffset, in, [&](Value k, Value q) { e.store(q, xq, {k}); },
+        [&](Value blk, Value s) { e.store(s, xsRow, {blk}); });
+    valueAt = [&e, xq](Value k) { return e.load(xq, {k}); };
+    scaleAt = [&e, xsRow](Value blk) { return e.load(xsRow, {blk}); };
+  }
   forRowGroups(e, count, [&](Value n0, int64_t rows) {
     SmallVector<Value> init(rows, e.f32(0.0));
     store(n0,
@@ -155,7 +177,7 @@ void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
                    SmallVector<Value> partials = e.loop(
                        begin, end, init,
                        [&](Value k, ValueRange p) -> SmallVector<Value> {
-                         Value xv = e.load(xq, {k});
+                         Value xv = valueAt(k);
                          SmallVector<Value> next;
                          for (int64_t r = 0; r < rows; ++r)
                            next.push_back(e.add(
@@ -163,7 +185,7 @@ void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
                                e.mul(xv, e.load(w, {weightRow(n0, r), k}))));
                          return next;
                        });
-                   Value xScale = e.load(xs, {blk});
+                   Value xScale = scaleAt(blk);
                    SmallVector<Value> next;
                    for (int64_t r = 0; r < rows; ++r) {
                      Value scaleRow = e.div(weightRow(n0, r), c128);
@@ -196,7 +218,10 @@ void transposeLanes(LoopEmitter &e, Value x, Value t0, Value inOffset, Value in,
       });
       return;
     }
-    quantizeActivation(e, x, row, inOffset, in, xT, at, xsT, at);
+    quantizeActivation(
+        e, x, row, inOffset, in,
+        [&](Value k, Value q) { e.store(q, xT, {at(k)}); },
+        [&](Value blk, Value s) { e.store(s, xsT, {at(blk)}); });
   });
 }
 
@@ -289,15 +314,18 @@ constexpr int64_t kTileRows = 128 * kRows;
 void projectEachToken(LoopEmitter &e, Value x, Value inOffset, Value in,
                       Value w, Value scale, Value rowBegin, Value count,
                       Value out, Value outOffset,
-                      FP8Mode mode = FP8Mode::QuantizeInput) {
+                      FP8Mode mode = FP8Mode::QuantizeInput,
+                      Value xs = Value(), Value tokens = Value()) {
   Value tile = e.index(kTileRows);
   Value tiles = e.div(e.add(count, e.index(kTileRows - 1)), tile);
   // Tokens and tiles of output rows in parallel: a token's rows are
   // independent sums, each in the same order as `project` over all of them.
-  e.parallelLoop(e.dim(x, 0), tiles, [&](Value t, Value i) {
+  // A prequantized x has rows past the tokens (padding).
+  e.parallelLoop(tokens ? tokens : e.dim(x, 0), tiles, [&](Value t, Value i) {
     Value n0 = e.mul(i, tile);
     project(e, x, t, inOffset, in, w, scale, e.add(rowBegin, n0),
-            e.min(tile, e.sub(count, n0)), out, t, e.add(outOffset, n0), mode);
+            e.min(tile, e.sub(count, n0)), out, t, e.add(outOffset, n0), mode,
+            xs);
   });
 }
 
@@ -326,22 +354,37 @@ template <typename OpTy> struct V4APattern : public OpRewritePattern<OpTy> {
 /// The library GEMM a host program hands bf16 products to (the runtime's
 /// Gemm op; see core/StepSignature.h for the operands).
 constexpr const char *kGemmBF16 = "v4a_gemm_bf16";
+/// The fp8 one: A e4m3 with f32 scales per 128x128 block, B quantized per
+/// 1x128 block (e4m3 bytes, f32 scales [K blocks, rows]), D bf16.
+constexpr const char *kGemmFP8 = "v4a_gemm_fp8";
 
-FunctionType gemmType(MLIRContext *context) {
-  Type matrix = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                                BFloat16Type::get(context));
-  SmallVector<Type> inputs(3, matrix);
-  inputs.append(10, IndexType::get(context));
-  return FunctionType::get(context, inputs, {});
+MemRefType matrixOf(Type element) {
+  return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, element);
 }
 
-void declareGemm(ModuleOp module) {
-  if (module.lookupSymbol(kGemmBF16))
-    return;
+SmallVector<Type> gemmOperands(MLIRContext *context, bool fp8) {
+  Builder b(context);
+  SmallVector<Type> inputs;
+  if (fp8)
+    inputs = {matrixOf(b.getType<Float8E4M3FNType>()), matrixOf(b.getI8Type()),
+              matrixOf(b.getBF16Type()), matrixOf(b.getF32Type()),
+              matrixOf(b.getF32Type())};
+  else
+    inputs.assign(3, matrixOf(b.getBF16Type()));
+  inputs.append(10, b.getIndexType());
+  return inputs;
+}
+
+void declareGemms(ModuleOp module) {
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  auto decl = func::FuncOp::create(b, module.getLoc(), kGemmBF16,
-                                   gemmType(module.getContext()));
-  decl.setPrivate();
+  for (bool fp8 : {false, true}) {
+    const char *name = fp8 ? kGemmFP8 : kGemmBF16;
+    if (module.lookupSymbol(name))
+      continue;
+    auto type = FunctionType::get(module.getContext(),
+                                  gemmOperands(module.getContext(), fp8), {});
+    func::FuncOp::create(b, module.getLoc(), name, type).setPrivate();
+  }
 }
 
 bool isBF16(Value value) {
@@ -352,18 +395,67 @@ struct GemmShape {
   Value m, n, k, lda, ldb, ldd, batch, strideA, strideB, strideD;
 };
 
-/// D = B . A^T (row-major, per batch) as a call of the library GEMM.
-void callGemm(LoopEmitter &e, Value a, Value b, Value d, const GemmShape &s) {
+/// D = B . A^T (row-major, per batch) as a call of the library GEMM; fp8
+/// products also take the scales of A and B.
+void callGemm(LoopEmitter &e, ValueRange buffers, const GemmShape &s) {
   OpBuilder &builder = e.builder();
   Location loc = e.location();
-  auto matrix = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                                builder.getBF16Type());
+  bool fp8 = buffers.size() == 5;
+  SmallVector<Type> types = gemmOperands(builder.getContext(), fp8);
   SmallVector<Value> operands;
-  for (Value buffer : {a, b, d})
-    operands.push_back(memref::CastOp::create(builder, loc, matrix, buffer));
+  for (auto [buffer, type] : llvm::zip(buffers, types))
+    operands.push_back(memref::CastOp::create(builder, loc, type, buffer));
   operands.append({s.m, s.n, s.k, s.lda, s.ldb, s.ldd, s.batch, s.strideA,
                    s.strideB, s.strideD});
-  func::CallOp::create(builder, loc, kGemmBF16, TypeRange(), operands);
+  func::CallOp::create(builder, loc, fp8 ? kGemmFP8 : kGemmBF16, TypeRange(),
+                       operands);
+}
+
+Value ceilTo(LoopEmitter &e, Value value, int64_t multiple) {
+  Value m = e.index(multiple);
+  return e.mul(e.div(e.add(value, e.index(multiple - 1)), m), m);
+}
+
+/// An fp8 projection on the library: the activation quantized per 1x128
+/// block into e4m3 bytes [T rounded up to 4, in] and f32 scales [in / 128,
+/// T rounded up to 4] (a thread per token and block), the weight's ue8m0
+/// scales widened to f32 [out / 128, in / 128 rounded up to 4], the call,
+/// then the fallback over the same quantized activation. Padding stays
+/// zero: temporaries start zeroed.
+void projectFP8OnLibrary(LoopEmitter &e, Value x, Value w, Value scale,
+                         Value out, Value tokens, Value in, Value outWidth) {
+  MLIRContext *context = e.builder().getContext();
+  Value zero = e.index(0), one = e.index(1);
+  Value blocks = e.div(e.add(in, e.index(127)), e.index(128));
+  Value rowBlocks = e.div(e.add(outWidth, e.index(127)), e.index(128));
+  auto dyn = ShapedType::kDynamic;
+  Value xq =
+      e.alloc(RankedTensorType::get({dyn, dyn}, IntegerType::get(context, 8)),
+              {ceilTo(e, tokens, 4), in});
+  Value xs =
+      e.alloc(RankedTensorType::get({dyn, dyn}, Float32Type::get(context)),
+              {blocks, ceilTo(e, tokens, 4)});
+  Value ws =
+      e.alloc(RankedTensorType::get({dyn, dyn}, Float32Type::get(context)),
+              {rowBlocks, ceilTo(e, blocks, 4)});
+  e.parallelLoop(tokens, blocks, [&](Value t, Value blk) {
+    quantizeBlock(
+        e, x, t, zero, in, blk,
+        [&](Value k, Value q) {
+          memref::StoreOp::create(e.builder(), e.location(), e.toE4M3Bits(q),
+                                  xq, ValueRange{t, k});
+        },
+        [&](Value b, Value s) {
+          e.store(s, xs, {b, t});
+        });
+  });
+  e.parallelLoop(rowBlocks, blocks, [&](Value mb, Value kb) {
+    e.store(e.load(scale, {mb, kb}), ws, {mb, kb});
+  });
+  callGemm(e, {w, xq, out, ws, xs},
+           {outWidth, tokens, in, in, in, outWidth, one, zero, zero, zero});
+  projectEachToken(e, xq, zero, in, w, scale, zero, outWidth, out, zero,
+                   FP8Mode::Prequantized, xs, tokens);
 }
 
 struct LowerLinear : public V4APattern<LinearOp> {
@@ -377,8 +469,15 @@ struct LowerLinear : public V4APattern<LinearOp> {
     auto type = cast<RankedTensorType>(op.getType());
     Value out = e.allocShaped(type, {tokens, outWidth});
     Value zero = e.index(0), one = e.index(1);
+    bool fp8 = scale && isa<Float8E4M3FNType>(
+                            cast<ShapedType>(w.getType()).getElementType());
+    if (libraryGemms && fp8 && isBF16(x) && isBF16(out)) {
+      projectFP8OnLibrary(e, x, w, scale, out, tokens, in, outWidth);
+      rewriter.replaceOp(op, e.tensor(out, type));
+      return success();
+    }
     if (libraryGemms && !scale && isBF16(x) && isBF16(w) && isBF16(out))
-      callGemm(e, w, x, out,
+      callGemm(e, {w, x, out},
                {outWidth, tokens, in, in, in, outWidth, one, zero, zero, zero});
     if (tokenParallel)
       projectEachToken(e, x, zero, in, w, scale, zero, outWidth, out, zero);
@@ -429,7 +528,7 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     Value outWidth = e.dim(woB, 0);
     Value out = e.allocShaped(type, {tokens, outWidth});
     if (library)
-      callGemm(e, woA, flat, mid,
+      callGemm(e, {woA, flat, mid},
                {lora, tokens, groupWidth, groupWidth, width, loraRows, groups,
                 e.mul(lora, groupWidth), groupWidth, lora});
     if (tokenParallel) {
@@ -439,11 +538,15 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
                 FP8Mode::DequantizeWeight);
       });
       if (library)
-        callGemm(e, woB, mid, out,
+        callGemm(e, {woB, mid, out},
                  {outWidth, tokens, loraRows, loraRows, loraRows, outWidth, one,
                   zero, zero, zero});
-      projectEachToken(e, mid, zero, loraRows, woB, scaleB, zero, outWidth, out,
-                       zero);
+      if (libraryGemms && scaleB)
+        projectFP8OnLibrary(e, mid, woB, scaleB, out, tokens, loraRows,
+                            outWidth);
+      else
+        projectEachToken(e, mid, zero, loraRows, woB, scaleB, zero, outWidth,
+                         out, zero);
     } else {
       e.loop(zero, groups, [&](Value g) {
         projectTokens(e, flat, e.mul(g, groupWidth), groupWidth, woA, scaleA,
@@ -1750,7 +1853,7 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
   void runOnOperation() override {
     inlineFusedRegions(getOperation());
     if (libraryGemms)
-      declareGemm(getOperation());
+      declareGemms(getOperation());
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeProjectIndexKeys, LowerLinear, LowerGroupedOutput,
                  LowerRMSNorm, LowerRoPE, LowerActQuant, LowerHadamard,
