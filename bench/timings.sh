@@ -13,7 +13,7 @@
 # Lines go to $OUT/timings.jsonl (or build/gpu/); `report` writes
 # timings.json, timings.png and a table. WEIGHTS, LAYERS and SHAPES
 # ("batch context tokens" triples, comma-separated) narrow the v4a part;
-# COMPILE_BATCHES the torch.compile part.
+# COMPILE_BATCHES and COMPILE_PREFILL (0: none) the torch.compile part.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dir=build/gpu
@@ -61,7 +61,7 @@ has eager && timeout 300 python3 bench/torch_attention.py $config --layers 0,2,3
   --batches 32,128 --context $context --prefill 8192 | tee -a "$lines"
 has compile && timeout 400 python3 bench/torch_attention.py $config --compile \
   --layers 0,2,3 --batches "${COMPILE_BATCHES:-32,128}" --context $context \
-  --prefill 8192 |
+  --prefill "${COMPILE_PREFILL:-8192}" |
   tee -a "$lines"
 has report && python3 bench/timings_report.py "$lines" $config \
   "$out/timings.json" "$out/timings.png"
