@@ -446,8 +446,7 @@ bool readFunctions(Reader &r, std::vector<step::Function> &functions) {
       step::HostOp op;
       int64_t kind = 0, result = 0, operands = 0, data = 0;
       if (!r.line("op", 4) ||
-          !r.integer(kind, 0,
-                     static_cast<int64_t>(step::HostOp::Kind::Gemm)) ||
+          !r.integer(kind, 0, static_cast<int64_t>(step::HostOp::Kind::Gemm)) ||
           !r.integer(result, -1, values - 1) || !r.integer(operands, 0, 4096))
         return false;
       op.kind = static_cast<step::HostOp::Kind>(kind);
@@ -572,6 +571,8 @@ std::string serialize(const Package &p) {
       {"functions", functionsSection(p.functions)},
       {"schedule", schedule.text},
       {"ptx", p.ptx}};
+  if (!p.cubin.empty())
+    sections.push_back({"cubin", p.cubin});
   std::string out(kMagic, sizeof(kMagic));
   putU32(out, p.formatVersion);
   putU32(out, static_cast<uint32_t>(sections.size()));
@@ -675,6 +676,7 @@ std::optional<Package> parse(const std::string &bytes,
                     layers))
     return std::nullopt;
   p.ptx = sections["ptx"];
+  p.cubin = sections["cubin"];
   return p;
 }
 

@@ -38,7 +38,7 @@ constexpr uint64_t kMaxPackageBytes = uint64_t(1) << 30;
 struct Package {
   uint32_t formatVersion = kFormatVersion;
   std::string compilerVersion = kCompilerVersion;
-  /// "sm_90a" (kernels in `ptx`).
+  /// "sm_90a" (kernels in `ptx`, and in `cubin` for exactly that chip).
   std::string target;
   /// FNV-1a 64 of the configuration text, 16 hex digits.
   std::string configHash;
@@ -51,6 +51,9 @@ struct Package {
   /// The calls of one step, in order.
   std::vector<step::Call> calls;
   std::string ptx;
+  /// The kernels assembled for `target` (ptxas), or empty: the driver then
+  /// compiles the PTX when it loads it. An optional section.
+  std::string cubin;
 };
 
 /// FNV-1a 64 of `text` as 16 hex digits.

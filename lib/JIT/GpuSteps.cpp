@@ -23,6 +23,9 @@
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
@@ -396,6 +399,48 @@ void copyGlobalsIntoKernels(ModuleOp module) {
     });
 }
 
+/// The PTX assembled for `chip` by the toolkit's ptxas; empty (no error)
+/// without ptxas.
+std::optional<std::string> assemble(const std::string &ptx,
+                                    const std::string &chip,
+                                    const std::string &toolkit,
+                                    std::string &error) {
+  std::string ptxas = toolkit + "/bin/ptxas";
+  if (!llvm::sys::fs::can_execute(ptxas))
+    return std::string();
+  llvm::SmallString<128> input, output;
+  if (llvm::sys::fs::createTemporaryFile("v4a-kernels", "ptx", input) ||
+      llvm::sys::fs::createTemporaryFile("v4a-kernels", "cubin", output)) {
+    error = "cannot create temporary files for ptxas";
+    return std::nullopt;
+  }
+  llvm::FileRemover removeInput(input), removeOutput(output);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(input, ec);
+    os << ptx;
+    if (ec) {
+      error = "cannot write " + input.str().str() + ": " + ec.message();
+      return std::nullopt;
+    }
+  }
+  std::string message;
+  llvm::SmallVector<llvm::StringRef> args = {ptxas, "-arch", chip,
+                                             "-o",  output,  input};
+  if (llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, {}, 0, 0,
+                                &message) != 0) {
+    error = "ptxas cannot assemble the kernels" +
+            (message.empty() ? std::string() : ": " + message);
+    return std::nullopt;
+  }
+  auto cubin = llvm::MemoryBuffer::getFile(output);
+  if (!cubin) {
+    error = "ptxas wrote no " + output.str().str();
+    return std::nullopt;
+  }
+  return (*cubin)->getBuffer().str();
+}
+
 std::string firstDiagnostic(const std::string &messages) {
   return messages.empty() ? std::string("pipeline failed") : messages;
 }
@@ -464,6 +509,10 @@ std::optional<GpuSteps> compileGpuSteps(ModuleOp module,
         steps.ptx.substr(external, steps.ptx.find('\n', external) - external);
     return std::nullopt;
   }
+  std::optional<std::string> cubin = assemble(steps.ptx, chip, *toolkit, error);
+  if (!cubin)
+    return std::nullopt;
+  steps.cubin = std::move(*cubin);
   return steps;
 }
 

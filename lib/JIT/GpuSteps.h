@@ -27,6 +27,9 @@ namespace v4a::jit {
 struct GpuSteps {
   /// One PTX module holding every kernel.
   std::string ptx;
+  /// The same assembled for the chip by the toolkit's ptxas, or empty
+  /// when the toolkit has none.
+  std::string cubin;
   /// The functions in the order asked for, each with its host program.
   std::vector<step::Function> functions;
 };

@@ -71,6 +71,20 @@ TEST(Package, RoundTripsByteForByte) {
   EXPECT_NE(bytes.find("kernels 4_0_1_4 0"), std::string::npos);
 }
 
+TEST(Package, ACubinIsAnOptionalSection) {
+  pkg::Package package = samplePackage();
+  EXPECT_EQ(pkg::serialize(package).find("cubin"), std::string::npos);
+  package.cubin = std::string("\x7f"
+                              "ELF\0\1\2",
+                              7);
+  std::string bytes = pkg::serialize(package), error;
+  std::optional<pkg::Package> parsed = pkg::parse(bytes, "sm_90a", error);
+  ASSERT_TRUE(parsed) << error;
+  EXPECT_EQ(parsed->cubin, package.cubin);
+  EXPECT_EQ(parsed->ptx, package.ptx);
+  EXPECT_EQ(pkg::serialize(*parsed), bytes);
+}
+
 TEST(Package, AnotherFormatVersionIsRefusedNamingBoth) {
   std::string bytes = pkg::serialize(samplePackage());
   bytes[8] = 7;

@@ -145,6 +145,7 @@ static std::optional<std::string> buildPackage(mlir::ModuleOp module,
     return std::nullopt;
   package.functions = std::move(steps->functions);
   package.ptx = std::move(steps->ptx);
+  package.cubin = std::move(steps->cubin);
   return v4a::pkg::serialize(package);
 }
 

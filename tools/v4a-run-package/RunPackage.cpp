@@ -387,11 +387,21 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
   std::unique_ptr<rt::CudaBackend> backend = rt::CudaBackend::create(0, error);
   if (!backend)
     return fail(error);
-  if (!backend->loadKernels(package->ptx, error))
+  // The cubin runs on its chip alone (sm_90a: compute capability 9.0);
+  // elsewhere the driver compiles the PTX.
+  bool cubin = !package->cubin.empty() && backend->computeCapability() == 90;
+  if (cubin && !backend->loadKernels(package->cubin, error)) {
+    std::fprintf(stderr, "%s: warning: %s; using the PTX\n", tool.c_str(),
+                 error.c_str());
+    cubin = false;
+  }
+  if (!cubin && !backend->loadKernels(package->ptx, error))
     return fail(error);
-  std::printf("%s: %s, %zu step functions, %zu calls per step\n", tool.c_str(),
-              backend->deviceName().c_str(), package->functions.size(),
-              package->calls.size());
+  std::printf("%s: %s, %zu step functions, %zu calls per step, kernels from "
+              "%s\n",
+              tool.c_str(), backend->deviceName().c_str(),
+              package->functions.size(), package->calls.size(),
+              cubin ? "the cubin" : "the PTX");
   rt::StepProgram program{package->functions, package->calls};
   program.calls = rt::callsOfLayers(program, *selected);
   std::unique_ptr<rt::Model> model =
