@@ -81,12 +81,12 @@ def main():
                                    r["tokens"], fp8)
         seconds = r["median_ms"] / 1e3
         r.update(ratio=ratio, bytes=nbytes, flop=flop,
-                 tb_per_s=round(nbytes / seconds / 1e12, 4),
-                 tflop_per_s=round(flop / seconds / 1e12, 3))
+                 tb_per_s=round(nbytes / seconds / 1e12, 6),
+                 tflop_per_s=round(flop / seconds / 1e12, 4))
         if copy:
-            r["of_copy"] = round(r["tb_per_s"] / copy, 4)
+            r["of_copy"] = round(r["tb_per_s"] / copy, 6)
         if gemm:
-            r["of_gemm"] = round(r["tflop_per_s"] / gemm, 4)
+            r["of_gemm"] = round(r["tflop_per_s"] / gemm, 6)
         rows.append(r)
     json.dump({"ceilings": ceilings, "results": rows}, open(out_json, "w"), indent=1)
 
@@ -103,15 +103,17 @@ def main():
         cells = []
         for impl in impls:
             hit = [r for r in rows if case(r) == c and r["impl"] == impl]
-            cells.append(f"{hit[0]['median_ms']:.3f} ms, {hit[0]['tb_per_s']:.2f} TB/s, "
-                         f"{hit[0]['tflop_per_s']:.1f} TFLOP/s" if hit else "-")
+            cells.append(f"{hit[0]['median_ms']:.3g} ms, {hit[0]['tb_per_s']:.2g} TB/s, "
+                         f"{hit[0]['tflop_per_s']:.2g} TFLOP/s" if hit else "-")
         print(f"| {c} | {' | '.join(cells)} |")
+    title = (f"One V4-Flash attention layer on the H200 (copy {copy} TB/s, "
+             f"bf16 GEMM {gemm} TFLOP/s): ms per step, median, log scale")
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("no matplotlib: no chart")
+        write_svg_chart(rows, cases, impls, case, title, out_png)
         return
     fig, ax = plt.subplots(figsize=(12, 5))
     width = 0.8 / max(len(impls), 1)
@@ -127,11 +129,66 @@ def main():
     ax.set_xticklabels(cases, rotation=20, ha="right")
     ax.set_yscale("log")
     ax.set_ylabel("ms per step (median, log scale)")
-    ax.set_title(f"One V4-Flash attention layer on the H200 (copy {copy} TB/s, "
-                 f"bf16 GEMM {gemm} TFLOP/s)")
+    ax.set_title(title)
     ax.legend()
     fig.tight_layout()
     fig.savefig(out_png, dpi=120)
+
+
+def write_svg_chart(rows, cases, impls, case, title, out_png):
+    """The same chart without matplotlib: an SVG, turned into the PNG by
+    rsvg-convert (librsvg2-bin) where it is installed."""
+    import math
+    import shutil
+    import subprocess
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
+    width, height, left, bottom, top = 1500, 560, 80, 100, 60
+    plot_w, plot_h = width - left - 330, height - bottom - top
+    values = [r["median_ms"] for r in rows]
+    lo = 10 ** math.floor(math.log10(min(values)))
+    hi = 10 ** math.ceil(math.log10(max(values)))
+    def y(v):
+        return top + plot_h * (1 - (math.log10(v) - math.log10(lo)) /
+                               (math.log10(hi) - math.log10(lo)))
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
+           f'height="{height}" font-family="sans-serif" font-size="13">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{left}" y="30" font-size="16">{title}</text>']
+    decade = lo
+    while decade <= hi:
+        out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(decade):.1f}" '
+                   f'y2="{y(decade):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 8}" y="{y(decade) + 4:.1f}" '
+                   f'text-anchor="end">{decade:g} ms</text>')
+        decade *= 10
+    group = plot_w / max(len(cases), 1)
+    bar = group * 0.8 / max(len(impls), 1)
+    for i, c in enumerate(cases):
+        for k, impl in enumerate(impls):
+            hit = [r for r in rows if case(r) == c and r["impl"] == impl]
+            if not hit:
+                continue
+            x = left + i * group + group * 0.1 + k * bar
+            top_y = y(hit[0]["median_ms"])
+            out.append(f'<rect x="{x:.1f}" y="{top_y:.1f}" width="{bar:.1f}" '
+                       f'height="{top + plot_h - top_y:.1f}" '
+                       f'fill="{colors[k % len(colors)]}"/>')
+        cx = left + i * group + group / 2
+        out.append(f'<text transform="translate({cx:.1f},{top + plot_h + 14}) '
+                   f'rotate(30)">{c}</text>')
+    for k, impl in enumerate(impls):
+        ly = top + 20 * k
+        out.append(f'<rect x="{left + plot_w + 20}" y="{ly}" width="14" '
+                   f'height="14" fill="{colors[k % len(colors)]}"/>')
+        out.append(f'<text x="{left + plot_w + 40}" y="{ly + 12}">{impl}</text>')
+    out.append("</svg>")
+    svg = out_png[:-4] + ".svg" if out_png.endswith(".png") else out_png + ".svg"
+    with open(svg, "w") as f:
+        f.write("\n".join(out) + "\n")
+    if shutil.which("rsvg-convert"):
+        subprocess.run(["rsvg-convert", "-o", out_png, svg], check=False)
+    else:
+        print(f"no matplotlib or rsvg-convert: the chart is {svg}")
 
 
 if __name__ == "__main__":
