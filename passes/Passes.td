@@ -118,7 +118,12 @@ def LowerToCPU : Pass<"v4a-lower-to-cpu", "::mlir::ModuleOp"> {
     (and the grouped output's wo_a, as a strided batch, and wo_b) is also a
     call of `@v4a_gemm_bf16` (D = B . A^T with sizes, leading dimensions,
     batch and batch strides) placed right before the loops that compute the
-    same; the runtime runs one or the other.
+    same; the runtime runs one or the other. With `library-fp8-gemms`, fp8
+    projections (and the grouped output's fp8 wo_b) too: a kernel quantizes
+    the activation per 1x128 block into e4m3 bytes and f32 scales in the
+    library's layout, another widens the weight's ue8m0 block scales to f32,
+    then `@v4a_gemm_fp8` and the fallback over the same quantized
+    activation.
   }];
   let options = [
     Option<"tokenParallel", "token-parallel", "bool", "false",
@@ -127,6 +132,10 @@ def LowerToCPU : Pass<"v4a-lower-to-cpu", "::mlir::ModuleOp"> {
            "Also hand bf16 projections to a GEMM library call "
            "(func.call @v4a_gemm_bf16) right before their loops, which stay "
            "as the fallback">,
+    Option<"libraryFP8Gemms", "library-fp8-gemms", "bool", "false",
+           "Also hand fp8 projections to the library (func.call "
+           "@v4a_gemm_fp8), their activation quantized by a kernel of its "
+           "own into the library's layout">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

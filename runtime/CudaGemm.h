@@ -29,8 +29,7 @@ public:
   ~CudaGemm();
 
   /// Queues `call` and sets `done`, or leaves `done` false when the
-  /// library has no algorithm for the shape, and for fp8 products unless
-  /// V4A_GEMM_FP8=1 (their accuracy falls short on the H200).
+  /// library has no algorithm for the shape.
   bool run(const GemmCall &call, bool &done, std::string &error);
 
   /// The workspace the products get.

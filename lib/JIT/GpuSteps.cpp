@@ -39,12 +39,15 @@ namespace {
 
 /// Step functions to loops over buffers, their loop nests to launches of
 /// kernels in `gpu.module @v4a_gpu`.
-constexpr const char *kKernelPipeline =
-    "v4a-lower-to-cpu{token-parallel=1 library-gemms=1},inline,symbol-dce,"
-    "canonicalize,"
-    "convert-elementwise-to-linalg,one-shot-bufferize,"
-    "convert-linalg-to-parallel-loops,lower-affine,canonicalize,"
-    "v4a-map-loops-to-gpu,gpu-kernel-outlining,cse";
+std::string kernelPipeline(bool fp8Library) {
+  return std::string("v4a-lower-to-cpu{token-parallel=1 library-gemms=1 "
+                     "library-fp8-gemms=") +
+         (fp8Library ? "1" : "0") +
+         "},inline,symbol-dce,canonicalize,"
+         "convert-elementwise-to-linalg,one-shot-bufferize,"
+         "convert-linalg-to-parallel-loops,lower-affine,canonicalize,"
+         "v4a-map-loops-to-gpu,gpu-kernel-outlining,cse";
+}
 
 /// The CUDA toolkit whose libdevice (math functions) the kernels link:
 /// $CUDA_HOME, $CUDA_PATH, or /usr/local/cuda.
@@ -447,11 +450,10 @@ std::string firstDiagnostic(const std::string &messages) {
 
 } // namespace
 
-std::optional<GpuSteps> compileGpuSteps(ModuleOp module,
-                                        const std::vector<std::string> &names,
-                                        const std::string &chip,
-                                        std::string &error,
-                                        std::string *kernelIR) {
+std::optional<GpuSteps>
+compileGpuSteps(ModuleOp module, const std::vector<std::string> &names,
+                const std::string &chip, std::string &error,
+                std::string *kernelIR, bool fp8Library) {
   MLIRContext *context = module.getContext();
   registerOnce(context);
   std::string messages;
@@ -464,7 +466,7 @@ std::optional<GpuSteps> compileGpuSteps(ModuleOp module,
   if (failed(prepareEntries(module, names, steps.functions, error)))
     return std::nullopt;
   PassManager kernels(context);
-  if (failed(parsePassPipeline(kKernelPipeline, kernels)) ||
+  if (failed(parsePassPipeline(kernelPipeline(fp8Library), kernels)) ||
       failed(kernels.run(module))) {
     error = "cannot map the step functions to GPU kernels: " +
             firstDiagnostic(messages);

@@ -36,12 +36,12 @@ struct GpuSteps {
 
 /// Compiles the functions `names` of `module` (lowered in place) for `chip`.
 /// With `kernelIR`, stops after outlining and prints the module there (no
-/// PTX).
-std::optional<GpuSteps> compileGpuSteps(mlir::ModuleOp module,
-                                        const std::vector<std::string> &names,
-                                        const std::string &chip,
-                                        std::string &error,
-                                        std::string *kernelIR = nullptr);
+/// PTX). bf16 projections are library GEMMs with generated fallbacks; fp8
+/// ones too with `fp8Library` (measured less accurate on the H200).
+std::optional<GpuSteps>
+compileGpuSteps(mlir::ModuleOp module, const std::vector<std::string> &names,
+                const std::string &chip, std::string &error,
+                std::string *kernelIR = nullptr, bool fp8Library = false);
 
 } // namespace v4a::jit
 

@@ -1,4 +1,5 @@
 // RUN: v4a-opt %s -split-input-file -v4a-lower-to-cpu="token-parallel=1 library-gemms=1" | FileCheck %s
+// RUN: v4a-opt %s -split-input-file -v4a-lower-to-cpu="token-parallel=1 library-fp8-gemms=1" | FileCheck %s --check-prefix=FP8
 
 // A bf16 projection is also a library GEMM: D[T, 128] = x[T, 256] . w^T,
 // called right before the loops that stay as its fallback.
@@ -20,7 +21,24 @@ func.func @linear_bf16(%x: tensor<?x256xbf16>, %w: tensor<128x256xbf16>) -> tens
 
 // -----
 
-// fp8 weights and f32 outputs stay on the generated loops.
+// fp8 weights and f32 outputs stay on the generated loops; with
+// library-fp8-gemms an fp8 projection quantizes its activation in a loop of
+// its own (e4m3 bytes [T rounded up to 4, 256], f32 scales [2, T rounded up
+// to 4]), widens the weight scales ([1, 4]), calls the library and falls
+// back to loops over the tokens (not the padded rows).
+// FP8-LABEL: func.func @linear_fp8
+// FP8: %[[T:.*]] = memref.dim
+// FP8: %[[XQ:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x?xi8>
+// FP8: %[[XS:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x?xf32>
+// FP8: %[[WS:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x?xf32>
+// FP8: scf.parallel
+// FP8: memref.store %{{.*}}, %[[XQ]]
+// FP8: scf.parallel
+// FP8: memref.store %{{.*}}, %[[WS]]
+// FP8: call @v4a_gemm_fp8(%{{.*}}, %[[XQ]], %{{.*}}, %[[WS]], %[[XS]], %{{.*}}, %[[T]],
+// FP8-NEXT: scf.parallel (%{{.*}}, %{{.*}}) = (%{{.*}}, %{{.*}}) to (%[[T]], %{{.*}})
+// FP8-LABEL: func.func @linear_f32
+// FP8-NOT: call @v4a_gemm
 // CHECK-LABEL: func.func @linear_fp8
 // CHECK-NOT: call @v4a_gemm_bf16
 // CHECK-LABEL: func.func @linear_f32

@@ -314,8 +314,8 @@ constexpr int64_t kTileRows = 128 * kRows;
 void projectEachToken(LoopEmitter &e, Value x, Value inOffset, Value in,
                       Value w, Value scale, Value rowBegin, Value count,
                       Value out, Value outOffset,
-                      FP8Mode mode = FP8Mode::QuantizeInput,
-                      Value xs = Value(), Value tokens = Value()) {
+                      FP8Mode mode = FP8Mode::QuantizeInput, Value xs = Value(),
+                      Value tokens = Value()) {
   Value tile = e.index(kTileRows);
   Value tiles = e.div(e.add(count, e.index(kTileRows - 1)), tile);
   // Tokens and tiles of output rows in parallel: a token's rows are
@@ -342,13 +342,14 @@ void tokenLoop(LoopEmitter &e, bool parallel, Value lower, Value upper,
 /// scratch, no vector lanes across tokens: the layout GPU kernels take) or
 /// in turn with vectorized inner loops (the CPU's).
 template <typename OpTy> struct V4APattern : public OpRewritePattern<OpTy> {
-  V4APattern(MLIRContext *context, bool tokenParallel, bool libraryGemms)
+  V4APattern(MLIRContext *context, bool tokenParallel, bool libraryGemms,
+             bool libraryFP8Gemms)
       : OpRewritePattern<OpTy>(context), tokenParallel(tokenParallel),
-        libraryGemms(libraryGemms) {}
+        libraryGemms(libraryGemms), libraryFP8Gemms(libraryFP8Gemms) {}
   bool tokenParallel;
-  /// bf16 products also go to a GEMM library call (the loops stay as the
-  /// fallback right after it).
-  bool libraryGemms;
+  /// bf16 (and with libraryFP8Gemms fp8) products also go to a GEMM library
+  /// call (the loops stay as the fallback right after it).
+  bool libraryGemms, libraryFP8Gemms;
 };
 
 /// The library GEMM a host program hands bf16 products to (the runtime's
@@ -471,7 +472,7 @@ struct LowerLinear : public V4APattern<LinearOp> {
     Value zero = e.index(0), one = e.index(1);
     bool fp8 = scale && isa<Float8E4M3FNType>(
                             cast<ShapedType>(w.getType()).getElementType());
-    if (libraryGemms && fp8 && isBF16(x) && isBF16(out)) {
+    if (libraryFP8Gemms && fp8 && isBF16(x) && isBF16(out)) {
       projectFP8OnLibrary(e, x, w, scale, out, tokens, in, outWidth);
       rewriter.replaceOp(op, e.tensor(out, type));
       return success();
@@ -541,7 +542,7 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
         callGemm(e, {woB, mid, out},
                  {outWidth, tokens, loraRows, loraRows, loraRows, outWidth, one,
                   zero, zero, zero});
-      if (libraryGemms && scaleB)
+      if (libraryFP8Gemms && scaleB)
         projectFP8OnLibrary(e, mid, woB, scaleB, out, tokens, loraRows,
                             outWidth);
       else
@@ -1852,7 +1853,7 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
   using LowerToCPUBase::LowerToCPUBase;
   void runOnOperation() override {
     inlineFusedRegions(getOperation());
-    if (libraryGemms)
+    if (libraryGemms || libraryFP8Gemms)
       declareGemms(getOperation());
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeProjectIndexKeys, LowerLinear, LowerGroupedOutput,
@@ -1860,7 +1861,8 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
                  LowerCompress, LowerCompressStep, LowerIndexerScore, LowerTopK,
                  LowerBlockTopK, LowerWindowStore, LowerWindowIndices,
                  LowerSparseAttention, LowerStepWindow, LowerStepCompressed,
-                 LowerVisibleRows>(&getContext(), tokenParallel, libraryGemms);
+                 LowerVisibleRows>(&getContext(), tokenParallel, libraryGemms,
+                                   libraryFP8Gemms);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     WalkResult leftover = getOperation()->walk([](Operation *op) {
