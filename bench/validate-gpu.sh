@@ -59,6 +59,11 @@ EOF
 fi
 
 part=${2:-all}
+case $part in
+  all | quick | boundaries | large) ;;
+  *) echo "validate-gpu.sh: unknown part '$part' (all, quick, boundaries, large)" >&2
+     exit 2 ;;
+esac
 # On the GPU machine the log also goes to $OUT, so that it comes back even
 # when the call runs out of time.
 if [[ -n ${OUT:-} ]]; then

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <set>
 
 namespace v4a::rt {
 
@@ -284,11 +285,14 @@ bool Interpreter::gemm(size_t at, const Op &op) {
   size_t first = fp8 ? 5 : 3;
   const Value &a = values[op.operands[0]], &b = values[op.operands[1]],
               &d = values[op.operands[2]];
+  // Sizes past 2^40 elements are refused before any padding arithmetic.
+  constexpr int64_t kMaxExtent = int64_t(1) << 40;
   int64_t s[10];
   for (int i = 0; i < 10; ++i) {
     s[i] = values[op.operands[first + i]].scalar;
-    if (s[i] < 0)
-      return fail(at, "a gemm with a negative size " + std::to_string(s[i]));
+    if (s[i] < 0 || s[i] > kMaxExtent)
+      return fail(at,
+                  "a gemm size " + std::to_string(s[i]) + " outside [0, 2^40]");
   }
   GemmCall call;
   call.type = static_cast<Op::GemmType>(op.data[0]);
@@ -563,6 +567,7 @@ bool validateHostProgram(const step::Function &function, std::string &error) {
     return fail(error, function.name, 0,
                 "fewer values than the function's arguments");
   std::vector<int> state(program.values, 0); // 0 undefined, 1 int, 2 buffer
+  std::set<size_t> fallbacks;
   for (size_t i = 0; i < argCount; ++i)
     state[i] = 2;
   for (size_t at = 0; at < program.ops.size(); ++at) {
@@ -582,9 +587,10 @@ bool validateHostProgram(const step::Function &function, std::string &error) {
     }
     if (op.kind == Kind::Gemm &&
         (at + op.data[1] >= program.ops.size() ||
-         program.ops[at + op.data[1]].kind != Kind::Launch))
+         program.ops[at + op.data[1]].kind != Kind::Launch ||
+         !fallbacks.insert(at + op.data[1]).second))
       return fail(error, function.name, at,
-                  "a gemm's fallback is not a launch after it");
+                  "a gemm's fallback is not a launch after it of its own");
     if (hasResult(op.kind) != (op.result >= 0))
       return fail(error, function.name, at, "a result where none belongs");
     if (op.result >= 0) {

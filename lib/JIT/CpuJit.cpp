@@ -88,9 +88,8 @@ static void dropLibraryCalls(ModuleOp module) {
 static bool lowerToLLVMDialect(ModuleOp module, bool tokenParallel,
                                std::string &error) {
   PassManager loops(module.getContext()), rest(module.getContext());
-  std::string lowering =
-      std::string("v4a-lower-to-cpu{token-parallel=") +
-      (tokenParallel ? "1 library-gemms=1 library-fp8-gemms=1" : "0") + "}";
+  std::string lowering = std::string("v4a-lower-to-cpu{token-parallel=") +
+                         (tokenParallel ? "1 library-gemms=1" : "0") + "}";
   if (failed(parsePassPipeline(lowering, loops)) ||
       failed(parsePassPipeline(kLoweringPipeline, rest))) {
     error = "invalid CPU lowering pipeline";

@@ -412,16 +412,25 @@ std::optional<std::string> assemble(const std::string &ptx,
   if (!llvm::sys::fs::can_execute(ptxas))
     return std::string();
   llvm::SmallString<128> input, output;
-  if (llvm::sys::fs::createTemporaryFile("v4a-kernels", "ptx", input) ||
-      llvm::sys::fs::createTemporaryFile("v4a-kernels", "cubin", output)) {
-    error = "cannot create temporary files for ptxas";
+  if (llvm::sys::fs::createTemporaryFile("v4a-kernels", "ptx", input)) {
+    error = "cannot create a temporary file for ptxas";
     return std::nullopt;
   }
-  llvm::FileRemover removeInput(input), removeOutput(output);
+  llvm::FileRemover removeInput(input);
+  if (llvm::sys::fs::createTemporaryFile("v4a-kernels", "cubin", output)) {
+    error = "cannot create a temporary file for ptxas";
+    return std::nullopt;
+  }
+  llvm::FileRemover removeOutput(output);
   {
     std::error_code ec;
     llvm::raw_fd_ostream os(input, ec);
-    os << ptx;
+    if (!ec) {
+      os << ptx;
+      os.close();
+      ec = os.error();
+      os.clear_error();
+    }
     if (ec) {
       error = "cannot write " + input.str().str() + ": " + ec.message();
       return std::nullopt;

@@ -359,7 +359,15 @@ TEST(HostProgram, GemmErrors) {
   f.host.ops[5].data[1] = 2;
   EXPECT_FALSE(rt::validateHostProgram(f, error));
   EXPECT_EQ(error, "project: host op 5: a gemm's fallback is not a launch "
-                   "after it");
+                   "after it of its own");
+  // Two gemms may not share one fallback.
+  f = gemmFunction();
+  f.host.ops.insert(f.host.ops.begin() + 5, f.host.ops[5]);
+  f.host.ops[5].data[1] = 2;
+  EXPECT_FALSE(rt::validateHostProgram(f, error));
+  EXPECT_EQ(error, "project: host op 6: a gemm's fallback is not a launch "
+                   "after it of its own");
+  f = gemmFunction();
   f.host.ops[5].data[1] = -1;
   EXPECT_FALSE(rt::validateHostProgram(f, error));
   EXPECT_NE(error.find("the offset of its fallback launch"), std::string::npos)
@@ -373,6 +381,14 @@ TEST(HostProgram, GemmErrors) {
       error));
   EXPECT_EQ(error, "project: host op 5: a gemm of 1 x 2 x 2 x 3 reaches "
                    "outside its buffers");
+  // Absurd sizes are refused before any arithmetic on them.
+  f.host.ops[4].data[0] = int64_t(1) << 62; // K
+  EXPECT_FALSE(rt::runHostProgram(
+      f, {{x.data(), {2, 3}}, {w.data(), {2, 3}}, {y.data(), {2, 2}}}, device,
+      error));
+  EXPECT_EQ(error, "project: host op 5: a gemm size 4611686018427387904 "
+                   "outside [0, 2^40]");
+  f = gemmFunction();
   EXPECT_TRUE(device.gemms.empty());
   // A gemm over f32 buffers.
   f.args[0].element = step::Element::F32;

@@ -172,6 +172,10 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
                o.inputs.empty() && o.promptLen == 0 && o.decodeSteps == 0 &&
                o.lengths.empty() && !o.check && o.expected.empty() &&
                o.outputs.empty();
+  if (!o.bench && (o.batch || o.context || o.tokens || !o.json.empty())) {
+    error = "--batch, --context, --tokens and --json go with --bench";
+    return false;
+  }
   if (o.bench && o.package.size() && weights && !bench) {
     error = "--bench takes --batch B --context C --tokens T (B, T, --repeat "
             "> 0) and no inputs, outputs or checks";

@@ -472,6 +472,7 @@ struct LowerLinear : public V4APattern<LinearOp> {
     Value zero = e.index(0), one = e.index(1);
     bool fp8 = scale && isa<Float8E4M3FNType>(
                             cast<ShapedType>(w.getType()).getElementType());
+    // Products with other element types stay on the generated loops.
     if (libraryFP8Gemms && fp8 && isBF16(x) && isBF16(out)) {
       projectFP8OnLibrary(e, x, w, scale, out, tokens, in, outWidth);
       rewriter.replaceOp(op, e.tensor(out, type));
@@ -505,8 +506,12 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     Value loraRows = e.dim(woA, 0);
     Value lora = e.div(loraRows, groups);
     Value zero = e.index(0), one = e.index(1);
+    bool bf16Out = isBF16(op.getResult());
     bool library = libraryGemms && !scaleA && !scaleB && isBF16(woA) &&
-                   isBF16(woB) && isBF16(o);
+                   isBF16(woB) && isBF16(o) && bf16Out;
+    bool fp8Library =
+        libraryFP8Gemms && scaleB && bf16Out &&
+        isa<Float8E4M3FNType>(cast<ShapedType>(woB.getType()).getElementType());
     // o viewed as [T, H*D]: collapse through a flat copy (bf16 for the
     // library, which takes the values as they are).
     Value flat =
@@ -542,7 +547,7 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
         callGemm(e, {woB, mid, out},
                  {outWidth, tokens, loraRows, loraRows, loraRows, outWidth, one,
                   zero, zero, zero});
-      if (libraryFP8Gemms && scaleB)
+      if (fp8Library)
         projectFP8OnLibrary(e, mid, woB, scaleB, out, tokens, loraRows,
                             outWidth);
       else
