@@ -26,6 +26,17 @@ namespace v4a {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// The library GEMMs `v4a-lower-to-cpu{library-gemms}` calls (operands as
+/// the runtime's Gemm op, core/StepSignature.h): bf16 products, and fp8 ones
+/// with the scales of A (per 128x128 block) and B (per 1x128 block).
+inline constexpr llvm::StringLiteral kGemmBF16 = "v4a_gemm_bf16";
+inline constexpr llvm::StringLiteral kGemmFP8 = "v4a_gemm_fp8";
+
+/// Whether `callee` is one of the library GEMMs.
+inline bool isLibraryGemm(llvm::StringRef callee) {
+  return callee == kGemmBF16 || callee == kGemmFP8;
+}
+
 } // namespace v4a
 
 #endif // V4A_PASSES_PASSES_H

@@ -250,6 +250,12 @@ void CudaBackend::copyToHost(void *host, const void *device, int64_t bytes) {
 
 namespace {
 
+/// V4A_TRACE_LAUNCHES: launches and GEMMs printed (read once).
+bool tracing() {
+  static const bool trace = std::getenv("V4A_TRACE_LAUNCHES") != nullptr;
+  return trace;
+}
+
 /// The backend as a host program's device.
 class CudaHostDevice : public HostDevice {
 public:
@@ -315,7 +321,7 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
   }
   // V4A_TRACE_LAUNCHES=1 prints each launch and waits for it, so that a
   // failing or hanging kernel is named.
-  static const bool trace = std::getenv("V4A_TRACE_LAUNCHES") != nullptr;
+  bool trace = tracing();
   if (trace)
     std::fprintf(stderr, "launch %s grid %u %u %u block %u\n", kernel.c_str(),
                  grid[0], grid[1], grid[2], block[0]);
@@ -345,7 +351,7 @@ bool CudaHostDevice::gemm(const GemmCall &call, bool &done,
         d.gemmWorkspace = 0;
       }
     }
-    if (std::getenv("V4A_TRACE_LAUNCHES"))
+    if (tracing())
       std::fprintf(stderr, "gemm library: %s\n",
                    d.gemm ? "cuBLASLt" : why.c_str());
   }
@@ -383,7 +389,7 @@ bool CudaHostDevice::gemm(const GemmCall &call, bool &done,
       return false;
     }
   }
-  if (std::getenv("V4A_TRACE_LAUNCHES"))
+  if (tracing())
     std::fprintf(stderr, "gemm %lld x %lld x %lld x %lld: %s\n",
                  static_cast<long long>(call.batch),
                  static_cast<long long>(call.n), static_cast<long long>(call.m),

@@ -121,4 +121,20 @@ bool readStepInputs(const std::string &path, int64_t dim, int64_t layers,
   return true;
 }
 
+StepBuffers stepBuffers(const InputStep &step, const std::vector<bool> &runs,
+                        int64_t batch, int64_t dim) {
+  size_t layers = runs.size();
+  StepBuffers buffers{std::vector<std::vector<float>>(layers),
+                      std::vector<const float *>(layers, nullptr),
+                      std::vector<float *>(layers, nullptr)};
+  for (size_t l = 0; l < layers; ++l) {
+    if (!runs[l])
+      continue;
+    buffers.out[l].assign(batch * step.tokens * dim, 0.0f);
+    buffers.inputs[l] = step.inputs[l]->data();
+    buffers.outputs[l] = buffers.out[l].data();
+  }
+  return buffers;
+}
+
 } // namespace v4a::rt

@@ -34,6 +34,19 @@ bool readStepInputs(const std::string &path, int64_t dim, int64_t layers,
                     std::vector<InputStep> &steps, int64_t &batch,
                     std::string &error);
 
+/// One step's outputs, zeroed, and the per-layer pointer lists a model's
+/// step takes (null for the layers that do not run).
+struct StepBuffers {
+  std::vector<std::vector<float>> out;
+  std::vector<const float *> inputs;
+  std::vector<float *> outputs;
+};
+
+/// The buffers of `step` for `batch` rows of `dim` wide tokens; `runs[l]`
+/// says whether layer l runs (its input must be present then).
+StepBuffers stepBuffers(const InputStep &step, const std::vector<bool> &runs,
+                        int64_t batch, int64_t dim);
+
 } // namespace v4a::rt
 
 #endif // V4A_RUNTIME_STEPINPUTS_H

@@ -74,11 +74,11 @@ CpuJit::~CpuJit() = default;
 /// follow each call, do the work.
 static void dropLibraryCalls(ModuleOp module) {
   module.walk([](func::CallOp call) {
-    if (call.getCallee().starts_with("v4a_gemm"))
+    if (isLibraryGemm(call.getCallee()))
       call.erase();
   });
   for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
-    if (func.isExternal() && func.getSymName().starts_with("v4a_gemm"))
+    if (func.isExternal() && isLibraryGemm(func.getSymName()))
       func.erase();
 }
 

@@ -291,8 +291,8 @@ LogicalResult HostProgramBuilder::addLaunch(gpu::LaunchFuncOp launch) {
 /// A library GEMM: its fallback is the launch of the loops that followed
 /// the call.
 LogicalResult HostProgramBuilder::addGemm(func::CallOp call) {
-  bool fp8 = call.getCallee() == "v4a_gemm_fp8";
-  if (!(fp8 || call.getCallee() == "v4a_gemm_bf16") ||
+  bool fp8 = call.getCallee() == kGemmFP8;
+  if (!isLibraryGemm(call.getCallee()) ||
       call.getNumOperands() != (fp8 ? 15u : 13u))
     return call.emitError("v4a host program: an unknown library call");
   if (pendingGemm)

@@ -9,6 +9,8 @@
 
 #include "runtime/HostProgram.h"
 
+#include "core/Numerics.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -44,24 +46,18 @@ public:
     done = gemmLibrary;
     if (!done)
       return true;
-    auto bf16 = [](const void *base, int64_t i) {
-      uint32_t bits =
-          static_cast<uint32_t>(static_cast<const uint16_t *>(base)[i]) << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
+    auto at = [](const void *base, int64_t i) {
+      return num::fromBF16Bits(static_cast<const uint16_t *>(base)[i]);
     };
     for (int64_t i = 0; i < call.batch; ++i)
       for (int64_t n = 0; n < call.n; ++n)
         for (int64_t m = 0; m < call.m; ++m) {
           float sum = 0;
           for (int64_t k = 0; k < call.k; ++k)
-            sum += bf16(call.b, i * call.strideB + n * call.ldb + k) *
-                   bf16(call.a, i * call.strideA + m * call.lda + k);
-          uint32_t bits;
-          std::memcpy(&bits, &sum, 4);
+            sum += at(call.b, i * call.strideB + n * call.ldb + k) *
+                   at(call.a, i * call.strideA + m * call.lda + k);
           static_cast<uint16_t *>(call.d)[i * call.strideD + n * call.ldd + m] =
-              static_cast<uint16_t>(bits >> 16);
+              num::toBF16Bits(sum);
         }
     return true;
   }
@@ -310,22 +306,18 @@ step::Function gemmFunction() {
   return f;
 }
 
-uint16_t bf16Bits(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
 } // namespace
 
 TEST(HostProgram, GemmRunsOnTheLibraryOrFallsBackToItsLaunch) {
-  std::vector<uint16_t> x = {bf16Bits(1),  bf16Bits(2), bf16Bits(3),
-                             bf16Bits(-1), bf16Bits(0), bf16Bits(0.5f)};
-  std::vector<uint16_t> w = {bf16Bits(1), bf16Bits(1), bf16Bits(1),
-                             bf16Bits(2), bf16Bits(0), bf16Bits(-2)};
+  std::vector<uint16_t> x = {num::toBF16Bits(1), num::toBF16Bits(2),
+                             num::toBF16Bits(3), num::toBF16Bits(-1),
+                             num::toBF16Bits(0), num::toBF16Bits(0.5f)};
+  std::vector<uint16_t> w = {num::toBF16Bits(1), num::toBF16Bits(1),
+                             num::toBF16Bits(1), num::toBF16Bits(2),
+                             num::toBF16Bits(0), num::toBF16Bits(-2)};
   // x . w^T = [[6, -4], [-0.5, -3]].
-  std::vector<uint16_t> want = {bf16Bits(6), bf16Bits(-4), bf16Bits(-0.5f),
-                                bf16Bits(-3)};
+  std::vector<uint16_t> want = {num::toBF16Bits(6), num::toBF16Bits(-4),
+                                num::toBF16Bits(-0.5f), num::toBF16Bits(-3)};
   step::Function f = gemmFunction();
   std::string error;
   ASSERT_TRUE(rt::validateHostProgram(f, error)) << error;
@@ -336,7 +328,7 @@ TEST(HostProgram, GemmRunsOnTheLibraryOrFallsBackToItsLaunch) {
       // The fallback writes its own mark: which path ran shows.
       auto *y = reinterpret_cast<uint16_t *>(p[14]);
       for (int i = 0; i < 4; ++i)
-        y[i] = bf16Bits(7);
+        y[i] = num::toBF16Bits(7);
     };
     std::vector<uint16_t> y(4, 0);
     ASSERT_TRUE(rt::runHostProgram(
@@ -348,7 +340,7 @@ TEST(HostProgram, GemmRunsOnTheLibraryOrFallsBackToItsLaunch) {
     EXPECT_EQ(device.gemms[0].n, 2);
     EXPECT_EQ(device.gemms[0].k, 3);
     EXPECT_EQ(device.launches.size(), library ? 0u : 1u);
-    EXPECT_EQ(y, library ? want : std::vector<uint16_t>(4, bf16Bits(7)));
+    EXPECT_EQ(y, library ? want : std::vector<uint16_t>(4, num::toBF16Bits(7)));
   }
 }
 

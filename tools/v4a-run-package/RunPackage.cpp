@@ -259,25 +259,24 @@ int benchmark(const Options &o, rt::Model &model,
   std::string error;
   if (!fillCaches(model, layers, sequences, o.seed >= 0 ? o.seed : 1, error))
     return fail(error);
-  int64_t dim = config.hiddenSize, count = config.numLayers();
-  std::vector<std::vector<float>> in(count), out(count);
-  std::vector<const float *> inputs(count, nullptr);
-  std::vector<float *> outputs(count, nullptr);
+  int64_t dim = config.hiddenSize;
+  rt::InputStep step{o.tokens, std::vector<int64_t>(o.batch, o.tokens), {}};
+  std::vector<bool> runs(config.numLayers(), false);
+  step.inputs.resize(runs.size());
   for (const LayerSpec &layer : layers) {
-    in[layer.id] = ref::randomActivations(o.batch * o.tokens * dim, layer.id);
-    out[layer.id].assign(o.batch * o.tokens * dim, 0.0f);
-    inputs[layer.id] = in[layer.id].data();
-    outputs[layer.id] = out[layer.id].data();
+    runs[layer.id] = true;
+    step.inputs[layer.id] = std::make_shared<const std::vector<float>>(
+        ref::randomActivations(o.batch * o.tokens * dim, layer.id));
   }
+  rt::StepBuffers buffers = rt::stepBuffers(step, runs, o.batch, dim);
   std::vector<double> times;
   for (int64_t run = 0; run <= o.repeat; ++run) {
     for (int64_t sequence : sequences)
       if (!model.restorePosition(sequence, o.context, error))
         return fail(error);
     auto start = std::chrono::steady_clock::now();
-    if (!model.step(
-            {sequences, std::vector<int64_t>(o.batch, o.tokens), o.tokens},
-            inputs, outputs, error))
+    if (!model.step({sequences, step.lengths, o.tokens}, buffers.inputs,
+                    buffers.outputs, error))
       return fail(error);
     if (run > 0)
       times.push_back(secondsSince(start) * 1e3);
@@ -426,19 +425,11 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
   double gpuSeconds = 0.0;
   for (size_t k = 0; k < steps.size(); ++k) {
     const rt::InputStep &step = steps[k];
-    std::vector<std::vector<float>> out(layers);
-    std::vector<const float *> inputs(layers, nullptr);
-    std::vector<float *> outputs(layers, nullptr);
-    for (int64_t l = 0; l < layers; ++l) {
-      if (!runs[l])
-        continue;
-      out[l].assign(batch * step.tokens * dim, 0.0f);
-      inputs[l] = step.inputs[l]->data();
-      outputs[l] = out[l].data();
-    }
+    rt::StepBuffers buffers = rt::stepBuffers(step, runs, batch, dim);
+    const std::vector<std::vector<float>> &out = buffers.out;
     auto start = std::chrono::steady_clock::now();
-    if (!model->step({sequences, step.lengths, step.tokens}, inputs, outputs,
-                     error))
+    if (!model->step({sequences, step.lengths, step.tokens}, buffers.inputs,
+                     buffers.outputs, error))
       return fail("step " + std::to_string(k) + ": " + error);
     gpuSeconds += secondsSince(start);
     std::string suffix = std::to_string(k);

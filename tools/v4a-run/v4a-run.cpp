@@ -276,18 +276,10 @@ int main(int argc, char **argv) {
                 ? std::make_shared<const std::vector<float>>(
                       ref::randomActivations(step.tokens * dim, 1000 * k + l))
                 : nullptr);
-    std::vector<std::vector<float>> out(layers);
-    std::vector<const float *> inputs(layers, nullptr);
-    std::vector<float *> outputs(layers, nullptr);
-    for (int64_t l = 0; l < layers; ++l) {
-      if (!runs[l])
-        continue;
-      out[l].assign(batch * step.tokens * dim, 0.0f);
-      inputs[l] = step.inputs[l]->data();
-      outputs[l] = out[l].data();
-    }
-    if (!engine->step({sequences, step.lengths, step.tokens}, inputs, outputs,
-                      error))
+    rt::StepBuffers buffers = rt::stepBuffers(step, runs, batch, dim);
+    const std::vector<std::vector<float>> &out = buffers.out;
+    if (!engine->step({sequences, step.lengths, step.tokens}, buffers.inputs,
+                      buffers.outputs, error))
       return fail("step " + std::to_string(k) + ": " + error);
     for (int64_t b = 0; b < batch; ++b)
       totalTokens += step.lengths[b];

@@ -352,13 +352,6 @@ template <typename OpTy> struct V4APattern : public OpRewritePattern<OpTy> {
   bool libraryGemms, libraryFP8Gemms;
 };
 
-/// The library GEMM a host program hands bf16 products to (the runtime's
-/// Gemm op; see core/StepSignature.h for the operands).
-constexpr const char *kGemmBF16 = "v4a_gemm_bf16";
-/// The fp8 one: A e4m3 with f32 scales per 128x128 block, B quantized per
-/// 1x128 block (e4m3 bytes, f32 scales [K blocks, rows]), D bf16.
-constexpr const char *kGemmFP8 = "v4a_gemm_fp8";
-
 MemRefType matrixOf(Type element) {
   return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, element);
 }
@@ -379,7 +372,7 @@ SmallVector<Type> gemmOperands(MLIRContext *context, bool fp8) {
 void declareGemms(ModuleOp module) {
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   for (bool fp8 : {false, true}) {
-    const char *name = fp8 ? kGemmFP8 : kGemmBF16;
+    llvm::StringRef name = fp8 ? kGemmFP8 : kGemmBF16;
     if (module.lookupSymbol(name))
       continue;
     auto type = FunctionType::get(module.getContext(),

@@ -39,7 +39,7 @@ bool isIntegerLike(Type type) { return type.isIndex() || type.isInteger(); }
 /// A call the runtime dispatches to a library (a GEMM).
 bool isLibraryCall(Operation *op) {
   auto call = dyn_cast<func::CallOp>(op);
-  return call && call.getCallee().starts_with("v4a_gemm");
+  return call && v4a::isLibraryGemm(call.getCallee());
 }
 
 /// Ops the host runs itself (the runtime interprets them).
