@@ -31,8 +31,9 @@ config.pop("quantization_config", None)
 json.dump(config, open(f"{out}/{name}-bf16.json", "w"), indent=1)
 EOF
   done
-  compile() { # config context package
-    build/bin/v4a-compile "$1" --context "$2" --target=sm_90a -o "$dir/$3.v4apkg"
+  compile() { # config context package [flags]
+    build/bin/v4a-compile "$1" --context "$2" --target=sm_90a -o "$dir/$3.v4apkg" \
+      "${@:4}"
   }
   # DeepSeek's reference outputs (../shared/refdata), copied into the tree
   # that goes to the GPU machine (build/ is ignored by git).
@@ -47,6 +48,13 @@ EOF
   done
   compile "$dir/refdata/config.json" 1024 refdata-bf16
   compile "$dir/refdata/fp8/config.json" 1024 refdata-fp8
+  # The same fp8 models with every fp8 product on the generated kernels, and
+  # on cuBLASLt's block-scaled fp8 GEMM: what the default (exact bf16
+  # products of the dequantized operands) is compared with.
+  for mode in kernels fp8; do
+    compile "$dir/refdata/fp8/config.json" 1024 "refdata-fp8-$mode" --fp8-gemm=$mode
+    compile examples/v4-flash.json 4096 "v4-flash-$mode" --fp8-gemm=$mode
+  done
   compile examples/tiny.json 1024 tiny
   compile examples/tiny-v41.json 1024 tiny-v41
   compile examples/v41-shared.json 1024 v41-shared

@@ -65,6 +65,34 @@ def BuildSteps : Pass<"v4a-build-steps", "::mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect", "::mlir::tensor::TensorDialect"];
 }
 
+def DequantizeFP8Weights
+    : Pass<"v4a-dequantize-fp8-weights", "::mlir::ModuleOp"> {
+  let summary = "Turns the fp8 linears of step functions into exact bf16 "
+                "products";
+  let description = [{
+    In every step function (`v4a.sched_meta_key`), each `v4a.linear` of an
+    f8E4M3FN weight with its block scales becomes a bf16 linear with
+    `k_block = 128` over `v4a.act_quant` of its input (e4m3, 128-wide
+    blocks, power-of-two scales; one per input, shared by its products):
+    the same values, since e4m3 values times power-of-two scales are bf16
+    values and the block sums keep the fp8 linear's order. The weight
+    argument becomes bf16 (what the runtime binds: the checkpoint's e4m3
+    weight dequantized at load) and the scale argument is removed. GEMM
+    libraries accumulate bf16 products in f32 but fp8 products on Hopper's
+    tensor cores with about 14 bits, which moves ~6% of the bf16 outputs
+    by an ulp and more; this form keeps the library exact. Products whose
+    input width is not a multiple of 128 stay fp8.
+
+    Example: `v4a.linear %x, %w scale %s : tensor<?x256xbf16>,
+    tensor<128x256xf8E4M3FN>, tensor<1x2xf8E8M0FNU> -> tensor<?x128xbf16>`
+    becomes `%q = v4a.act_quant %x {block_size = 128 : i64, format =
+    #v4a<quant_format e4m3>, pow2_scale}` and `v4a.linear %q, %w {k_block =
+    128 : i64} : tensor<?x256xbf16>, tensor<128x256xbf16> ->
+    tensor<?x128xbf16>`.
+  }];
+  let dependentDialects = ["::v4a::V4ADialect"];
+}
+
 def Fuse : Pass<"v4a-fuse", "::mlir::ModuleOp"> {
   let summary = "Groups the ops of each step function into kernel regions";
   let description = [{

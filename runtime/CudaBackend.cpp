@@ -424,6 +424,12 @@ bool CudaBackend::run(const step::Function &function,
   return runHostProgram(function, args, device, error);
 }
 
+bool CudaBackend::gemm(const GemmCall &call, bool &done, std::string &error) {
+  driver->bind();
+  CudaHostDevice device(*this, *driver);
+  return device.gemm(call, done, error);
+}
+
 void CudaBackend::synchronize() {
   driver->bind();
   driver->streamSynchronize(driver->stream);

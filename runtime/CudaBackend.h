@@ -11,6 +11,7 @@
 #define V4A_RUNTIME_CUDABACKEND_H
 
 #include "runtime/Backend.h"
+#include "runtime/HostProgram.h"
 
 #include <array>
 
@@ -38,6 +39,10 @@ public:
            std::string &error) override;
   /// Loads the PTX or cubin image the step functions' kernels come from.
   bool loadKernels(const std::string &image, std::string &error);
+  /// Queues one product the way a host program's Gemm op runs it (the
+  /// library, with fp8 rows padded as the op's type says) and sets `done`;
+  /// `done` stays false when the library is absent or refuses the shape.
+  bool gemm(const GemmCall &call, bool &done, std::string &error);
   void synchronize() override;
 
   /// Loads a PTX (NUL-terminated text) or cubin image; returns a handle, or

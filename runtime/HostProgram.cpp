@@ -2,6 +2,12 @@
 
 #include "runtime/HostProgram.h"
 
+#include "core/Numerics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -265,7 +271,39 @@ private:
   std::vector<Value> values;
   /// Launches a library GEMM has done the work of.
   std::vector<bool> skipped;
+
+  /// V4A_GEMM_COMPARE=1: a product the library ran into `libraryD`, to be
+  /// compared with its fallback launch `launch` once that has run; the step
+  /// then goes on with the library's result.
+  struct Comparison {
+    size_t gemm = 0, launch = 0;
+    GemmCall call;
+    void *libraryD = nullptr;
+    int64_t bytes = 0;
+  };
+  std::vector<Comparison> comparisons;
+  bool compareWithFallback(const Comparison &c);
 };
+
+bool comparingGemms() {
+  static const bool compare = [] {
+    const char *v = std::getenv("V4A_GEMM_COMPARE");
+    return v && std::string(v) == "1";
+  }();
+  return compare;
+}
+
+/// The distance of two bf16 values in units of the last place of `b`.
+double ulpDistance(uint16_t a, uint16_t b) {
+  float x = num::fromBF16Bits(a), y = num::fromBF16Bits(b);
+  if (std::isnan(x) != std::isnan(y))
+    return INFINITY;
+  if (x == y || std::isnan(x))
+    return 0.0;
+  int exponent = 0;
+  std::frexp(y == 0.0f ? x : y, &exponent);
+  return std::fabs(double(x) - double(y)) / std::ldexp(1.0, exponent - 8);
+}
 
 /// Whether `rows` rows of `cols` elements, `ld` apart, in `batch` batches
 /// `stride` apart, lie inside a buffer of `elements`.
@@ -332,11 +370,64 @@ bool Interpreter::gemm(size_t at, const Op &op) {
   call.a = a.base, call.b = b.base, call.d = d.base;
   bool done = false;
   std::string why;
+  if (comparingGemms()) {
+    Comparison c{at, at + static_cast<size_t>(op.data[1]), call, nullptr,
+                 d.elements() * d.elementBytes};
+    c.libraryD = device.allocate(c.bytes, why);
+    if (!c.libraryD)
+      return fail(at, why);
+    c.call.d = c.libraryD;
+    if (!device.gemm(c.call, done, why))
+      return fail(at, why);
+    if (done)
+      comparisons.push_back(c);
+    else
+      device.release(c.libraryD);
+    return true;
+  }
   if (!device.gemm(call, done, why))
     return fail(at, why);
   if (done)
     skipped[at + op.data[1]] = true;
   return true;
+}
+
+bool Interpreter::compareWithFallback(const Comparison &c) {
+  const GemmCall &g = c.call;
+  std::vector<uint16_t> library(c.bytes / 2), fallback(c.bytes / 2);
+  std::string why;
+  void *d = values[function.host.ops[c.gemm].operands[2]].base;
+  if (!device.readBack(library.data(), c.libraryD, c.bytes, why) ||
+      !device.readBack(fallback.data(), d, c.bytes, why))
+    return fail(c.gemm, why);
+  int64_t differ = 0, count = 0;
+  double worst = 0.0, err2 = 0.0, ref2 = 0.0;
+  for (int64_t i = 0; i < g.batch; ++i)
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t m = 0; m < g.m; ++m) {
+        int64_t at = i * g.strideD + n * g.ldd + m;
+        double ulps = ulpDistance(library[at], fallback[at]);
+        double x = num::fromBF16Bits(library[at]),
+               y = num::fromBF16Bits(fallback[at]);
+        ++count;
+        differ += ulps > 0 ? 1 : 0;
+        worst = std::max(worst, ulps);
+        err2 += (x - y) * (x - y);
+        ref2 += y * y;
+      }
+  std::fprintf(stderr,
+               "gemm compare %s op %zu: %s batch %lld, M %lld, N %lld, K %lld: "
+               "%lld of %lld elements differ from the fallback, at most %g "
+               "ulp, rel %.3g\n",
+               function.name.c_str(), c.gemm,
+               g.type == Op::GemmType::FP8 ? "fp8" : "bf16",
+               static_cast<long long>(g.batch), static_cast<long long>(g.n),
+               static_cast<long long>(g.m), static_cast<long long>(g.k),
+               static_cast<long long>(differ), static_cast<long long>(count),
+               worst, ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2));
+  bool copied = device.copyOnDevice(d, c.libraryD, c.bytes, why);
+  device.release(c.libraryD);
+  return copied || fail(c.gemm, why);
 }
 
 bool Interpreter::shapeOf(size_t at, const Op &op, size_t prefix,
@@ -547,6 +638,9 @@ bool Interpreter::run(const std::vector<BufferArg> &args) {
     case Kind::Launch:
       if (!skipped[at] && !launch(at, op))
         return false;
+      for (const Comparison &c : comparisons)
+        if (c.launch == at && !compareWithFallback(c))
+          return false;
       continue;
     case Kind::Gemm:
       if (!gemm(at, op))

@@ -230,8 +230,9 @@ void parallelFor(size_t count, const std::function<void(size_t)> &body) {
 }
 
 /// Brings a validated weight to the element type its step argument has:
-/// bf16 values to bf16 bits, an e4m3 wo_a that a bf16 argument takes to its
-/// exact product with the block scales (in bf16 bits too).
+/// bf16 values to bf16 bits, an e4m3 weight that a bf16 argument takes to
+/// its exact product with the block scales (in bf16 bits too: an e4m3 value
+/// times a power of two is a bf16 value).
 bool convertWeight(LayerTensors &tensors, const std::string &name,
                    step::Element element, std::string &error) {
   HostTensor &weight = tensors.at(name);
@@ -245,9 +246,11 @@ bool convertWeight(LayerTensors &tensors, const std::string &name,
     for (size_t i = 0; i < weight.f32.size(); ++i)
       out[i] = num::toBF16Bits(weight.f32[i]);
   } else if (want == HostTensor::Type::BF16 &&
-             weight.type == HostTensor::Type::E4M3 && name == "wo_a.weight") {
-    // Only wo_a: its fp8 form is defined as the bf16 product (no activation
-    // quantization), so the conversion keeps its meaning.
+             weight.type == HostTensor::Type::E4M3 &&
+             tensors.count(scaleTensorName(name))) {
+    // The step takes the product as a bf16 one: wo_a's fp8 form is defined
+    // so, and other fp8 products quantize their activation in the step
+    // (v4a-dequantize-fp8-weights).
     const HostTensor &scale = tensors.at(scaleTensorName(name));
     float decoded[256];
     for (int code = 0; code < 256; ++code)

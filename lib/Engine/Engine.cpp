@@ -176,7 +176,11 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
       model.setWeightFormat(fp8 ? WeightFormat::FP8 : WeightFormat::BF16);
   m.fp8Steps = fp8;
   mlir::PassManager pm(context.get());
-  buildStepsPipeline(pm, {m.options.contextTokens, m.options.pageSize, "bf16"});
+  // GPU steps (and their structure run on the CPU) take fp8 products as
+  // exact bf16 products of dequantized operands.
+  bool gpuForm = m.options.backend == "cuda" || m.options.gpuLoopsOnCpu;
+  buildStepsPipeline(
+      pm, {m.options.contextTokens, m.options.pageSize, "bf16", gpuForm});
   if (!module || mlir::failed(pm.run(*module))) {
     error =
         "cannot build the step functions: " +

@@ -34,10 +34,22 @@ struct GpuSteps {
   std::vector<step::Function> functions;
 };
 
+/// How GPU steps run fp8 projections.
+enum class FP8Gemms {
+  /// bf16 library GEMMs of the dequantized operands (the steps pipeline's
+  /// dequantizeFP8Weights): the fp8 product with f32 sums.
+  Dequantized,
+  /// The library's block-scaled fp8 GEMM: on Hopper its sums keep ~14 bits
+  /// (~6% of the bf16 outputs off by an ulp or more, measured on the H200).
+  BlockScaled,
+  /// The generated kernels alone.
+  Kernels,
+};
+
 /// Compiles the functions `names` of `module` (lowered in place) for `chip`.
 /// With `kernelIR`, stops after outlining and prints the module there (no
 /// PTX). bf16 projections are library GEMMs with generated fallbacks; fp8
-/// ones too with `fp8Library` (measured less accurate on the H200).
+/// ones too with `fp8Library` (FP8Gemms::BlockScaled).
 std::optional<GpuSteps>
 compileGpuSteps(mlir::ModuleOp module, const std::vector<std::string> &names,
                 const std::string &chip, std::string &error,

@@ -23,6 +23,8 @@ void v4a::buildStepsPipeline(OpPassManager &pm,
                              const PlanningOptions &options) {
   buildPlanningPipeline(pm, options);
   pm.addPass(createBuildSteps());
+  if (options.dequantizeFP8Weights)
+    pm.addPass(createDequantizeFP8Weights());
   pm.addPass(createFuse());
   pm.addPass(createSchedule());
 }

@@ -14,6 +14,9 @@ struct PlanningOptions {
   int64_t contextTokens = 1 << 20;
   int64_t pageSize = 64;
   std::string indexLayout = "bf16";
+  /// v4a-dequantize-fp8-weights after v4a-build-steps: the GPU's exact form
+  /// of fp8 products (bf16 GEMMs of the dequantized operands).
+  bool dequantizeFP8Weights = false;
 };
 
 /// v4a-verify-topology, v4a-plan-kv, v4a-schedule.

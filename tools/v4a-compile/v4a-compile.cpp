@@ -83,12 +83,22 @@ static cl::opt<std::string>
     target("target",
            cl::desc("Write a package (-o MODEL.v4apkg) for a target: sm_90a"),
            cl::value_desc("target"), cl::cat(compileCategory));
-static cl::opt<bool> fp8GemmLibrary(
-    "fp8-gemm-library",
-    cl::desc("Also run fp8 projections on cuBLASLt (VEC128/BLK128x128 block "
-             "scales; 2% relative error measured on the H200, so off by "
-             "default)"),
-    cl::init(false), cl::cat(compileCategory));
+static cl::opt<v4a::jit::FP8Gemms> fp8Gemms(
+    "fp8-gemm",
+    cl::desc("How GPU steps run fp8 projections (--emit=kernels|ptx and "
+             "packages)"),
+    cl::init(v4a::jit::FP8Gemms::Dequantized),
+    cl::values(clEnumValN(v4a::jit::FP8Gemms::Dequantized, "exact",
+                          "cuBLASLt bf16 GEMMs of the dequantized weight and "
+                          "activation: the fp8 product with f32 sums "
+                          "(default; the weights take bf16 memory)"),
+               clEnumValN(v4a::jit::FP8Gemms::BlockScaled, "fp8",
+                          "cuBLASLt's block-scaled fp8 GEMM (VEC128 x "
+                          "BLK128x128): half the weight bytes, but Hopper's "
+                          "fp8 sums keep ~14 bits"),
+               clEnumValN(v4a::jit::FP8Gemms::Kernels, "kernels",
+                          "the generated kernels alone")),
+    cl::cat(compileCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
                                        cl::value_desc("file"), cl::init("-"),
                                        cl::cat(compileCategory));
@@ -146,7 +156,8 @@ static std::optional<std::string> buildPackage(mlir::ModuleOp module,
   std::vector<std::string> names;
   package.calls = v4a::jit::stepCalls(module, all, names);
   std::optional<v4a::jit::GpuSteps> steps = v4a::jit::compileGpuSteps(
-      module, names, target, error, nullptr, fp8GemmLibrary);
+      module, names, target, error, nullptr,
+      fp8Gemms == v4a::jit::FP8Gemms::BlockScaled);
   if (!steps)
     return std::nullopt;
   package.functions = std::move(steps->functions);
@@ -248,9 +259,12 @@ int main(int argc, char **argv) {
   mlir::PassManager pm(&context);
   if (emitKind == EmitKind::V4A && reportKind == ReportKind::None && !packaging)
     pm.addPass(v4a::createVerifyTopology());
-  else if (emitKind == EmitKind::Steps || emitKind == EmitKind::Ptx ||
-           emitKind == EmitKind::Kernels || packaging)
+  else if (emitKind == EmitKind::Steps)
     v4a::buildStepsPipeline(pm, {contextTokens, pageSize, "bf16"});
+  else if (emitKind == EmitKind::Ptx || emitKind == EmitKind::Kernels ||
+           packaging)
+    v4a::buildStepsPipeline(pm, {contextTokens, pageSize, "bf16",
+                                 fp8Gemms == v4a::jit::FP8Gemms::Dequantized});
   else
     v4a::buildPlanningPipeline(pm, {contextTokens, pageSize, "bf16"});
   if (failed(pm.run(*module)))
@@ -282,7 +296,8 @@ int main(int argc, char **argv) {
     std::string kernelIR;
     std::optional<v4a::jit::GpuSteps> steps = v4a::jit::compileGpuSteps(
         *module, stepFunctionNames(*module), "sm_90a", error,
-        emitKind == EmitKind::Kernels ? &kernelIR : nullptr, fp8GemmLibrary);
+        emitKind == EmitKind::Kernels ? &kernelIR : nullptr,
+        fp8Gemms == v4a::jit::FP8Gemms::BlockScaled);
     if (!steps)
       return fail(inputPath + ": " + error);
     if (emitKind == EmitKind::Kernels)

@@ -257,6 +257,9 @@ LogicalResult LinearOp::verify() {
       failed(expectSameExtent(*this, dimOf(getResult(), 1), "result width",
                               dimOf(getWeight(), 0), "weight rows")))
     return failure();
+  if (getKBlock() && getScale())
+    return emitOpError() << "takes k_block only with a bf16 or f32 weight "
+                            "(an fp8 weight's blocks are its scales')";
   return verifyBlockScale(*this, "weight", getWeight(), getScale());
 }
 
@@ -498,6 +501,13 @@ LogicalResult GroupedOutputOp::verify() {
                               dimOf(getWoB(), 0), "wo_b rows")) ||
       failed(verifyBlockScale(*this, "wo_a", getWoA(), getWoAScale())))
     return failure();
+  if (getWoBKBlock() && getWoBScale())
+    return emitOpError() << "takes wo_b_k_block only with a bf16 or f32 "
+                            "wo_b (an fp8 wo_b's blocks are its scales')";
+  if (getWoBKBlock() && *getWoBKBlock() != 128)
+    return emitOpError() << "wo_b_k_block must be 128, the block of an fp8 "
+                            "activation, not "
+                         << *getWoBKBlock();
   return verifyBlockScale(*this, "wo_b", getWoB(), getWoBScale());
 }
 

@@ -160,18 +160,32 @@ def V4A_LinearOp : V4A_Op<"linear", [Pure]> {
     f8E4M3FN weight takes one scale per 128x128 block (`scale` of shape
     [ceil(out/128), ceil(in/128)]); the activation is then quantized per
     128-wide block along `in` (ue8m0 scales), products accumulate in f32.
+    With `k_block` (bf16 and f32 weights only) each output sums its products
+    in f32 per `k_block`-wide block of `in` and adds the block sums in order:
+    the order of the fp8 linear, so that an fp8 product run on dequantized
+    operands (v4a-dequantize-fp8-weights) gives the same bits.
 
     Example:
     ```mlir
     %y = v4a.linear %x, %w scale %s
         : tensor<?x4096xbf16>, tensor<1024x4096xf8E4M3FN>,
           tensor<8x32xf8E8M0FNU> -> tensor<?x1024xbf16>
+    %z = v4a.linear %xq, %wd {k_block = 128 : i64}
+        : tensor<?x4096xbf16>, tensor<1024x4096xbf16> -> tensor<?x1024xbf16>
     ```
   }];
   let arguments = (ins TensorRankOf<[BF16, F32], [2]>:$input,
                        TensorRankOf<[BF16, F32, F8E4M3FN], [2]>:$weight,
-                       Optional<TensorRankOf<[F8E8M0FNU, F32], [2]>>:$scale);
+                       Optional<TensorRankOf<[F8E8M0FNU, F32], [2]>>:$scale,
+                       OptionalAttr<V4A_PosI64>:$k_block);
   let results = (outs TensorRankOf<[BF16, F32], [2]>:$result);
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input,
+                   "::mlir::Value":$weight, "::mlir::Value":$scale), [{
+      build($_builder, $_state, result, input, weight, scale,
+            ::mlir::IntegerAttr());
+    }]>
+  ];
   let assemblyFormat = [{
     $input `,` $weight (`scale` $scale^)? attr-dict `:` type($input) `,`
     type($weight) (`,` type($scale)^)? `->` type($result)
@@ -582,7 +596,10 @@ def V4A_GroupedOutputOp : V4A_Op<"grouped_output", [Pure,
     is an fp8 linear as in `v4a.linear` (its input quantized per 1x128
     block); an fp8 `wo_a` is dequantized with its block scales and `input` is
     used unquantized, as DeepSeek's reference runs it (a bf16 GEMM). Either
-    may be fp8 without the other.
+    may be fp8 without the other. With `wo_b_k_block` a bf16 `wo_b` is the
+    dequantized form of an fp8 one (v4a-dequantize-fp8-weights): its input
+    is quantized per 1x`wo_b_k_block` block as for an fp8 `wo_b` and its
+    sums run in f32 per block, added in order, as in `v4a.linear`.
 
     Example:
     ```mlir
@@ -600,8 +617,18 @@ def V4A_GroupedOutputOp : V4A_Op<"grouped_output", [Pure,
                        Optional<TensorRankOf<[F8E8M0FNU, F32], [2]>>:$wo_a_scale,
                        TensorRankOf<[BF16, F32, F8E4M3FN], [2]>:$wo_b,
                        Optional<TensorRankOf<[F8E8M0FNU, F32], [2]>>:$wo_b_scale,
-                       V4A_PosI64:$groups);
+                       V4A_PosI64:$groups,
+                       OptionalAttr<V4A_PosI64>:$wo_b_k_block);
   let results = (outs TensorRankOf<[BF16, F32], [2]>:$result);
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input,
+                   "::mlir::Value":$woA, "::mlir::Value":$woAScale,
+                   "::mlir::Value":$woB, "::mlir::Value":$woBScale,
+                   "uint64_t":$groups), [{
+      build($_builder, $_state, result, input, woA, woAScale, woB, woBScale,
+            groups, ::mlir::IntegerAttr());
+    }]>
+  ];
   let assemblyFormat = [{
     $input `,` $wo_a (`scale` $wo_a_scale^)? `,` $wo_b (`scale` $wo_b_scale^)?
     attr-dict `:` type($input) `,` type($wo_a) (`scale` type($wo_a_scale)^)?

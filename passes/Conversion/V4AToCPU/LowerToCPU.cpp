@@ -116,11 +116,14 @@ void quantizeActivation(LoopEmitter &e, Value x, Value row, Value inOffset,
 /// out[row, outOffset + n] = x[row, inOffset + :] . w[rowBegin + n, :] for n
 /// in [0, count): a bf16 weight, or an e4m3 weight with ue8m0 block scales
 /// used as `mode` says (the quantized activation lives in xq, xs scratch).
-/// Each output sums in k-ascending order, kRows outputs side by side.
+/// Each output sums in k-ascending order, kRows outputs side by side; with
+/// `kBlock` (bf16 weights) in f32 per kBlock-wide block, the block sums
+/// added in order.
 void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
              Value w, Value scale, Value rowBegin, Value count, Value out,
              Value outRow, Value outOffset,
-             FP8Mode mode = FP8Mode::QuantizeInput, Value xs = Value()) {
+             FP8Mode mode = FP8Mode::QuantizeInput, Value xs = Value(),
+             int64_t kBlock = 0) {
   Value zero = e.index(0), c128 = e.index(128);
   auto store = [&](Value n0, ValueRange sums) {
     for (auto [r, sum] : llvm::enumerate(sums))
@@ -129,6 +132,33 @@ void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
   auto weightRow = [&](Value n0, int64_t r) {
     return e.add(rowBegin, e.add(n0, e.index(r)));
   };
+  if (!scale && kBlock) {
+    Value block = e.index(kBlock);
+    Value blocks = e.div(e.add(in, e.index(kBlock - 1)), block);
+    forRowGroups(e, count, [&](Value n0, int64_t rows) {
+      SmallVector<Value> init(rows, e.f32(0.0));
+      auto blockSums = [&](Value blk, ValueRange a) -> SmallVector<Value> {
+        Value begin = e.mul(blk, block);
+        Value end = e.min(in, e.add(begin, block));
+        SmallVector<Value> partials =
+            e.loop(begin, end, init,
+                   [&](Value k, ValueRange p) -> SmallVector<Value> {
+                     Value xv = e.load(x, {row, e.add(inOffset, k)});
+                     SmallVector<Value> next;
+                     for (int64_t r = 0; r < rows; ++r)
+                       next.push_back(e.add(
+                           p[r], e.mul(xv, e.load(w, {weightRow(n0, r), k}))));
+                     return next;
+                   });
+        SmallVector<Value> next;
+        for (int64_t r = 0; r < rows; ++r)
+          next.push_back(e.add(a[r], partials[r]));
+        return next;
+      };
+      store(n0, e.loop(zero, blocks, init, blockSums));
+    });
+    return;
+  }
   if (!scale || mode == FP8Mode::DequantizeWeight) {
     forRowGroups(e, count, [&](Value n0, int64_t rows) {
       SmallVector<Value> init(rows, e.f32(0.0));
@@ -315,7 +345,7 @@ void projectEachToken(LoopEmitter &e, Value x, Value inOffset, Value in,
                       Value w, Value scale, Value rowBegin, Value count,
                       Value out, Value outOffset,
                       FP8Mode mode = FP8Mode::QuantizeInput, Value xs = Value(),
-                      Value tokens = Value()) {
+                      Value tokens = Value(), int64_t kBlock = 0) {
   Value tile = e.index(kTileRows);
   Value tiles = e.div(e.add(count, e.index(kTileRows - 1)), tile);
   // Tokens and tiles of output rows in parallel: a token's rows are
@@ -325,7 +355,7 @@ void projectEachToken(LoopEmitter &e, Value x, Value inOffset, Value in,
     Value n0 = e.mul(i, tile);
     project(e, x, t, inOffset, in, w, scale, e.add(rowBegin, n0),
             e.min(tile, e.sub(count, n0)), out, t, e.add(outOffset, n0), mode,
-            xs);
+            xs, kBlock);
   });
 }
 
@@ -452,6 +482,26 @@ void projectFP8OnLibrary(LoopEmitter &e, Value x, Value w, Value scale,
                    FP8Mode::Prequantized, xs, tokens);
 }
 
+/// x [tokens, in] quantized per 1x128 block (e4m3, ue8m0 scales) and kept
+/// in bf16: the values an fp8 product multiplies (a thread per token and
+/// block).
+Value fakeQuantizeRows(LoopEmitter &e, Value x, Value tokens, Value in) {
+  Value zero = e.index(0);
+  Value blocks = e.div(e.add(in, e.index(127)), e.index(128));
+  Value q = e.alloc(RankedTensorType::get(
+                        {ShapedType::kDynamic, ShapedType::kDynamic},
+                        e.builder().getBF16Type()),
+                    {tokens, in});
+  e.parallelLoop(tokens, blocks, [&](Value t, Value blk) {
+    Value scale;
+    quantizeBlock(
+        e, x, t, zero, in, blk,
+        [&](Value k, Value v) { e.store(e.mul(v, scale), q, {t, k}); },
+        [&](Value, Value s) { scale = s; });
+  });
+  return q;
+}
+
 struct LowerLinear : public V4APattern<LinearOp> {
   using V4APattern::V4APattern;
   LogicalResult matchAndRewrite(LinearOp op,
@@ -474,8 +524,16 @@ struct LowerLinear : public V4APattern<LinearOp> {
     if (libraryGemms && !scale && isBF16(x) && isBF16(w) && isBF16(out))
       callGemm(e, {w, x, out},
                {outWidth, tokens, in, in, in, outWidth, one, zero, zero, zero});
+    int64_t kBlock = op.getKBlock().value_or(0);
     if (tokenParallel)
-      projectEachToken(e, x, zero, in, w, scale, zero, outWidth, out, zero);
+      projectEachToken(e, x, zero, in, w, scale, zero, outWidth, out, zero,
+                       FP8Mode::QuantizeInput, Value(), Value(), kBlock);
+    else if (kBlock)
+      // Block sums have no vectorized form: a token at a time.
+      e.loop(zero, tokens, [&](Value t) {
+        project(e, x, t, zero, in, w, scale, zero, outWidth, out, t, zero,
+                FP8Mode::QuantizeInput, Value(), kBlock);
+      });
     else
       projectTokens(e, x, zero, in, w, scale, zero, outWidth, out, zero);
     rewriter.replaceOp(op, e.tensor(out, type));
@@ -500,8 +558,11 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     Value lora = e.div(loraRows, groups);
     Value zero = e.index(0), one = e.index(1);
     bool bf16Out = isBF16(op.getResult());
-    bool library = libraryGemms && !scaleA && !scaleB && isBF16(woA) &&
-                   isBF16(woB) && isBF16(o) && bf16Out;
+    // wo_a (a bf16 product in both checkpoint formats) and wo_b go to the
+    // library independently: an fp8 wo_b does not keep wo_a off it.
+    int64_t kBlockB = op.getWoBKBlock().value_or(0);
+    bool libraryA = libraryGemms && !scaleA && isBF16(woA) && isBF16(o);
+    bool libraryB = libraryGemms && !scaleB && isBF16(woB) && bf16Out;
     bool fp8Library =
         libraryFP8Gemms && scaleB && bf16Out &&
         isa<Float8E4M3FNType>(cast<ShapedType>(woB.getType()).getElementType());
@@ -510,7 +571,7 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     Value flat =
         e.alloc(RankedTensorType::get(
                     {ShapedType::kDynamic, ShapedType::kDynamic},
-                    library ? rewriter.getBF16Type() : rewriter.getF32Type()),
+                    libraryA ? rewriter.getBF16Type() : rewriter.getF32Type()),
                 {tokens, width});
     e.parallelLoop(zero, tokens, [&](Value t) {
       e.parallelLoop(zero, heads, [&](Value h) {
@@ -526,7 +587,7 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     auto type = cast<RankedTensorType>(op.getType());
     Value outWidth = e.dim(woB, 0);
     Value out = e.allocShaped(type, {tokens, outWidth});
-    if (library)
+    if (libraryA)
       callGemm(e, {woA, flat, mid},
                {lora, tokens, groupWidth, groupWidth, width, loraRows, groups,
                 e.mul(lora, groupWidth), groupWidth, lora});
@@ -536,24 +597,34 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
                 e.mul(g, lora), lora, mid, t, e.mul(g, lora),
                 FP8Mode::DequantizeWeight);
       });
-      if (library)
-        callGemm(e, {woB, mid, out},
+      Value woBInput = kBlockB ? fakeQuantizeRows(e, mid, tokens, loraRows) : mid;
+      if (libraryB)
+        callGemm(e, {woB, woBInput, out},
                  {outWidth, tokens, loraRows, loraRows, loraRows, outWidth, one,
                   zero, zero, zero});
       if (fp8Library)
         projectFP8OnLibrary(e, mid, woB, scaleB, out, tokens, loraRows,
                             outWidth);
       else
-        projectEachToken(e, mid, zero, loraRows, woB, scaleB, zero, outWidth,
-                         out, zero);
+        projectEachToken(e, woBInput, zero, loraRows, woB, scaleB, zero,
+                         outWidth, out, zero, FP8Mode::QuantizeInput, Value(),
+                         Value(), kBlockB);
     } else {
       e.loop(zero, groups, [&](Value g) {
         projectTokens(e, flat, e.mul(g, groupWidth), groupWidth, woA, scaleA,
                       e.mul(g, lora), lora, mid, e.mul(g, lora),
                       FP8Mode::DequantizeWeight);
       });
-      projectTokens(e, mid, zero, loraRows, woB, scaleB, zero, outWidth, out,
-                    zero);
+      if (kBlockB) {
+        Value quantized = fakeQuantizeRows(e, mid, tokens, loraRows);
+        e.loop(zero, tokens, [&](Value t) {
+          project(e, quantized, t, zero, loraRows, woB, scaleB, zero, outWidth,
+                  out, t, zero, FP8Mode::QuantizeInput, Value(), kBlockB);
+        });
+      } else {
+        projectTokens(e, mid, zero, loraRows, woB, scaleB, zero, outWidth, out,
+                      zero);
+      }
     }
     rewriter.replaceOp(op, e.tensor(out, type));
     return success();

@@ -1,0 +1,82 @@
+//===- StepGemms.cpp - the library products of a step function ------------===//
+
+#include "runtime/StepGemms.h"
+
+#include <cstring>
+#include <tuple>
+
+namespace v4a::rt {
+
+namespace {
+
+/// Hands out distinct addresses that are never dereferenced and records
+/// every product instead of running it.
+class RecordingDevice : public HostDevice {
+public:
+  explicit RecordingDevice(std::vector<GemmCall> &calls) : calls(calls) {}
+  void *allocate(int64_t bytes, std::string &) override {
+    void *address = reinterpret_cast<void *>(next);
+    next += (static_cast<uintptr_t>(bytes) + 255) / 256 * 256 + 256;
+    return address;
+  }
+  void release(void *) override {}
+  bool copyOnDevice(void *, const void *, int64_t, std::string &) override {
+    return true;
+  }
+  bool readBack(void *host, const void *, int64_t bytes,
+                std::string &) override {
+    std::memset(host, 0, static_cast<size_t>(bytes));
+    return true;
+  }
+  bool launchKernel(const std::string &, std::array<unsigned, 3>,
+                    std::array<unsigned, 3>, std::vector<void *>,
+                    std::string &) override {
+    return true;
+  }
+  bool gemm(const GemmCall &call, bool &done, std::string &) override {
+    GemmCall shape = call;
+    shape.a = shape.b = shape.aScale = shape.bScale = nullptr;
+    shape.d = nullptr;
+    calls.push_back(shape);
+    done = true;
+    return true;
+  }
+
+  uintptr_t next = uintptr_t(1) << 40;
+
+private:
+  std::vector<GemmCall> &calls;
+};
+
+} // namespace
+
+bool stepGemms(const step::Function &function, int64_t tokens,
+               std::vector<GemmCall> &calls, std::string &error) {
+  RecordingDevice device(calls);
+  std::vector<BufferArg> args;
+  for (const step::Arg &arg : function.args) {
+    BufferArg buffer;
+    if (arg.element == step::Element::Bytes) {
+      buffer.shape = {int64_t(1) << 40};
+    } else {
+      for (int64_t d : arg.shape)
+        buffer.shape.push_back(d < 0 ? tokens : d);
+    }
+    int64_t bytes = step::elementBytes(arg.element);
+    for (int64_t d : buffer.shape)
+      bytes *= d;
+    buffer.data = device.allocate(bytes, error);
+    args.push_back(buffer);
+  }
+  return runHostProgram(function, args, device, error);
+}
+
+bool sameGemmShape(const GemmCall &a, const GemmCall &b) {
+  auto key = [](const GemmCall &c) {
+    return std::make_tuple(c.type, c.m, c.n, c.k, c.lda, c.ldb, c.ldd, c.batch,
+                           c.strideA, c.strideB, c.strideD);
+  };
+  return key(a) == key(b);
+}
+
+} // namespace v4a::rt

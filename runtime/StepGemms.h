@@ -1,0 +1,33 @@
+//===- StepGemms.h - the library products of a step function ----*- C++ -*-===//
+//
+// The Gemm ops a step function's host program issues for a given token
+// count, found by running the program over a device that only records: no
+// memory is touched and nothing is launched. The runtime plans the
+// library's algorithms from them at load, and the GEMM check on the GPU
+// machine tests exactly these shapes. Plain C++.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_RUNTIME_STEPGEMMS_H
+#define V4A_RUNTIME_STEPGEMMS_H
+
+#include "runtime/HostProgram.h"
+
+#include <string>
+#include <vector>
+
+namespace v4a::rt {
+
+/// The Gemm ops of `function` in a step of `tokens` tokens, in program
+/// order (their buffer pointers null). Arguments take their signature's
+/// shapes; caches count as unbounded and device reads as zero, so only the
+/// sizes that follow from the token count and the weights are meaningful.
+bool stepGemms(const step::Function &function, int64_t tokens,
+               std::vector<GemmCall> &calls, std::string &error);
+
+/// Whether two calls are the same product shape (pointers aside).
+bool sameGemmShape(const GemmCall &a, const GemmCall &b);
+
+} // namespace v4a::rt
+
+#endif // V4A_RUNTIME_STEPGEMMS_H
