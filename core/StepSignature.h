@@ -89,6 +89,8 @@ struct HostOp {
     /// B's per 1x128 block [ceil(K/128), ceil(N/4)*4]; B holds
     /// ceil(N/4)*4 rows (the rows past N zero).
     FP8,
+    /// A and B bf16, D f32 (f32 sums kept: the compressors' projections).
+    BF16F32,
   };
   enum class Arith {
     Add,

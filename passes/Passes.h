@@ -27,14 +27,16 @@ namespace v4a {
 #include "passes/Passes.h.inc"
 
 /// The library GEMMs `v4a-lower-to-cpu{library-gemms}` calls (operands as
-/// the runtime's Gemm op, core/StepSignature.h): bf16 products, and fp8 ones
-/// with the scales of A (per 128x128 block) and B (per 1x128 block).
+/// the runtime's Gemm op, core/StepSignature.h): bf16 products with a bf16
+/// or an f32 result, and fp8 ones with the scales of A (per 128x128 block)
+/// and B (per 1x128 block).
 inline constexpr llvm::StringLiteral kGemmBF16 = "v4a_gemm_bf16";
+inline constexpr llvm::StringLiteral kGemmBF16F32 = "v4a_gemm_bf16_f32";
 inline constexpr llvm::StringLiteral kGemmFP8 = "v4a_gemm_fp8";
 
 /// Whether `callee` is one of the library GEMMs.
 inline bool isLibraryGemm(llvm::StringRef callee) {
-  return callee == kGemmBF16 || callee == kGemmFP8;
+  return callee == kGemmBF16 || callee == kGemmBF16F32 || callee == kGemmFP8;
 }
 
 } // namespace v4a

@@ -28,6 +28,18 @@ struct BufferArg {
   std::vector<int64_t> shape;
 };
 
+/// A Gemm op's operands (core/StepSignature.h), checked against the
+/// buffers' extents.
+struct GemmCall {
+  step::HostOp::GemmType type = step::HostOp::GemmType::BF16;
+  const void *a = nullptr, *b = nullptr;
+  void *d = nullptr;
+  /// FP8: the f32 block scales of A and B.
+  const void *aScale = nullptr, *bScale = nullptr;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldd = 0, batch = 1;
+  int64_t strideA = 0, strideB = 0, strideD = 0;
+};
+
 class Backend {
 public:
   virtual ~Backend();
@@ -42,6 +54,13 @@ public:
                    const std::vector<BufferArg> &args, std::string &error) = 0;
   /// Waits until everything queued has finished.
   virtual void synchronize() = 0;
+  /// Readies the GEMM library for these product shapes (pointers aside)
+  /// before any step: an algorithm and the memory each needs; `refused`
+  /// gets the shapes whose generated kernel will run instead. Backends
+  /// without a library have nothing to do.
+  virtual bool prepareGemms(const std::vector<GemmCall> &shapes,
+                            std::vector<GemmCall> &refused,
+                            std::string &error);
 };
 
 /// The host CPU: memory from the heap, functions called on the calling

@@ -11,6 +11,11 @@ namespace v4a::rt {
 
 Backend::~Backend() = default;
 
+bool Backend::prepareGemms(const std::vector<GemmCall> &,
+                           std::vector<GemmCall> &, std::string &) {
+  return true;
+}
+
 namespace {
 
 /// A memref descriptor as MLIR's C interface lays it out: allocated and

@@ -5,11 +5,13 @@
 #include "core/FileIO.h"
 #include "runtime/CudaGemm.h"
 #include "runtime/HostProgram.h"
+#include "runtime/StepGemms.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
 #include <map>
+#include <set>
 
 namespace v4a::rt {
 
@@ -77,6 +79,8 @@ struct CudaBackend::Driver {
   /// Rows of fp8 products padded to a multiple of 4 land here first.
   CUdeviceptr gemmRows = 0;
   int64_t gemmRowBytes = 0;
+  /// Products whose generated kernel runs, already reported.
+  std::set<std::string> gemmWarned;
 
   /// Makes the device's context current on the calling thread (the runtime
   /// uploads weights from several threads).
@@ -335,51 +339,75 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
   return result == kSuccess;
 }
 
+/// The GEMM library with its workspace, loaded at its first use; null when
+/// absent.
+static CudaGemm *loadGemm(CudaBackend &backend, CudaBackend::Driver &d) {
+  if (d.gemmLoaded)
+    return d.gemm.get();
+  d.gemmLoaded = true;
+  std::string why;
+  void *workspace = backend.allocate(CudaGemm::kWorkspaceBytes, why);
+  if (workspace) {
+    d.gemmWorkspace = reinterpret_cast<CUdeviceptr>(workspace);
+    d.gemm = CudaGemm::load(d.stream, workspace, CudaGemm::kWorkspaceBytes, why);
+    if (!d.gemm) {
+      backend.release(workspace);
+      d.gemmWorkspace = 0;
+    }
+  }
+  if (tracing())
+    std::fprintf(stderr, "gemm library: %s\n",
+                 d.gemm ? "cuBLASLt" : why.c_str());
+  return d.gemm.get();
+}
+
+/// An fp8 product runs over B's rows padded to a multiple of 4.
+static GemmCall paddedRows(const GemmCall &call) {
+  GemmCall padded = call;
+  if (call.type == step::HostOp::GemmType::FP8)
+    padded.n = (call.n + 3) / 4 * 4;
+  return padded;
+}
+
+/// Room for the padded rows of an fp8 product's result; false (the
+/// generated kernel runs) when there is none.
+static bool reserveRows(CudaBackend &backend, CudaBackend::Driver &d, int64_t bytes) {
+  if (bytes <= d.gemmRowBytes)
+    return true;
+  if (d.gemmRows)
+    backend.release(reinterpret_cast<void *>(d.gemmRows));
+  d.gemmRows = 0;
+  d.gemmRowBytes = 0;
+  std::string why;
+  void *rows = backend.allocate(bytes, why);
+  if (!rows)
+    return false;
+  d.gemmRows = reinterpret_cast<CUdeviceptr>(rows);
+  d.gemmRowBytes = bytes;
+  return true;
+}
+
 bool CudaHostDevice::gemm(const GemmCall &call, bool &done,
                           std::string &error) {
   done = false;
-  if (!d.gemmLoaded) {
-    d.gemmLoaded = true;
-    std::string why;
-    void *workspace = backend.allocate(CudaGemm::kWorkspaceBytes, why);
-    if (workspace) {
-      d.gemmWorkspace = reinterpret_cast<CUdeviceptr>(workspace);
-      d.gemm =
-          CudaGemm::load(d.stream, workspace, CudaGemm::kWorkspaceBytes, why);
-      if (!d.gemm) {
-        backend.release(workspace);
-        d.gemmWorkspace = 0;
-      }
-    }
-    if (tracing())
-      std::fprintf(stderr, "gemm library: %s\n",
-                   d.gemm ? "cuBLASLt" : why.c_str());
-  }
-  if (!d.gemm)
+  CudaGemm *library = loadGemm(backend, d);
+  if (!library)
     return true;
-  // An fp8 product runs over B's rows padded to a multiple of 4; the rows
-  // past N go to a scratch buffer.
-  GemmCall padded = call;
-  if (call.type == step::HostOp::GemmType::FP8 && call.n % 4) {
-    padded.n = (call.n + 3) / 4 * 4;
-    int64_t bytes = padded.n * call.m * 2;
-    if (bytes > d.gemmRowBytes) {
-      if (d.gemmRows)
-        backend.release(reinterpret_cast<void *>(d.gemmRows));
-      d.gemmRows = 0;
-      d.gemmRowBytes = 0;
-      // Without room for the padded rows the generated kernel runs.
-      std::string why;
-      void *rows = backend.allocate(bytes, why);
-      if (!rows)
-        return true;
-      d.gemmRows = reinterpret_cast<CUdeviceptr>(rows);
-      d.gemmRowBytes = bytes;
-    }
+  // The rows past N of a padded fp8 product go to a scratch buffer.
+  GemmCall padded = paddedRows(call);
+  if (padded.n != call.n) {
+    if (!reserveRows(backend, d, padded.n * call.m * 2))
+      return true;
     padded.d = reinterpret_cast<void *>(d.gemmRows);
   }
-  if (!d.gemm->run(padded, done, error))
+  if (!library->run(padded, done, error))
     return false;
+  // A shape the load did not prepare and the library refuses is said once.
+  if (!done && d.gemmWarned.insert(describeGemm(call)).second)
+    std::fprintf(stderr,
+                 "v4a: warning: cuBLASLt has no algorithm for a %s; its "
+                 "generated kernel runs it\n",
+                 describeGemm(call).c_str());
   if (done && padded.d != call.d) {
     CUresult result =
         d.memcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(call.d), d.gemmRows,
@@ -422,6 +450,25 @@ bool CudaBackend::run(const step::Function &function,
   driver->bind();
   CudaHostDevice device(*this, *driver);
   return runHostProgram(function, args, device, error);
+}
+
+bool CudaBackend::prepareGemms(const std::vector<GemmCall> &shapes,
+                               std::vector<GemmCall> &refused,
+                               std::string &error) {
+  Driver &d = *driver;
+  d.bind();
+  CudaGemm *library = loadGemm(*this, d);
+  for (const GemmCall &shape : shapes) {
+    GemmCall padded = paddedRows(shape);
+    bool usable = library && library->prepare(padded) &&
+                  (padded.n == shape.n ||
+                   reserveRows(*this, d, padded.n * shape.m * 2));
+    if (!usable) {
+      refused.push_back(shape);
+      d.gemmWarned.insert(describeGemm(shape));
+    }
+  }
+  return true;
 }
 
 bool CudaBackend::gemm(const GemmCall &call, bool &done, std::string &error) {

@@ -43,6 +43,9 @@ public:
   /// library, with fp8 rows padded as the op's type says) and sets `done`;
   /// `done` stays false when the library is absent or refuses the shape.
   bool gemm(const GemmCall &call, bool &done, std::string &error);
+  bool prepareGemms(const std::vector<GemmCall> &shapes,
+                    std::vector<GemmCall> &refused,
+                    std::string &error) override;
   void synchronize() override;
 
   /// Loads a PTX (NUL-terminated text) or cubin image; returns a handle, or

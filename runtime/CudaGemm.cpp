@@ -150,7 +150,9 @@ struct CudaGemm::Library {
       return p;
     p.a = layout(input, c.k, c.m, c.lda, c.batch, c.strideA);
     p.b = layout(input, c.k, c.n, c.ldb, c.batch, c.strideB);
-    p.d = layout(kTypeBF16, c.m, c.n, c.ldd, c.batch, c.strideD);
+    bool f32Result = c.type == step::HostOp::GemmType::BF16F32;
+    p.d = layout(f32Result ? kTypeF32 : kTypeBF16, c.m, c.n, c.ldd, c.batch,
+                 c.strideD);
     if (fp8 && (descSet(p.desc, kDescAScaleMode, &kScaleBlock128x128,
                         sizeof(int32_t)) != kOk ||
                 descSet(p.desc, kDescBScaleMode, &kScaleVec128,
@@ -230,12 +232,12 @@ std::unique_ptr<CudaGemm> CudaGemm::load(void *stream, void *workspace,
   return gemm;
 }
 
-bool CudaGemm::run(const GemmCall &call, bool &done, std::string &error) {
-  Library &l = *library;
-  done = false;
+/// The plan of `call`'s shape, made at its first use; null for a shape the
+/// library cannot take (empty, or a batch past its range).
+static Plan *planOf(CudaGemm::Library &l, const GemmCall &call) {
   if (call.m == 0 || call.n == 0 || call.k == 0 || call.batch == 0 ||
       call.batch > INT32_MAX)
-    return true;
+    return nullptr;
   ShapeKey key{static_cast<int>(call.type),
                call.m,
                call.n,
@@ -250,9 +252,21 @@ bool CudaGemm::run(const GemmCall &call, bool &done, std::string &error) {
   auto it = l.plans.find(key);
   if (it == l.plans.end())
     it = l.plans.emplace(key, l.plan(call)).first;
-  Plan &plan = it->second;
-  if (!plan.usable)
+  return &it->second;
+}
+
+bool CudaGemm::prepare(const GemmCall &call) {
+  Plan *plan = planOf(*library, call);
+  return plan && plan->usable;
+}
+
+bool CudaGemm::run(const GemmCall &call, bool &done, std::string &error) {
+  Library &l = *library;
+  done = false;
+  Plan *found = planOf(l, call);
+  if (!found || !found->usable)
     return true;
+  Plan &plan = *found;
   if (call.type == step::HostOp::GemmType::FP8 &&
       !l.setScales(plan.desc, call)) {
     error = "cuBLASLt refuses the scales of an fp8 product";
@@ -266,7 +280,7 @@ bool CudaGemm::run(const GemmCall &call, bool &done, std::string &error) {
   // A product the library turns down when it runs (it writes nothing then)
   // goes to the generated kernel, now and for the rest of the run.
   if (status != kOk) {
-    it->second.usable = false;
+    plan.usable = false;
     return true;
   }
   done = true;

@@ -12,7 +12,7 @@
 #ifndef V4A_RUNTIME_CUDAGEMM_H
 #define V4A_RUNTIME_CUDAGEMM_H
 
-#include "runtime/HostProgram.h"
+#include "runtime/Backend.h"
 
 #include <memory>
 #include <string>
@@ -31,6 +31,9 @@ public:
   /// Queues `call` and sets `done`, or leaves `done` false when the
   /// library has no algorithm for the shape.
   bool run(const GemmCall &call, bool &done, std::string &error);
+  /// Chooses the algorithm of `call`'s shape now (a shape first seen by run
+  /// is planned there); false when the library has none.
+  bool prepare(const GemmCall &call);
 
   /// The workspace the products get.
   static constexpr int64_t kWorkspaceBytes = 32 << 20;

@@ -126,7 +126,9 @@ bool checkShape(const Op &op, std::string &why) {
     bool fp8 =
         data == 2 && op.data[0] == static_cast<int64_t>(Op::GemmType::FP8);
     bool bf16 =
-        data == 2 && op.data[0] == static_cast<int64_t>(Op::GemmType::BF16);
+        data == 2 &&
+        (op.data[0] == static_cast<int64_t>(Op::GemmType::BF16) ||
+         op.data[0] == static_cast<int64_t>(Op::GemmType::BF16F32));
     return need((bf16 || fp8) && operands == (fp8 ? 15u : 13u) &&
                     op.data[1] > 0,
                 "a gemm takes A, B, D, (fp8: two scales,) 10 sizes, a known "
@@ -285,6 +287,18 @@ private:
   bool compareWithFallback(const Comparison &c);
 };
 
+const char *gemmTypeName(Op::GemmType type) {
+  switch (type) {
+  case Op::GemmType::BF16:
+    return "bf16";
+  case Op::GemmType::FP8:
+    return "fp8";
+  case Op::GemmType::BF16F32:
+    return "bf16-f32";
+  }
+  return "?";
+}
+
 bool comparingGemms() {
   static const bool compare = [] {
     const char *v = std::getenv("V4A_GEMM_COMPARE");
@@ -338,9 +352,10 @@ bool Interpreter::gemm(size_t at, const Op &op) {
   call.ldd = s[5], call.batch = s[6], call.strideA = s[7], call.strideB = s[8],
   call.strideD = s[9];
   int64_t inputBytes = fp8 ? 1 : 2;
+  int64_t resultBytes = call.type == Op::GemmType::BF16F32 ? 4 : 2;
   if (a.elementBytes != inputBytes || b.elementBytes != inputBytes ||
-      d.elementBytes != 2)
-    return fail(at, std::string("a ") + (fp8 ? "fp8" : "bf16") +
+      d.elementBytes != resultBytes)
+    return fail(at, std::string("a ") + gemmTypeName(call.type) +
                         " gemm over buffers of other elements");
   // fp8: B's rows and the scale tables are padded as the type says.
   int64_t rowsB = fp8 ? (call.n + 3) / 4 * 4 : call.n;
@@ -394,6 +409,14 @@ bool Interpreter::gemm(size_t at, const Op &op) {
 
 bool Interpreter::compareWithFallback(const Comparison &c) {
   const GemmCall &g = c.call;
+  if (g.type == Op::GemmType::BF16F32) {
+    // f32 results: only bf16 ones are compared in ulps.
+    std::string why;
+    void *d = values[function.host.ops[c.gemm].operands[2]].base;
+    bool copied = device.copyOnDevice(d, c.libraryD, c.bytes, why);
+    device.release(c.libraryD);
+    return copied || fail(c.gemm, why);
+  }
   std::vector<uint16_t> library(c.bytes / 2), fallback(c.bytes / 2);
   std::string why;
   void *d = values[function.host.ops[c.gemm].operands[2]].base;
@@ -420,7 +443,7 @@ bool Interpreter::compareWithFallback(const Comparison &c) {
                "%lld of %lld elements differ from the fallback, at most %g "
                "ulp, rel %.3g\n",
                function.name.c_str(), c.gemm,
-               g.type == Op::GemmType::FP8 ? "fp8" : "bf16",
+               gemmTypeName(g.type),
                static_cast<long long>(g.batch), static_cast<long long>(g.n),
                static_cast<long long>(g.m), static_cast<long long>(g.k),
                static_cast<long long>(differ), static_cast<long long>(count),

@@ -20,17 +20,6 @@
 
 namespace v4a::rt {
 
-/// A Gemm op's operands, checked against the buffers' extents.
-struct GemmCall {
-  step::HostOp::GemmType type = step::HostOp::GemmType::BF16;
-  const void *a = nullptr, *b = nullptr;
-  void *d = nullptr;
-  /// FP8: the f32 block scales of A and B.
-  const void *aScale = nullptr, *bScale = nullptr;
-  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldd = 0, batch = 1;
-  int64_t strideA = 0, strideB = 0, strideD = 0;
-};
-
 /// What a host program needs from a device.
 class HostDevice {
 public:

@@ -1,11 +1,13 @@
 //===- Model.cpp - the host runtime: caches, weights, step programs -------===//
 
 #include "runtime/Model.h"
+#include "runtime/StepGemms.h"
 
 #include "core/CacheLayout.h"
 #include "core/FileIO.h"
 #include "core/Numerics.h"
 #include "core/TensorSpecs.h"
+#include "runtime/StepGemms.h"
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <thread>
@@ -339,6 +342,11 @@ struct Model::Impl {
   std::vector<std::map<plan::Component, CacheArena>> caches;
   /// Per layer id: its weights on the device, by checkpoint name.
   std::vector<std::map<std::string, DeviceBuffer>> weights;
+  /// The library products whose generated kernel runs, as prepared.
+  std::vector<GemmCall> gemmFallbacks;
+
+  bool prepareGemms(const std::vector<int64_t> &tokenCounts,
+                    std::string &error);
 
   uint8_t *cacheBase(const CacheArena &cache) {
     return static_cast<uint8_t *>(arena.data()) + cache.offset;
@@ -479,7 +487,55 @@ Model::create(ModelConfig config, std::vector<LayerSpec> layers,
   if (!impl->upload(weights, error))
     return nullptr;
   impl->sequences.resize(maxSequences);
+  // Decode steps carry a token per sequence: every count the slots allow
+  // has its library algorithms before the first step.
+  std::vector<int64_t> decodeCounts(maxSequences);
+  std::iota(decodeCounts.begin(), decodeCounts.end(), 1);
+  if (!impl->prepareGemms(decodeCounts, error))
+    return nullptr;
   return std::unique_ptr<Model>(new Model(std::move(impl)));
+}
+
+bool Model::Impl::prepareGemms(const std::vector<int64_t> &tokenCounts,
+                               std::string &error) {
+  std::vector<GemmCall> shapes;
+  std::set<int> functions;
+  for (const StepProgram::Call &call : program.calls)
+    if (call.layer >= 0)
+      functions.insert(call.function);
+  for (int f : functions) {
+    const step::Function &function = program.functions[f];
+    if (function.host.ops.empty())
+      continue;
+    for (int64_t tokens : tokenCounts) {
+      std::vector<GemmCall> calls;
+      if (!stepGemms(function, tokens, calls, error))
+        return false;
+      for (const GemmCall &c : calls)
+        if (std::none_of(shapes.begin(), shapes.end(), [&](const GemmCall &s) {
+              return sameGemmShape(s, c);
+            }))
+          shapes.push_back(c);
+    }
+  }
+  std::vector<GemmCall> refused;
+  if (!backend->prepareGemms(shapes, refused, error))
+    return false;
+  for (const GemmCall &c : refused)
+    if (std::none_of(
+            gemmFallbacks.begin(), gemmFallbacks.end(),
+            [&](const GemmCall &s) { return sameGemmShape(s, c); }))
+      gemmFallbacks.push_back(c);
+  return true;
+}
+
+bool Model::prepareSteps(const std::vector<int64_t> &tokenCounts,
+                         std::string &error) {
+  return impl->prepareGemms(tokenCounts, error);
+}
+
+const std::vector<GemmCall> &Model::gemmFallbacks() const {
+  return impl->gemmFallbacks;
 }
 
 void Model::Impl::resetSequence(int64_t sequence) {

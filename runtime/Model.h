@@ -125,6 +125,15 @@ public:
   /// The byte size of that buffer, 0 when the layer has none.
   int64_t cacheSize(int64_t layer, plan::Component component) const;
 
+  /// Chooses the GEMM library's algorithms for steps of these token counts
+  /// now (create does so for every decode count, one token per sequence
+  /// slot); a count first seen by a step is prepared there.
+  bool prepareSteps(const std::vector<int64_t> &tokenCounts,
+                    std::string &error);
+  /// Library products (shapes) whose generated kernel runs instead, found
+  /// while preparing: the library has no algorithm or memory for them.
+  const std::vector<GemmCall> &gemmFallbacks() const;
+
   int64_t maxSequences() const;
   int64_t contextTokens() const;
   const char *backendName() const;

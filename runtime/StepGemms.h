@@ -28,6 +28,9 @@ bool stepGemms(const step::Function &function, int64_t tokens,
 /// Whether two calls are the same product shape (pointers aside).
 bool sameGemmShape(const GemmCall &a, const GemmCall &b);
 
+/// "bf16 gemm BATCH x TOKENS x OUT x IN" (fp8, bf16-f32 likewise).
+std::string describeGemm(const GemmCall &call);
+
 } // namespace v4a::rt
 
 #endif // V4A_RUNTIME_STEPGEMMS_H

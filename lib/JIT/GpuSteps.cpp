@@ -291,17 +291,19 @@ LogicalResult HostProgramBuilder::addLaunch(gpu::LaunchFuncOp launch) {
 /// A library GEMM: its fallback is the launch of the loops that followed
 /// the call.
 LogicalResult HostProgramBuilder::addGemm(func::CallOp call) {
-  bool fp8 = call.getCallee() == kGemmFP8;
-  if (!isLibraryGemm(call.getCallee()) ||
-      call.getNumOperands() != (fp8 ? 15u : 13u))
+  using GemmType = step::HostOp::GemmType;
+  StringRef callee = call.getCallee();
+  bool fp8 = callee == kGemmFP8;
+  if (!isLibraryGemm(callee) || call.getNumOperands() != (fp8 ? 15u : 13u))
     return call.emitError("v4a host program: an unknown library call");
   if (pendingGemm)
     return call.emitError("v4a host program: a gemm without its fallback");
   pendingGemm = program.ops.size();
+  GemmType type = fp8                       ? GemmType::FP8
+                  : callee == kGemmBF16F32 ? GemmType::BF16F32
+                                           : GemmType::BF16;
   return add(call, Kind::Gemm, call.getOperands(),
-             {static_cast<int64_t>(fp8 ? step::HostOp::GemmType::FP8
-                                       : step::HostOp::GemmType::BF16),
-              0});
+             {static_cast<int64_t>(type), 0});
 }
 
 LogicalResult HostProgramBuilder::build(func::FuncOp func) {

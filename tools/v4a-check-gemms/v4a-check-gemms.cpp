@@ -135,23 +135,32 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
   return !o.packages.empty();
 }
 
-/// What a product is called: the projection whose weight has its shape
-/// (wo_a, the grouped one, is the batched product).
+/// What a product is called: the projections whose weights have its shape
+/// (wo_a, the grouped one, is the batched product; the compressors' are the
+/// ones with f32 results).
 std::string productName(const pkg::Package &package, const GemmCall &c) {
   const std::string suffix = ".weight";
+  std::vector<std::string> names;
   for (const LayerSpec &layer : package.layers)
     for (const TensorSpec &spec : layerTensorSpecs(package.config, layer)) {
       const std::string &name = spec.name;
       bool weight = name.size() > suffix.size() &&
                     name.compare(name.size() - suffix.size(), suffix.size(),
                                  suffix) == 0;
+      bool compressor = name.find("compressor.") != std::string::npos;
       if (!weight || spec.shape.size() != 2 ||
-          (name == "wo_a.weight") != (c.batch > 1))
+          (name == "wo_a.weight") != (c.batch > 1) ||
+          compressor != (c.type == GemmType::BF16F32) ||
+          spec.shape[0] != c.m * c.batch || spec.shape[1] != c.k)
         continue;
-      if (spec.shape[0] == c.m * c.batch && spec.shape[1] == c.k)
-        return name.substr(0, name.size() - suffix.size());
+      std::string stem = name.substr(0, name.size() - suffix.size());
+      if (std::find(names.begin(), names.end(), stem) == names.end())
+        names.push_back(stem);
     }
-  return "?";
+  std::string joined;
+  for (const std::string &name : names)
+    joined += (joined.empty() ? "" : "|") + name;
+  return joined.empty() ? "?" : joined;
 }
 
 struct Product {
@@ -329,19 +338,21 @@ bool runProduct(CudaBackend &gpu, GemmCall c, const Options &opts,
   else
     fillBF16(o.b, span(c.batch, c.strideB, c.n, c.ldb, c.k), 1.0f, rng);
   int64_t dElements = span(c.batch, c.strideD, c.n, c.ldd, c.m);
+  bool f32Result = c.type == GemmType::BF16F32;
+  int64_t dBytes = (f32Result ? 4 : 2) * dElements;
   auto bytesOf = [](const std::vector<float> &v) {
     return std::max<int64_t>(4, 4 * static_cast<int64_t>(v.size()));
   };
   Buffer a(gpu, o.a.data(), o.a.size(), error),
       b(gpu, o.b.data(), o.b.size(), error),
-      d(gpu, nullptr, 2 * dElements, error),
+      d(gpu, nullptr, dBytes, error),
       sa(gpu, o.aScale.data(), bytesOf(o.aScale), error),
       sb(gpu, o.bScale.data(), bytesOf(o.bScale), error);
   if (!a.data || !b.data || !d.data || !sa.data || !sb.data)
     return false;
   // Poisoned: an element the library leaves unwritten reads as NaN.
-  std::vector<uint16_t> out(dElements, 0xffff);
-  gpu.copyToDevice(d.data, out.data(), 2 * dElements);
+  std::vector<uint8_t> out(dBytes, 0xff);
+  gpu.copyToDevice(d.data, out.data(), dBytes);
   c.a = a.data, c.b = b.data, c.d = d.data;
   if (fp8)
     c.aScale = sa.data, c.bScale = sb.data;
@@ -350,7 +361,15 @@ bool runProduct(CudaBackend &gpu, GemmCall c, const Options &opts,
   if (!r.library)
     return true;
   gpu.synchronize();
-  gpu.copyToHost(out.data(), d.data, 2 * dElements);
+  gpu.copyToHost(out.data(), d.data, dBytes);
+  auto result = [&](int64_t i) -> double {
+    if (f32Result) {
+      float v;
+      std::memcpy(&v, &out[4 * i], 4);
+      return v;
+    }
+    return Operands::bf16At(out, i);
+  };
   // Sampled rows and columns of each batch, about 2^28 multiply-adds in all.
   double err2 = 0.0, ref2 = 0.0;
   int64_t rows = std::min<int64_t>(c.n, 16);
@@ -367,10 +386,11 @@ bool runProduct(CudaBackend &gpu, GemmCall c, const Options &opts,
         double sum = 0.0;
         for (int64_t k = 0; k < c.k; ++k)
           sum += x[k] * o.weight(c, fp8, i, m, k);
-        double got = num::fromBF16Bits(out[i * c.strideD + n * c.ldd + m]);
+        double got = result(i * c.strideD + n * c.ldd + m);
         err2 += (got - sum) * (got - sum);
         ref2 += sum * sum;
-        r.ulps = std::max(r.ulps, ulpsFromRounded(got, sum));
+        if (!f32Result)
+          r.ulps = std::max(r.ulps, ulpsFromRounded(got, sum));
       }
     }
   r.rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
@@ -394,7 +414,8 @@ bool runProduct(CudaBackend &gpu, GemmCall c, const Options &opts,
 double minimumBytes(const GemmCall &c) {
   double input = c.type == GemmType::FP8 ? 1.0 : 2.0;
   double batch = static_cast<double>(c.batch);
-  return batch * (input * (c.m * c.k + c.n * c.k) + 2.0 * c.m * c.n);
+  double result = c.type == GemmType::BF16F32 ? 4.0 : 2.0;
+  return batch * (input * (c.m * c.k + c.n * c.k) + result * c.m * c.n);
 }
 
 /// The distinct products of a package's step functions over `tokens`.
@@ -463,10 +484,12 @@ int main(int argc, char **argv) {
       return fail(error);
     for (const Product &p : products) {
       const GemmCall &c = p.call;
-      bool fp8 = c.type == GemmType::FP8;
+      const char *type = c.type == GemmType::FP8       ? "fp8"
+                         : c.type == GemmType::BF16F32 ? "bf16-f32"
+                                                       : "bf16";
       std::printf("%s %s %s T=%lld %s batch %lld, M %lld, N %lld, K %lld",
                   path.c_str(), p.function.c_str(), p.name.c_str(),
-                  static_cast<long long>(p.tokens), fp8 ? "fp8" : "bf16",
+                  static_cast<long long>(p.tokens), type,
                   static_cast<long long>(c.batch),
                   static_cast<long long>(c.n), static_cast<long long>(c.m),
                   static_cast<long long>(c.k));

@@ -33,6 +33,7 @@
 #include "runtime/HostProgram.h"
 #include "runtime/Model.h"
 #include "runtime/SafeTensors.h"
+#include "runtime/StepGemms.h"
 #include "runtime/StepInputs.h"
 #include "runtime/Weights.h"
 
@@ -45,6 +46,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -412,6 +414,21 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
                         batch, std::move(backend), error);
   if (!model)
     return fail(error);
+  // Every step of the run has its library algorithms before the first; a
+  // product the library cannot run is said here, once.
+  std::vector<int64_t> counts;
+  for (const rt::InputStep &step : steps)
+    counts.push_back(std::accumulate(step.lengths.begin(), step.lengths.end(),
+                                     int64_t(0)));
+  if (o.bench)
+    counts.push_back(o.batch * o.tokens);
+  if (!model->prepareSteps(counts, error))
+    return fail(error);
+  for (const rt::GemmCall &c : model->gemmFallbacks())
+    std::fprintf(stderr,
+                 "%s: warning: cuBLASLt has no algorithm for a %s; its "
+                 "generated kernel runs it\n",
+                 tool.c_str(), rt::describeGemm(c).c_str());
   std::vector<int64_t> sequences;
   for (int64_t b = 0; b < batch; ++b) {
     sequences.push_back(model->addSequence(error));

@@ -386,33 +386,45 @@ MemRefType matrixOf(Type element) {
   return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, element);
 }
 
-SmallVector<Type> gemmOperands(MLIRContext *context, bool fp8) {
+/// The library GEMM a product of these operand and result types calls.
+StringRef gemmCallee(bool fp8, Type result) {
+  if (fp8)
+    return kGemmFP8;
+  return result.isF32() ? kGemmBF16F32 : kGemmBF16;
+}
+
+SmallVector<Type> gemmOperands(MLIRContext *context, StringRef callee) {
   Builder b(context);
   SmallVector<Type> inputs;
-  if (fp8)
+  if (callee == kGemmFP8)
     inputs = {matrixOf(b.getType<Float8E4M3FNType>()), matrixOf(b.getI8Type()),
               matrixOf(b.getBF16Type()), matrixOf(b.getF32Type()),
               matrixOf(b.getF32Type())};
   else
-    inputs.assign(3, matrixOf(b.getBF16Type()));
+    inputs = {matrixOf(b.getBF16Type()), matrixOf(b.getBF16Type()),
+              matrixOf(callee == kGemmBF16F32 ? b.getF32Type()
+                                              : b.getBF16Type())};
   inputs.append(10, b.getIndexType());
   return inputs;
 }
 
 void declareGemms(ModuleOp module) {
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  for (bool fp8 : {false, true}) {
-    llvm::StringRef name = fp8 ? kGemmFP8 : kGemmBF16;
+  for (StringRef name : {kGemmBF16, kGemmBF16F32, kGemmFP8}) {
     if (module.lookupSymbol(name))
       continue;
     auto type = FunctionType::get(module.getContext(),
-                                  gemmOperands(module.getContext(), fp8), {});
+                                  gemmOperands(module.getContext(), name), {});
     func::FuncOp::create(b, module.getLoc(), name, type).setPrivate();
   }
 }
 
 bool isBF16(Value value) {
   return cast<ShapedType>(value.getType()).getElementType().isBF16();
+}
+
+bool isF32(Value value) {
+  return cast<ShapedType>(value.getType()).getElementType().isF32();
 }
 
 struct GemmShape {
@@ -424,15 +436,15 @@ struct GemmShape {
 void callGemm(LoopEmitter &e, ValueRange buffers, const GemmShape &s) {
   OpBuilder &builder = e.builder();
   Location loc = e.location();
-  bool fp8 = buffers.size() == 5;
-  SmallVector<Type> types = gemmOperands(builder.getContext(), fp8);
+  StringRef callee = gemmCallee(
+      buffers.size() == 5, cast<ShapedType>(buffers[2].getType()).getElementType());
+  SmallVector<Type> types = gemmOperands(builder.getContext(), callee);
   SmallVector<Value> operands;
   for (auto [buffer, type] : llvm::zip(buffers, types))
     operands.push_back(memref::CastOp::create(builder, loc, type, buffer));
   operands.append({s.m, s.n, s.k, s.lda, s.ldb, s.ldd, s.batch, s.strideA,
                    s.strideB, s.strideD});
-  func::CallOp::create(builder, loc, fp8 ? kGemmFP8 : kGemmBF16, TypeRange(),
-                       operands);
+  func::CallOp::create(builder, loc, callee, TypeRange(), operands);
 }
 
 Value ceilTo(LoopEmitter &e, Value value, int64_t multiple) {
@@ -521,7 +533,8 @@ struct LowerLinear : public V4APattern<LinearOp> {
       rewriter.replaceOp(op, e.tensor(out, type));
       return success();
     }
-    if (libraryGemms && !scale && isBF16(x) && isBF16(w) && isBF16(out))
+    if (libraryGemms && !scale && isBF16(x) && isBF16(w) &&
+        (isBF16(out) || isF32(out)))
       callGemm(e, {w, x, out},
                {outWidth, tokens, in, in, in, outWidth, one, zero, zero, zero});
     int64_t kBlock = op.getKBlock().value_or(0);
