@@ -46,6 +46,10 @@ struct Options {
   bool padK = false;
   /// Only list the products (no GPU needed).
   bool list = false;
+  /// Print every product of one step in program order (no GPU needed):
+  /// the layers' calls, at the first token count.
+  bool sequence = false;
+  std::vector<int64_t> layers;
 };
 
 int fail(const std::string &message) {
@@ -53,7 +57,8 @@ int fail(const std::string &message) {
   return 1;
 }
 
-bool parseList(const std::string &text, std::vector<int64_t> &values) {
+bool parseList(const std::string &text, std::vector<int64_t> &values,
+               long long lowest = 1) {
   values.clear();
   size_t at = 0;
   while (at <= text.size()) {
@@ -61,7 +66,7 @@ bool parseList(const std::string &text, std::vector<int64_t> &values) {
     std::string item = text.substr(at, comma - at);
     char *end = nullptr;
     long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end || v < 1 || v > (1 << 20))
+    if (item.empty() || *end || v < lowest || v > (1 << 20))
       return false;
     values.push_back(v);
     if (comma == std::string::npos)
@@ -87,11 +92,13 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
       std::printf(
           "usage: v4a-check-gemms PACKAGE... [--tokens 1,2,..] "
           "[--tolerance T] [--repeat N] [--seed S] [--pad-k] [--list]\n"
+          "       v4a-check-gemms PACKAGE --sequence --tokens T [--layers L]\n"
           "Runs every library product of each package's step functions at\n"
           "each token count on GPU 0 against a float64 product of the same\n"
           "random operands; prints one line per product shape (relative\n"
           "error, time, TFLOP/s, TB/s) and fails when an error exceeds T\n"
-          "(default 2e-3). --list prints the products without a GPU.\n");
+          "(default 2e-3). --list prints the products without a GPU;\n"
+          "--sequence prints one step's products in program order.\n");
       std::exit(0);
     } else if (a == "--tokens") {
       if (!value(v) || !parseList(v, o.tokens)) {
@@ -116,6 +123,13 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
       }
     } else if (a == "--list") {
       o.list = true;
+    } else if (a == "--sequence") {
+      o.sequence = true;
+    } else if (a == "--layers") {
+      if (!value(v) || !parseList(v, o.layers, 0)) {
+        error = "--layers takes a list of layer ids";
+        return false;
+      }
     } else if (a == "--pad-k") {
       o.padK = true;
     } else if (a == "--seed") {
@@ -455,6 +469,29 @@ bool productsOf(const std::string &path, const std::vector<int64_t> &tokens,
   return true;
 }
 
+/// One step's products in the order the step issues them.
+int printSequence(const Options &o) {
+  std::string error;
+  std::optional<pkg::Package> package = pkg::read(o.packages[0], "", error);
+  if (!package)
+    return fail(error);
+  for (const step::Call &call : package->calls) {
+    if (call.layer < 0 ||
+        (!o.layers.empty() && std::find(o.layers.begin(), o.layers.end(),
+                                        call.layer) == o.layers.end()))
+      continue;
+    const step::Function &function = package->functions[call.function];
+    std::vector<GemmCall> calls;
+    if (!stepGemms(function, o.tokens[0], calls, error))
+      return fail(function.name + ": " + error);
+    for (const GemmCall &c : calls)
+      std::printf("layer %lld %s %s: %s\n", static_cast<long long>(call.layer),
+                  function.name.c_str(), productName(*package, c).c_str(),
+                  describeGemm(c).c_str());
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -463,6 +500,8 @@ int main(int argc, char **argv) {
   std::string error;
   if (!parseOptions(argc, argv, o, error))
     return fail(error);
+  if (o.sequence)
+    return printSequence(o);
   if (!o.seedGiven)
     o.seed = static_cast<uint64_t>(
         std::chrono::steady_clock::now().time_since_epoch().count());
