@@ -181,9 +181,13 @@ struct CudaGemm::Library {
 };
 
 bool CudaGemm::Library::setScales(MatmulDesc *desc, const GemmCall &c) {
-  return descSet(desc, kDescAScalePointer, &c.aScale, sizeof(c.aScale)) ==
-             kOk &&
-         descSet(desc, kDescBScalePointer, &c.bScale, sizeof(c.bScale)) == kOk;
+  // A shape planned before its first call has no scales yet; the heuristic
+  // refuses null scale pointers, so device memory (the workspace) stands in
+  // until the call sets the real ones.
+  const void *a = c.aScale ? c.aScale : workspace;
+  const void *b = c.bScale ? c.bScale : workspace;
+  return descSet(desc, kDescAScalePointer, &a, sizeof(a)) == kOk &&
+         descSet(desc, kDescBScalePointer, &b, sizeof(b)) == kOk;
 }
 
 CudaGemm::CudaGemm() : library(std::make_unique<Library>()) {}

@@ -102,6 +102,23 @@ void quantizeBlock(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
   });
 }
 
+/// Element k of row t of x quantized as its 1x128 block is (quantizeBlock's
+/// values): the e4m3 value and the block's ue8m0 scale. Each element finds
+/// its block's amax itself, so that a thread per element needs no
+/// reduction across threads (max is exact in any order).
+std::pair<Value, Value> quantizeElement(LoopEmitter &e, Value x, Value t,
+                                        Value k, Value in) {
+  Value c128 = e.index(128);
+  Value begin = e.mul(e.div(k, c128), c128);
+  Value end = e.min(in, e.add(begin, c128));
+  Value amax = e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
+                      [&](Value j, ValueRange a) -> SmallVector<Value> {
+                        return {e.max(a[0], e.abs(e.load(x, {t, j})))};
+                      })[0];
+  Value scale = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
+  return {quantizeE4M3(e, e.load(x, {t, k}), scale), scale};
+}
+
 void quantizeActivation(LoopEmitter &e, Value x, Value row, Value inOffset,
                         Value in,
                         const std::function<void(Value, Value)> &storeValue,
@@ -474,16 +491,18 @@ void projectFP8OnLibrary(LoopEmitter &e, Value x, Value w, Value scale,
   Value ws =
       e.alloc(RankedTensorType::get({dyn, dyn}, Float32Type::get(context)),
               {rowBlocks, ceilTo(e, blocks, 4)});
-  e.parallelLoop(tokens, blocks, [&](Value t, Value blk) {
-    quantizeBlock(
-        e, x, t, zero, in, blk,
-        [&](Value k, Value q) {
-          memref::StoreOp::create(e.builder(), e.location(), e.toE4M3Bits(q),
-                                  xq, ValueRange{t, k});
-        },
-        [&](Value b, Value s) {
-          e.store(s, xs, {b, t});
-        });
+  // A thread per element; the first of each block writes its scale.
+  e.parallelLoop(tokens, in, [&](Value t, Value k) {
+    auto [value, scale] = quantizeElement(e, x, t, k, in);
+    memref::StoreOp::create(e.builder(), e.location(), e.toE4M3Bits(value), xq,
+                            ValueRange{t, k});
+    Value c128 = e.index(128);
+    Value first = e.cmp(arith::CmpIPredicate::eq, e.rem(k, c128), zero);
+    auto ifOp = scf::IfOp::create(e.builder(), e.location(), first,
+                                  /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(e.builder());
+    e.builder().setInsertionPointToStart(ifOp.thenBlock());
+    e.store(scale, xs, {e.div(k, c128), t});
   });
   e.parallelLoop(rowBlocks, blocks, [&](Value mb, Value kb) {
     e.store(e.load(scale, {mb, kb}), ws, {mb, kb});
@@ -495,21 +514,15 @@ void projectFP8OnLibrary(LoopEmitter &e, Value x, Value w, Value scale,
 }
 
 /// x [tokens, in] quantized per 1x128 block (e4m3, ue8m0 scales) and kept
-/// in bf16: the values an fp8 product multiplies (a thread per token and
-/// block).
+/// in bf16: the values an fp8 product multiplies (a thread per element).
 Value fakeQuantizeRows(LoopEmitter &e, Value x, Value tokens, Value in) {
-  Value zero = e.index(0);
-  Value blocks = e.div(e.add(in, e.index(127)), e.index(128));
   Value q = e.alloc(RankedTensorType::get(
                         {ShapedType::kDynamic, ShapedType::kDynamic},
                         e.builder().getBF16Type()),
                     {tokens, in});
-  e.parallelLoop(tokens, blocks, [&](Value t, Value blk) {
-    Value scale;
-    quantizeBlock(
-        e, x, t, zero, in, blk,
-        [&](Value k, Value v) { e.store(e.mul(v, scale), q, {t, k}); },
-        [&](Value, Value s) { scale = s; });
+  e.parallelLoop(tokens, in, [&](Value t, Value k) {
+    auto [value, scale] = quantizeElement(e, x, t, k, in);
+    e.store(e.mul(value, scale), q, {t, k});
   });
   return q;
 }
@@ -660,6 +673,22 @@ void forEachVector(LoopEmitter &e, Value buffer,
   });
 }
 
+/// Every element of a rank-2 or rank-3 buffer independently, in one
+/// parallel loop over (row, position in the row's last dimensions).
+void forEachElement(
+    LoopEmitter &e, Value buffer,
+    const std::function<void(SmallVector<Value>, Value)> &body) {
+  int64_t rank = cast<MemRefType>(buffer.getType()).getRank();
+  Value width = e.dim(buffer, rank - 1);
+  Value inner = rank == 2 ? width : e.mul(e.dim(buffer, 1), width);
+  e.parallelLoop(e.dim(buffer, 0), inner, [&](Value r, Value j) {
+    if (rank == 2)
+      body({r}, j);
+    else
+      body({r, e.div(j, width)}, e.rem(j, width));
+  });
+}
+
 SmallVector<Value> withLast(SmallVector<Value> lead, Value last) {
   lead.push_back(last);
   return lead;
@@ -790,6 +819,45 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
     double fmax = e4m3 ? kE4M3Max : kE2M1Max;
     Value out = allocLike(e, x, op.getType());
     Value zero = e.index(0);
+    // Its amax, found per element: the same value as the block's (max is
+    // exact in any order), without a reduction across threads.
+    auto quantized = [&](const SmallVector<Value> &lead, Value begin,
+                         Value i) {
+      Value amax =
+          e.loop(begin, e.add(begin, block),
+                 {e.f32(e4m3 ? kE4M3AmaxFloor : kE2M1AmaxFloor)},
+                 [&](Value j, ValueRange a) -> SmallVector<Value> {
+                   return {e.max(a[0], e.abs(e.load(x, withLast(lead, j))))};
+                 })[0];
+      Value scale = e.mul(amax, e.f32(1.0f / static_cast<float>(fmax)));
+      if (op.getPow2Scale())
+        scale = e.ceilPowerOfTwo(scale);
+      Value v = e.div(e.load(x, withLast(lead, i)), scale);
+      v = e.max(e.min(v, e.f32(fmax)), e.f32(-fmax));
+      v = e4m3 ? e.roundToMinifloat(v, 3, -6, kE4M3Max)
+               : e.roundToMinifloat(v, 1, 0, kE2M1Max);
+      return e.mul(v, scale);
+    };
+    if (tokenParallel) {
+      // GPU kernels: a thread per element (a row per thread would walk the
+      // whole row alone); neighbouring threads read the same block, so its
+      // loads come from the cache.
+      forEachElement(e, x, [&](SmallVector<Value> lead, Value i) {
+        Value inBlocks = e.cmp(arith::CmpIPredicate::ult, i, quantDims);
+        auto ifOp = scf::IfOp::create(e.builder(), e.location(), inBlocks,
+                                      /*withElseRegion=*/true);
+        {
+          OpBuilder::InsertionGuard guard(e.builder());
+          e.builder().setInsertionPointToStart(ifOp.thenBlock());
+          Value begin = e.mul(e.div(i, block), block);
+          e.store(quantized(lead, begin, i), out, withLast(lead, i));
+          e.builder().setInsertionPointToStart(ifOp.elseBlock());
+          e.store(e.load(x, withLast(lead, i)), out, withLast(lead, i));
+        }
+      });
+      rewriter.replaceOp(op, e.tensor(out, op.getType()));
+      return success();
+    }
     forEachVector(e, x, [&](SmallVector<Value> lead) {
       e.loop(quantDims, width, [&](Value i) {
         e.store(e.load(x, withLast(lead, i)), out, withLast(lead, i));
