@@ -72,3 +72,33 @@ func.func @grouped(%o: tensor<?x2x512xbf16>, %a: tensor<64x512xbf16>, %b: tensor
   %y = v4a.grouped_output %o, %a, %b {groups = 2 : i64} : tensor<?x2x512xbf16>, tensor<64x512xbf16>, tensor<64x64xbf16> -> tensor<?x64xbf16>
   return %y : tensor<?x64xbf16>
 }
+
+// -----
+
+// bf16 operands with an f32 result (the compressors' projections) call the
+// library's bf16-in, f32-out GEMM.
+// CHECK-LABEL: func.func @linear_bf16_f32
+// CHECK: call @v4a_gemm_bf16_f32({{.*}}) : (memref<?x?xbf16>, memref<?x?xbf16>, memref<?x?xf32>,
+// CHECK: func.func private @v4a_gemm_bf16_f32(memref<?x?xbf16>, memref<?x?xbf16>, memref<?x?xf32>,
+func.func @linear_bf16_f32(%x: tensor<?x256xbf16>, %w: tensor<128x256xbf16>) -> tensor<?x128xf32> {
+  %y = v4a.linear %x, %w : tensor<?x256xbf16>, tensor<128x256xbf16> -> tensor<?x128xf32>
+  return %y : tensor<?x128xf32>
+}
+
+// -----
+
+// A dequantized fp8 product (k_block) is a plain bf16 library GEMM; its
+// fallback sums each 128-wide block in a loop of its own (two blocks of
+// 128 over the 256 inputs) before adding it.
+// CHECK-LABEL: func.func @linear_k_block
+// CHECK: call @v4a_gemm_bf16(
+// CHECK: scf.parallel
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
+// CHECK: arith.mulf
+// CHECK: scf.yield
+// CHECK: arith.addf
+func.func @linear_k_block(%x: tensor<?x256xbf16>, %w: tensor<128x256xbf16>) -> tensor<?x128xbf16> {
+  %y = v4a.linear %x, %w {k_block = 128 : i64} : tensor<?x256xbf16>, tensor<128x256xbf16> -> tensor<?x128xbf16>
+  return %y : tensor<?x128xbf16>
+}

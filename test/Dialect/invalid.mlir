@@ -612,3 +612,35 @@ func.func @output_scale(%o: tensor<?x4x512xbf16>, %a: tensor<64x1024xbf16>, %b: 
   %0 = v4a.grouped_output %o, %a, %b {groups = 2 : i64} : tensor<?x4x512xbf16>, tensor<64x1024xbf16>, tensor<64x64xf8E4M3FN> -> tensor<?x64xbf16>
   return
 }
+
+// -----
+
+func.func @linear_k_block_fp8(%x: tensor<4x128xbf16>, %w: tensor<64x128xf8E4M3FN>, %s: tensor<1x1xf8E8M0FNU>) {
+  // expected-error @+1 {{takes k_block only with a bf16 or f32 weight}}
+  %0 = v4a.linear %x, %w scale %s {k_block = 128 : i64} : tensor<4x128xbf16>, tensor<64x128xf8E4M3FN>, tensor<1x1xf8E8M0FNU> -> tensor<4x64xbf16>
+  return
+}
+
+// -----
+
+func.func @linear_k_block_positive(%x: tensor<4x128xbf16>, %w: tensor<64x128xbf16>) {
+  // expected-error @+1 {{attribute 'k_block' failed to satisfy constraint}}
+  %0 = v4a.linear %x, %w {k_block = 0 : i64} : tensor<4x128xbf16>, tensor<64x128xbf16> -> tensor<4x64xbf16>
+  return
+}
+
+// -----
+
+func.func @wo_b_k_block_fp8(%o: tensor<?x4x512xbf16>, %a: tensor<64x1024xbf16>, %b: tensor<64x64xf8E4M3FN>, %s: tensor<1x1xf8E8M0FNU>) {
+  // expected-error @+1 {{takes wo_b_k_block only with a bf16 or f32 wo_b}}
+  %0 = v4a.grouped_output %o, %a, %b scale %s {groups = 2 : i64, wo_b_k_block = 128 : i64} : tensor<?x4x512xbf16>, tensor<64x1024xbf16>, tensor<64x64xf8E4M3FN> scale tensor<1x1xf8E8M0FNU> -> tensor<?x64xbf16>
+  return
+}
+
+// -----
+
+func.func @wo_b_k_block_128(%o: tensor<?x4x512xbf16>, %a: tensor<64x1024xbf16>, %b: tensor<64x64xbf16>) {
+  // expected-error @+1 {{wo_b_k_block must be 128, the block of an fp8 activation, not 64}}
+  %0 = v4a.grouped_output %o, %a, %b {groups = 2 : i64, wo_b_k_block = 64 : i64} : tensor<?x4x512xbf16>, tensor<64x1024xbf16>, tensor<64x64xbf16> -> tensor<?x64xbf16>
+  return
+}

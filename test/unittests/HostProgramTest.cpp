@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/HostProgram.h"
+#include "runtime/StepGemms.h"
 
 #include "core/Numerics.h"
 
@@ -391,4 +392,54 @@ TEST(HostProgram, GemmErrors) {
       error));
   EXPECT_EQ(error, "project: host op 5: a bf16 gemm over buffers of other "
                    "elements");
+}
+
+TEST(HostProgram, GemmWithAnF32ResultTakesF32Buffers) {
+  step::Function f = gemmFunction();
+  f.host.ops[5].data[0] = static_cast<int64_t>(Op::GemmType::BF16F32);
+  std::string error;
+  ASSERT_TRUE(rt::validateHostProgram(f, error)) << error;
+  HostMemoryDevice device;
+  device.gemmLibrary = true;
+  std::vector<uint16_t> x(6), w(6), y(4);
+  // A bf16 result buffer is refused...
+  EXPECT_FALSE(rt::runHostProgram(
+      f, {{x.data(), {2, 3}}, {w.data(), {2, 3}}, {y.data(), {2, 2}}}, device,
+      error));
+  EXPECT_EQ(error, "project: host op 5: a bf16-f32 gemm over buffers of "
+                   "other elements");
+  // ...an f32 one runs.
+  f.args[2].element = step::Element::F32;
+  std::vector<float> yf(4);
+  ASSERT_TRUE(rt::runHostProgram(
+      f, {{x.data(), {2, 3}}, {w.data(), {2, 3}}, {yf.data(), {2, 2}}}, device,
+      error))
+      << error;
+  ASSERT_EQ(device.gemms.size(), 1u);
+  EXPECT_EQ(device.gemms[0].type, Op::GemmType::BF16F32);
+}
+
+TEST(StepGemms, RecordsTheProductsOfAStepWithoutRunningIt) {
+  step::Function f = gemmFunction();
+  std::vector<rt::GemmCall> calls;
+  std::string error;
+  // No buffers, no launches: the token count gives the sizes.
+  ASSERT_TRUE(rt::stepGemms(f, 37, calls, error)) << error;
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].type, Op::GemmType::BF16);
+  EXPECT_EQ(calls[0].n, 37);
+  EXPECT_EQ(calls[0].m, 2);
+  EXPECT_EQ(calls[0].k, 3);
+  EXPECT_EQ(calls[0].a, nullptr);
+  EXPECT_EQ(rt::describeGemm(calls[0]), "bf16 gemm 1 x 37 x 2 x 3");
+  std::vector<rt::GemmCall> more;
+  ASSERT_TRUE(rt::stepGemms(f, 38, more, error)) << error;
+  EXPECT_FALSE(rt::sameGemmShape(calls[0], more[0]));
+  EXPECT_TRUE(rt::sameGemmShape(calls[0], calls[0]));
+  // A program the interpreter refuses is the same error here.
+  f.host.ops[4].data[0] = int64_t(1) << 62;
+  calls.clear();
+  EXPECT_FALSE(rt::stepGemms(f, 2, calls, error));
+  EXPECT_EQ(error, "project: host op 5: a gemm size 4611686018427387904 "
+                   "outside [0, 2^40]");
 }
