@@ -39,6 +39,12 @@ build/bin/v4a-check-gemms "$dir/v4-flash-64k.v4apkg" "$dir/v4-pro-64k.v4apkg" --
   --tokens 1,32,128,8192 > "$work/products.txt"
 PYTHONUNBUFFERED=1 python3 bench/gemm_library.py "$work/products.txt" \
   > "$work/library.jsonl" 2> "$work/library.err"
+# The decode products alone under Nsight Compute too: per kernel, launched
+# one by one as the step launches them.
+grep -v ' T=8192 ' "$work/products.txt" > "$work/products-decode.txt"
+timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+  --print-units base python3 bench/gemm_library.py "$work/products-decode.txt" \
+  --eager > "$work/library-ncu.csv" 2> "$work/library-ncu.err"
 for case in $cases; do
   package=${case%%:*} layers=${case#*:}
   for shape in $shapes; do

@@ -3,7 +3,7 @@ PyTorch in the same run (torch.matmul / torch.bmm for bf16, bf16 in and
 f32 out for the compressors, torch._scaled_mm with 1x128 x 128x128 block
 scales for the fp8 form of the fp8 checkpoints' products).
 
-usage: gemm_library.py LIST.txt > library.jsonl
+usage: gemm_library.py LIST.txt [--eager] > library.jsonl
 LIST.txt: the lines of `v4a-check-gemms PACKAGE... --list`. Each distinct
 shape is timed once: 20 calls captured in a CUDA graph, replayed, the median
 of 10 replays divided by 20 (GPU time without launch gaps), on fresh random
@@ -109,6 +109,25 @@ def fp8_one(m, n, k):
     return fn
 
 
+def eager(shapes, calls=5):
+    """For Nsight Compute: each shape's product `calls` times, launched one
+    by one between two marker kernels (fills of 7 floats) that bracket the
+    shape's calls in the profile. Prints the shapes in order."""
+    marker = torch.empty(7, device="cuda")
+    for (kind, batch, m, n, k), name, function in shapes:
+        fn, _ = bf16_product(kind, batch, m, n, k)
+        fn()
+        torch.cuda.synchronize()
+        marker.fill_(7.0)
+        for _ in range(calls):
+            fn()
+        marker.fill_(7.0)
+        torch.cuda.synchronize()
+        print(json.dumps({"form": "torch " + kind, "name": name,
+                          "batch": batch, "M": m, "N": n, "K": k,
+                          "calls": calls}), flush=True)
+
+
 def main():
     shapes = []
     for line in open(sys.argv[1]):
@@ -119,6 +138,9 @@ def main():
         key = (kind, int(batch), int(m), int(n), int(k))
         if key not in [s[0] for s in shapes]:
             shapes.append((key, name, function))
+    if "--eager" in sys.argv:
+        eager(shapes)
+        return
     for (kind, batch, m, n, k), name, function in shapes:
         fn, out_bytes = bf16_product(kind, batch, m, n, k)
         us = graph_us(fn)

@@ -78,6 +78,32 @@ def products_of(kernels, sequence):
     return out
 
 
+def library_per_kernel(src):
+    """The products alone under Nsight Compute (gemm_library.py --eager):
+    per shape, the mean time of a call over the kernels between its two
+    markers (fills), by (form, batch, M, N, K)."""
+    path = os.path.join(src, "library-ncu.csv")
+    if not os.path.exists(path):
+        return {}
+    shapes = [json.loads(l) for l in open(path) if l.startswith("{")]
+    lines = [l for l in open(path) if l.startswith('"')]
+    rows = [r for r in csv.DictReader(lines)
+            if r.get("Metric Name") == "gpu__time_duration.sum"]
+    groups, inside, current = [], False, []
+    for r in rows:
+        if "FillFunctor" in r["Kernel Name"]:
+            if inside:
+                groups.append(current)
+            inside, current = not inside, []
+        elif inside:
+            current.append(float(r["Metric Value"].replace(",", "")) / 1e3)
+    out = {}
+    for shape, times in zip(shapes, groups):
+        key = (shape["form"], shape["batch"], shape["M"], shape["N"], shape["K"])
+        out[key] = round(sum(times) / shape["calls"], 2)
+    return out
+
+
 def main():
     src, dst = sys.argv[1], sys.argv[2]
     os.makedirs(dst, exist_ok=True)
@@ -87,6 +113,7 @@ def main():
     for r in library:
         if "us" in r:
             alone[(r["form"], r.get("batch", 1), r["M"], r["N"], r["K"])] = r
+    alone_ncu = library_per_kernel(src)
     cases, lines = [], []
     for entry in sorted(os.listdir(src)):
         if not entry.endswith(".ncu.csv"):
@@ -123,6 +150,8 @@ def main():
                              tb_per_s=round(moved / p["us"] * 1e-6, 3) if p["us"] else None,
                              alone_us=ref["us"] if ref else None,
                              of_alone=round(ref["us"] / p["us"], 3) if ref and p["us"] else None,
+                             alone_ncu_us=alone_ncu.get(key),
+                             of_alone_ncu=round(alone_ncu[key] / p["us"], 3) if key in alone_ncu and p["us"] else None,
                              kernels=p["kernels"], before=p["before"],
                              before_us=round(p["before_us"], 2)))
         cases.append({"case": case, "step_us": round(step_us, 1),
@@ -132,10 +161,10 @@ def main():
     md = []
     for c in cases:
         md.append(f"### {c['case']}: products {c['products_us']} us of a {c['step_us']} us step")
-        md.append("| layer | product | type | batch x M x N x K | us | TFLOP/s | TB/s | library alone us | alone/in-step | kernel before (us) |")
-        md.append("|---|---|---|---|---|---|---|---|---|---|")
+        md.append("| layer | product | type | batch x M x N x K | in-step us | TFLOP/s | TB/s | alone us (graph) | alone/in-step | alone us (ncu) | alone/in-step | kernel before (us) |")
+        md.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in c["products"]:
-            md.append(f"| {r.get('layer')} | {r.get('name')} | {r.get('type')} | {r.get('batch')} x {r.get('M')} x {r.get('N')} x {r.get('K')} | {r['us']} | {r['tflop_per_s']} | {r['tb_per_s']} | {r['alone_us']} | {r['of_alone']} | {r['before']} ({r['before_us']}) |")
+            md.append(f"| {r.get('layer')} | {r.get('name')} | {r.get('type')} | {r.get('batch')} x {r.get('M')} x {r.get('N')} x {r.get('K')} | {r['us']} | {r['tflop_per_s']} | {r['tb_per_s']} | {r['alone_us']} | {r['of_alone']} | {r['alone_ncu_us']} | {r['of_alone_ncu']} | {r['before']} ({r['before_us']}) |")
         md.append("")
     open(os.path.join(dst, "gemms.md"), "w").write("\n".join(md) + "\n")
     # Chart: per case, in-step against alone for every product (SVG).

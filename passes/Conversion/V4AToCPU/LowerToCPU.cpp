@@ -102,12 +102,15 @@ void quantizeBlock(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
   });
 }
 
-/// Element k of row t of x quantized as its 1x128 block is (quantizeBlock's
-/// values): the e4m3 value and the block's ue8m0 scale. Each element finds
-/// its block's amax itself, so that a thread per element needs no
-/// reduction across threads (max is exact in any order).
-std::pair<Value, Value> quantizeElement(LoopEmitter &e, Value x, Value t,
-                                        Value k, Value in) {
+/// Consecutive elements one GPU thread quantizes: they share their block's
+/// scale, found once (8 divides every block size the models use).
+constexpr int64_t kQuantGroup = 8;
+
+/// The ue8m0 scale of the 1x128 block of row t of x holding element k
+/// (quantizeBlock's). A thread per few elements finds its block's amax
+/// itself: no reduction across threads, the same value (max is exact in any
+/// order).
+Value blockScale(LoopEmitter &e, Value x, Value t, Value k, Value in) {
   Value c128 = e.index(128);
   Value begin = e.mul(e.div(k, c128), c128);
   Value end = e.min(in, e.add(begin, c128));
@@ -115,8 +118,24 @@ std::pair<Value, Value> quantizeElement(LoopEmitter &e, Value x, Value t,
                       [&](Value j, ValueRange a) -> SmallVector<Value> {
                         return {e.max(a[0], e.abs(e.load(x, {t, j})))};
                       })[0];
-  Value scale = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
-  return {quantizeE4M3(e, e.load(x, {t, k}), scale), scale};
+  return e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
+}
+
+/// body(t, k, e4m3 value, scale) for every element of x [tokens, in]
+/// quantized per 1x128 block: a parallel iteration per token and group of
+/// kQuantGroup elements (one block each).
+void forEachQuantized(LoopEmitter &e, Value x, Value tokens, Value in,
+                      const std::function<void(Value, Value, Value, Value)>
+                          &body) {
+  Value group = e.index(kQuantGroup);
+  Value groups = e.div(e.add(in, e.index(kQuantGroup - 1)), group);
+  e.parallelLoop(tokens, groups, [&](Value t, Value g) {
+    Value k0 = e.mul(g, group);
+    Value scale = blockScale(e, x, t, k0, in);
+    e.loop(k0, e.min(in, e.add(k0, group)), [&](Value k) {
+      body(t, k, quantizeE4M3(e, e.load(x, {t, k}), scale), scale);
+    });
+  });
 }
 
 void quantizeActivation(LoopEmitter &e, Value x, Value row, Value inOffset,
@@ -491,9 +510,9 @@ void projectFP8OnLibrary(LoopEmitter &e, Value x, Value w, Value scale,
   Value ws =
       e.alloc(RankedTensorType::get({dyn, dyn}, Float32Type::get(context)),
               {rowBlocks, ceilTo(e, blocks, 4)});
-  // A thread per element; the first of each block writes its scale.
-  e.parallelLoop(tokens, in, [&](Value t, Value k) {
-    auto [value, scale] = quantizeElement(e, x, t, k, in);
+  // A thread per group of elements; a block's first writes its scale.
+  forEachQuantized(e, x, tokens, in, [&](Value t, Value k, Value value,
+                                         Value scale) {
     memref::StoreOp::create(e.builder(), e.location(), e.toE4M3Bits(value), xq,
                             ValueRange{t, k});
     Value c128 = e.index(128);
@@ -514,16 +533,16 @@ void projectFP8OnLibrary(LoopEmitter &e, Value x, Value w, Value scale,
 }
 
 /// x [tokens, in] quantized per 1x128 block (e4m3, ue8m0 scales) and kept
-/// in bf16: the values an fp8 product multiplies (a thread per element).
+/// in bf16: the values an fp8 product multiplies.
 Value fakeQuantizeRows(LoopEmitter &e, Value x, Value tokens, Value in) {
   Value q = e.alloc(RankedTensorType::get(
                         {ShapedType::kDynamic, ShapedType::kDynamic},
                         e.builder().getBF16Type()),
                     {tokens, in});
-  e.parallelLoop(tokens, in, [&](Value t, Value k) {
-    auto [value, scale] = quantizeElement(e, x, t, k, in);
-    e.store(e.mul(value, scale), q, {t, k});
-  });
+  forEachQuantized(e, x, tokens, in,
+                   [&](Value t, Value k, Value value, Value scale) {
+                     e.store(e.mul(value, scale), q, {t, k});
+                   });
   return q;
 }
 
@@ -673,19 +692,22 @@ void forEachVector(LoopEmitter &e, Value buffer,
   });
 }
 
-/// Every element of a rank-2 or rank-3 buffer independently, in one
-/// parallel loop over (row, position in the row's last dimensions).
-void forEachElement(
-    LoopEmitter &e, Value buffer,
-    const std::function<void(SmallVector<Value>, Value)> &body) {
+/// Every `group` consecutive elements of the vectors of a rank-2 or rank-3
+/// buffer independently (the last group of a vector may be short), in one
+/// parallel loop over (row, group in the row's last dimensions): body(lead,
+/// first element of the group).
+void forEachGroup(LoopEmitter &e, Value buffer, int64_t group,
+                  const std::function<void(SmallVector<Value>, Value)> &body) {
   int64_t rank = cast<MemRefType>(buffer.getType()).getRank();
   Value width = e.dim(buffer, rank - 1);
-  Value inner = rank == 2 ? width : e.mul(e.dim(buffer, 1), width);
+  Value size = e.index(group);
+  Value groups = e.div(e.add(width, e.index(group - 1)), size);
+  Value inner = rank == 2 ? groups : e.mul(e.dim(buffer, 1), groups);
   e.parallelLoop(e.dim(buffer, 0), inner, [&](Value r, Value j) {
     if (rank == 2)
-      body({r}, j);
+      body({r}, e.mul(j, size));
     else
-      body({r, e.div(j, width)}, e.rem(j, width));
+      body({r, e.div(j, groups)}, e.mul(e.rem(j, groups), size));
   });
 }
 
@@ -819,10 +841,9 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
     double fmax = e4m3 ? kE4M3Max : kE2M1Max;
     Value out = allocLike(e, x, op.getType());
     Value zero = e.index(0);
-    // Its amax, found per element: the same value as the block's (max is
+    // A block's scale, found by whoever needs it: the same value (max is
     // exact in any order), without a reduction across threads.
-    auto quantized = [&](const SmallVector<Value> &lead, Value begin,
-                         Value i) {
+    auto scaleOf = [&](const SmallVector<Value> &lead, Value begin) {
       Value amax =
           e.loop(begin, e.add(begin, block),
                  {e.f32(e4m3 ? kE4M3AmaxFloor : kE2M1AmaxFloor)},
@@ -830,8 +851,10 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
                    return {e.max(a[0], e.abs(e.load(x, withLast(lead, j))))};
                  })[0];
       Value scale = e.mul(amax, e.f32(1.0f / static_cast<float>(fmax)));
-      if (op.getPow2Scale())
-        scale = e.ceilPowerOfTwo(scale);
+      return op.getPow2Scale() ? e.ceilPowerOfTwo(scale) : scale;
+    };
+    auto quantized = [&](const SmallVector<Value> &lead, Value scale,
+                         Value i) {
       Value v = e.div(e.load(x, withLast(lead, i)), scale);
       v = e.max(e.min(v, e.f32(fmax)), e.f32(-fmax));
       v = e4m3 ? e.roundToMinifloat(v, 3, -6, kE4M3Max)
@@ -839,21 +862,30 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
       return e.mul(v, scale);
     };
     if (tokenParallel) {
-      // GPU kernels: a thread per element (a row per thread would walk the
-      // whole row alone); neighbouring threads read the same block, so its
-      // loads come from the cache.
-      forEachElement(e, x, [&](SmallVector<Value> lead, Value i) {
-        Value inBlocks = e.cmp(arith::CmpIPredicate::ult, i, quantDims);
+      // GPU kernels: a thread per group of elements inside one block (a row
+      // per thread would walk the whole row alone); the group shares the
+      // block's scale, and neighbouring threads read the block's values
+      // through the cache.
+      int64_t quantWidth = op.getQuantDims().value_or(0);
+      int64_t group = op.getBlockSize() % kQuantGroup == 0 &&
+                              quantWidth % kQuantGroup == 0
+                          ? kQuantGroup
+                          : 1;
+      forEachGroup(e, x, group, [&](SmallVector<Value> lead, Value i0) {
+        Value end = e.min(width, e.add(i0, e.index(group)));
+        Value inBlocks = e.cmp(arith::CmpIPredicate::ult, i0, quantDims);
         auto ifOp = scf::IfOp::create(e.builder(), e.location(), inBlocks,
                                       /*withElseRegion=*/true);
-        {
-          OpBuilder::InsertionGuard guard(e.builder());
-          e.builder().setInsertionPointToStart(ifOp.thenBlock());
-          Value begin = e.mul(e.div(i, block), block);
-          e.store(quantized(lead, begin, i), out, withLast(lead, i));
-          e.builder().setInsertionPointToStart(ifOp.elseBlock());
+        OpBuilder::InsertionGuard guard(e.builder());
+        e.builder().setInsertionPointToStart(ifOp.thenBlock());
+        Value scale = scaleOf(lead, e.mul(e.div(i0, block), block));
+        e.loop(i0, end, [&](Value i) {
+          e.store(quantized(lead, scale, i), out, withLast(lead, i));
+        });
+        e.builder().setInsertionPointToStart(ifOp.elseBlock());
+        e.loop(i0, end, [&](Value i) {
           e.store(e.load(x, withLast(lead, i)), out, withLast(lead, i));
-        }
+        });
       });
       rewriter.replaceOp(op, e.tensor(out, op.getType()));
       return success();
