@@ -29,23 +29,8 @@ if [[ $part == all || $part == check ]]; then
   build/bin/v4a-check-gemms "$dir/refdata-fp8-fp8.v4apkg" "$dir/v4-flash-fp8.v4apkg" \
     --tokens 1,4,33,128,760 --repeat 2 || status=1
 fi
-refdata() { # name package folder
-  local out
-  out=$(mktemp --suffix=.safetensors)
-  if build/bin/v4a-run-package "$dir/$2.v4apkg" --weights "$3/weights.safetensors" \
-      --inputs "$3/inputs.safetensors" --outputs "$out" > /dev/null &&
-     python3 "$dir/refdata/compare.py" "$3/ref_outputs.safetensors" "$out" \
-      "$3/config.json" | sed "s/^/$1: compare.py: /"; then :; else
-    echo "$1: FAIL"
-    status=1
-  fi
-  rm -f "$out"
-}
 if [[ $part == all || $part == refdata ]]; then
-  for p in refdata-fp8 refdata-fp8-fp8 refdata-fp8-kernels; do
-    refdata $p $p "$dir/refdata/fp8"
-  done
-  refdata refdata-bf16 refdata-bf16 "$dir/refdata"
+  bench/validate-gpu.sh run refdata || status=1
 fi
 if [[ $part == all || $part == flash ]]; then
   for setting in 1 0; do

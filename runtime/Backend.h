@@ -59,8 +59,7 @@ public:
   /// gets the shapes whose generated kernel will run instead. Backends
   /// without a library have nothing to do.
   virtual bool prepareGemms(const std::vector<GemmCall> &shapes,
-                            std::vector<GemmCall> &refused,
-                            std::string &error);
+                            std::vector<GemmCall> &refused, std::string &error);
 };
 
 /// The host CPU: memory from the heap, functions called on the calling

@@ -349,7 +349,8 @@ static CudaGemm *loadGemm(CudaBackend &backend, CudaBackend::Driver &d) {
   void *workspace = backend.allocate(CudaGemm::kWorkspaceBytes, why);
   if (workspace) {
     d.gemmWorkspace = reinterpret_cast<CUdeviceptr>(workspace);
-    d.gemm = CudaGemm::load(d.stream, workspace, CudaGemm::kWorkspaceBytes, why);
+    d.gemm =
+        CudaGemm::load(d.stream, workspace, CudaGemm::kWorkspaceBytes, why);
     if (!d.gemm) {
       backend.release(workspace);
       d.gemmWorkspace = 0;
@@ -371,7 +372,8 @@ static GemmCall paddedRows(const GemmCall &call) {
 
 /// Room for the padded rows of an fp8 product's result; false (the
 /// generated kernel runs) when there is none.
-static bool reserveRows(CudaBackend &backend, CudaBackend::Driver &d, int64_t bytes) {
+static bool reserveRows(CudaBackend &backend, CudaBackend::Driver &d,
+                        int64_t bytes) {
   if (bytes <= d.gemmRowBytes)
     return true;
   if (d.gemmRows)
@@ -460,9 +462,9 @@ bool CudaBackend::prepareGemms(const std::vector<GemmCall> &shapes,
   CudaGemm *library = loadGemm(*this, d);
   for (const GemmCall &shape : shapes) {
     GemmCall padded = paddedRows(shape);
-    bool usable = library && library->prepare(padded) &&
-                  (padded.n == shape.n ||
-                   reserveRows(*this, d, padded.n * shape.m * 2));
+    bool usable =
+        library && library->prepare(padded) &&
+        (padded.n == shape.n || reserveRows(*this, d, padded.n * shape.m * 2));
     if (!usable) {
       refused.push_back(shape);
       d.gemmWarned.insert(describeGemm(shape));

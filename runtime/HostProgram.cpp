@@ -125,10 +125,9 @@ bool checkShape(const Op &op, std::string &why) {
   case Kind::Gemm: {
     bool fp8 =
         data == 2 && op.data[0] == static_cast<int64_t>(Op::GemmType::FP8);
-    bool bf16 =
-        data == 2 &&
-        (op.data[0] == static_cast<int64_t>(Op::GemmType::BF16) ||
-         op.data[0] == static_cast<int64_t>(Op::GemmType::BF16F32));
+    bool bf16 = data == 2 &&
+                (op.data[0] == static_cast<int64_t>(Op::GemmType::BF16) ||
+                 op.data[0] == static_cast<int64_t>(Op::GemmType::BF16F32));
     return need((bf16 || fp8) && operands == (fp8 ? 15u : 13u) &&
                     op.data[1] > 0,
                 "a gemm takes A, B, D, (fp8: two scales,) 10 sizes, a known "
@@ -442,8 +441,7 @@ bool Interpreter::compareWithFallback(const Comparison &c) {
                "gemm compare %s op %zu: %s batch %lld, M %lld, N %lld, K %lld: "
                "%lld of %lld elements differ from the fallback, at most %g "
                "ulp, rel %.3g\n",
-               function.name.c_str(), c.gemm,
-               gemmTypeName(g.type),
+               function.name.c_str(), c.gemm, gemmTypeName(g.type),
                static_cast<long long>(g.batch), static_cast<long long>(g.n),
                static_cast<long long>(g.m), static_cast<long long>(g.k),
                static_cast<long long>(differ), static_cast<long long>(count),

@@ -522,9 +522,8 @@ bool Model::Impl::prepareGemms(const std::vector<int64_t> &tokenCounts,
   if (!backend->prepareGemms(shapes, refused, error))
     return false;
   for (const GemmCall &c : refused)
-    if (std::none_of(
-            gemmFallbacks.begin(), gemmFallbacks.end(),
-            [&](const GemmCall &s) { return sameGemmShape(s, c); }))
+    if (std::none_of(gemmFallbacks.begin(), gemmFallbacks.end(),
+                     [&](const GemmCall &s) { return sameGemmShape(s, c); }))
       gemmFallbacks.push_back(c);
   return true;
 }

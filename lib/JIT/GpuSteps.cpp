@@ -299,7 +299,7 @@ LogicalResult HostProgramBuilder::addGemm(func::CallOp call) {
   if (pendingGemm)
     return call.emitError("v4a host program: a gemm without its fallback");
   pendingGemm = program.ops.size();
-  GemmType type = fp8                       ? GemmType::FP8
+  GemmType type = fp8                      ? GemmType::FP8
                   : callee == kGemmBF16F32 ? GemmType::BF16F32
                                            : GemmType::BF16;
   return add(call, Kind::Gemm, call.getOperands(),

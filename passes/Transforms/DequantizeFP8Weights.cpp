@@ -56,8 +56,9 @@ Value quantizedInput(OpBuilder &b, Value input,
 /// argument for removal; false (nothing changed) when the input width is
 /// not whole blocks. Fails unless both are arguments of the step that only
 /// `op` uses.
-FailureOr<bool> retypeWeight(Operation *op, func::FuncOp func, Value weightValue,
-                             Value scaleValue, llvm::BitVector &unusedScales) {
+FailureOr<bool> retypeWeight(Operation *op, func::FuncOp func,
+                             Value weightValue, Value scaleValue,
+                             llvm::BitVector &unusedScales) {
   auto weight = dyn_cast<BlockArgument>(weightValue);
   auto scale = dyn_cast<BlockArgument>(scaleValue);
   if (!weight || !scale || weight.getOwner() != &func.front() ||
@@ -88,9 +89,9 @@ LogicalResult dequantizeLinear(OpBuilder &b, func::FuncOp func, LinearOp linear,
     return failure(failed(retyped));
   b.setInsertionPoint(linear);
   Value input = quantizedInput(b, linear.getInput(), quantized);
-  auto replacement =
-      LinearOp::create(b, linear.getLoc(), linear.getType(), input,
-                       linear.getWeight(), Value(), b.getI64IntegerAttr(kBlock));
+  auto replacement = LinearOp::create(b, linear.getLoc(), linear.getType(),
+                                      input, linear.getWeight(), Value(),
+                                      b.getI64IntegerAttr(kBlock));
   linear.replaceAllUsesWith(replacement.getResult());
   linear.erase();
   return success();

@@ -158,9 +158,9 @@ std::string productName(const pkg::Package &package, const GemmCall &c) {
   for (const LayerSpec &layer : package.layers)
     for (const TensorSpec &spec : layerTensorSpecs(package.config, layer)) {
       const std::string &name = spec.name;
-      bool weight = name.size() > suffix.size() &&
-                    name.compare(name.size() - suffix.size(), suffix.size(),
-                                 suffix) == 0;
+      bool weight =
+          name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
       bool compressor = name.find("compressor.") != std::string::npos;
       if (!weight || spec.shape.size() != 2 ||
           (name == "wo_a.weight") != (c.batch > 1) ||
@@ -358,8 +358,7 @@ bool runProduct(CudaBackend &gpu, GemmCall c, const Options &opts,
     return std::max<int64_t>(4, 4 * static_cast<int64_t>(v.size()));
   };
   Buffer a(gpu, o.a.data(), o.a.size(), error),
-      b(gpu, o.b.data(), o.b.size(), error),
-      d(gpu, nullptr, dBytes, error),
+      b(gpu, o.b.data(), o.b.size(), error), d(gpu, nullptr, dBytes, error),
       sa(gpu, o.aScale.data(), bytesOf(o.aScale), error),
       sb(gpu, o.bScale.data(), bytesOf(o.bScale), error);
   if (!a.data || !b.data || !d.data || !sa.data || !sb.data)
@@ -449,23 +448,20 @@ bool productsOf(const std::string &path, const std::vector<int64_t> &tokens,
         return false;
       }
       for (const GemmCall &c : calls)
-        if (std::none_of(products.begin(), products.end(),
-                         [&](const Product &p) {
-                           return sameGemmShape(p.call, c);
-                         }))
+        if (std::none_of(
+                products.begin(), products.end(),
+                [&](const Product &p) { return sameGemmShape(p.call, c); }))
           products.push_back(
               {function.name, productName(*package, c), count, c});
     }
   }
   // Products of one weight next to each other: it is made once.
-  std::stable_sort(products.begin(), products.end(),
-                   [](const Product &x, const Product &y) {
-                     const GemmCall &a = x.call, &b = y.call;
-                     return std::make_tuple(a.type, a.m, a.k, a.lda, a.batch,
-                                            a.strideA) <
-                            std::make_tuple(b.type, b.m, b.k, b.lda, b.batch,
-                                            b.strideA);
-                   });
+  std::stable_sort(
+      products.begin(), products.end(), [](const Product &x, const Product &y) {
+        const GemmCall &a = x.call, &b = y.call;
+        return std::make_tuple(a.type, a.m, a.k, a.lda, a.batch, a.strideA) <
+               std::make_tuple(b.type, b.m, b.k, b.lda, b.batch, b.strideA);
+      });
   return true;
 }
 
@@ -529,9 +525,8 @@ int main(int argc, char **argv) {
       std::printf("%s %s %s T=%lld %s batch %lld, M %lld, N %lld, K %lld",
                   path.c_str(), p.function.c_str(), p.name.c_str(),
                   static_cast<long long>(p.tokens), type,
-                  static_cast<long long>(c.batch),
-                  static_cast<long long>(c.n), static_cast<long long>(c.m),
-                  static_cast<long long>(c.k));
+                  static_cast<long long>(c.batch), static_cast<long long>(c.n),
+                  static_cast<long long>(c.m), static_cast<long long>(c.k));
       if (o.list) {
         std::printf("\n");
         continue;

@@ -155,9 +155,9 @@ static std::optional<std::string> buildPackage(mlir::ModuleOp module,
     all.insert(layer.id);
   std::vector<std::string> names;
   package.calls = v4a::jit::stepCalls(module, all, names);
-  std::optional<v4a::jit::GpuSteps> steps = v4a::jit::compileGpuSteps(
-      module, names, target, error, nullptr,
-      fp8Gemms == v4a::jit::FP8Gemms::BlockScaled);
+  std::optional<v4a::jit::GpuSteps> steps =
+      v4a::jit::compileGpuSteps(module, names, target, error, nullptr,
+                                fp8Gemms == v4a::jit::FP8Gemms::BlockScaled);
   if (!steps)
     return std::nullopt;
   package.functions = std::move(steps->functions);

@@ -418,8 +418,8 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
   // product the library cannot run is said here, once.
   std::vector<int64_t> counts;
   for (const rt::InputStep &step : steps)
-    counts.push_back(std::accumulate(step.lengths.begin(), step.lengths.end(),
-                                     int64_t(0)));
+    counts.push_back(
+        std::accumulate(step.lengths.begin(), step.lengths.end(), int64_t(0)));
   if (o.bench)
     counts.push_back(o.batch * o.tokens);
   if (!model->prepareSteps(counts, error))

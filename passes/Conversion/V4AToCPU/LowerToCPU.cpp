@@ -124,9 +124,9 @@ Value blockScale(LoopEmitter &e, Value x, Value t, Value k, Value in) {
 /// body(t, k, e4m3 value, scale) for every element of x [tokens, in]
 /// quantized per 1x128 block: a parallel iteration per token and group of
 /// kQuantGroup elements (one block each).
-void forEachQuantized(LoopEmitter &e, Value x, Value tokens, Value in,
-                      const std::function<void(Value, Value, Value, Value)>
-                          &body) {
+void forEachQuantized(
+    LoopEmitter &e, Value x, Value tokens, Value in,
+    const std::function<void(Value, Value, Value, Value)> &body) {
   Value group = e.index(kQuantGroup);
   Value groups = e.div(e.add(in, e.index(kQuantGroup - 1)), group);
   e.parallelLoop(tokens, groups, [&](Value t, Value g) {
@@ -176,16 +176,15 @@ void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
       auto blockSums = [&](Value blk, ValueRange a) -> SmallVector<Value> {
         Value begin = e.mul(blk, block);
         Value end = e.min(in, e.add(begin, block));
-        SmallVector<Value> partials =
-            e.loop(begin, end, init,
-                   [&](Value k, ValueRange p) -> SmallVector<Value> {
-                     Value xv = e.load(x, {row, e.add(inOffset, k)});
-                     SmallVector<Value> next;
-                     for (int64_t r = 0; r < rows; ++r)
-                       next.push_back(e.add(
-                           p[r], e.mul(xv, e.load(w, {weightRow(n0, r), k}))));
-                     return next;
-                   });
+        SmallVector<Value> partials = e.loop(
+            begin, end, init, [&](Value k, ValueRange p) -> SmallVector<Value> {
+              Value xv = e.load(x, {row, e.add(inOffset, k)});
+              SmallVector<Value> next;
+              for (int64_t r = 0; r < rows; ++r)
+                next.push_back(
+                    e.add(p[r], e.mul(xv, e.load(w, {weightRow(n0, r), k}))));
+              return next;
+            });
         SmallVector<Value> next;
         for (int64_t r = 0; r < rows; ++r)
           next.push_back(e.add(a[r], partials[r]));
@@ -437,9 +436,9 @@ SmallVector<Type> gemmOperands(MLIRContext *context, StringRef callee) {
               matrixOf(b.getBF16Type()), matrixOf(b.getF32Type()),
               matrixOf(b.getF32Type())};
   else
-    inputs = {matrixOf(b.getBF16Type()), matrixOf(b.getBF16Type()),
-              matrixOf(callee == kGemmBF16F32 ? b.getF32Type()
-                                              : b.getBF16Type())};
+    inputs = {
+        matrixOf(b.getBF16Type()), matrixOf(b.getBF16Type()),
+        matrixOf(callee == kGemmBF16F32 ? b.getF32Type() : b.getBF16Type())};
   inputs.append(10, b.getIndexType());
   return inputs;
 }
@@ -472,8 +471,9 @@ struct GemmShape {
 void callGemm(LoopEmitter &e, ValueRange buffers, const GemmShape &s) {
   OpBuilder &builder = e.builder();
   Location loc = e.location();
-  StringRef callee = gemmCallee(
-      buffers.size() == 5, cast<ShapedType>(buffers[2].getType()).getElementType());
+  StringRef callee =
+      gemmCallee(buffers.size() == 5,
+                 cast<ShapedType>(buffers[2].getType()).getElementType());
   SmallVector<Type> types = gemmOperands(builder.getContext(), callee);
   SmallVector<Value> operands;
   for (auto [buffer, type] : llvm::zip(buffers, types))
@@ -511,18 +511,18 @@ void projectFP8OnLibrary(LoopEmitter &e, Value x, Value w, Value scale,
       e.alloc(RankedTensorType::get({dyn, dyn}, Float32Type::get(context)),
               {rowBlocks, ceilTo(e, blocks, 4)});
   // A thread per group of elements; a block's first writes its scale.
-  forEachQuantized(e, x, tokens, in, [&](Value t, Value k, Value value,
-                                         Value scale) {
-    memref::StoreOp::create(e.builder(), e.location(), e.toE4M3Bits(value), xq,
-                            ValueRange{t, k});
-    Value c128 = e.index(128);
-    Value first = e.cmp(arith::CmpIPredicate::eq, e.rem(k, c128), zero);
-    auto ifOp = scf::IfOp::create(e.builder(), e.location(), first,
-                                  /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(e.builder());
-    e.builder().setInsertionPointToStart(ifOp.thenBlock());
-    e.store(scale, xs, {e.div(k, c128), t});
-  });
+  forEachQuantized(
+      e, x, tokens, in, [&](Value t, Value k, Value value, Value scale) {
+        memref::StoreOp::create(e.builder(), e.location(), e.toE4M3Bits(value),
+                                xq, ValueRange{t, k});
+        Value c128 = e.index(128);
+        Value first = e.cmp(arith::CmpIPredicate::eq, e.rem(k, c128), zero);
+        auto ifOp = scf::IfOp::create(e.builder(), e.location(), first,
+                                      /*withElseRegion=*/false);
+        OpBuilder::InsertionGuard guard(e.builder());
+        e.builder().setInsertionPointToStart(ifOp.thenBlock());
+        e.store(scale, xs, {e.div(k, c128), t});
+      });
   e.parallelLoop(rowBlocks, blocks, [&](Value mb, Value kb) {
     e.store(e.load(scale, {mb, kb}), ws, {mb, kb});
   });
@@ -535,10 +535,10 @@ void projectFP8OnLibrary(LoopEmitter &e, Value x, Value w, Value scale,
 /// x [tokens, in] quantized per 1x128 block (e4m3, ue8m0 scales) and kept
 /// in bf16: the values an fp8 product multiplies.
 Value fakeQuantizeRows(LoopEmitter &e, Value x, Value tokens, Value in) {
-  Value q = e.alloc(RankedTensorType::get(
-                        {ShapedType::kDynamic, ShapedType::kDynamic},
-                        e.builder().getBF16Type()),
-                    {tokens, in});
+  Value q = e.alloc(
+      RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                            e.builder().getBF16Type()),
+      {tokens, in});
   forEachQuantized(e, x, tokens, in,
                    [&](Value t, Value k, Value value, Value scale) {
                      e.store(e.mul(value, scale), q, {t, k});
@@ -642,7 +642,8 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
                 e.mul(g, lora), lora, mid, t, e.mul(g, lora),
                 FP8Mode::DequantizeWeight);
       });
-      Value woBInput = kBlockB ? fakeQuantizeRows(e, mid, tokens, loraRows) : mid;
+      Value woBInput =
+          kBlockB ? fakeQuantizeRows(e, mid, tokens, loraRows) : mid;
       if (libraryB)
         callGemm(e, {woB, woBInput, out},
                  {outWidth, tokens, loraRows, loraRows, loraRows, outWidth, one,
@@ -853,8 +854,7 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
       Value scale = e.mul(amax, e.f32(1.0f / static_cast<float>(fmax)));
       return op.getPow2Scale() ? e.ceilPowerOfTwo(scale) : scale;
     };
-    auto quantized = [&](const SmallVector<Value> &lead, Value scale,
-                         Value i) {
+    auto quantized = [&](const SmallVector<Value> &lead, Value scale, Value i) {
       Value v = e.div(e.load(x, withLast(lead, i)), scale);
       v = e.max(e.min(v, e.f32(fmax)), e.f32(-fmax));
       v = e4m3 ? e.roundToMinifloat(v, 3, -6, kE4M3Max)
@@ -867,10 +867,10 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
       // block's scale, and neighbouring threads read the block's values
       // through the cache.
       int64_t quantWidth = op.getQuantDims().value_or(0);
-      int64_t group = op.getBlockSize() % kQuantGroup == 0 &&
-                              quantWidth % kQuantGroup == 0
-                          ? kQuantGroup
-                          : 1;
+      int64_t group =
+          op.getBlockSize() % kQuantGroup == 0 && quantWidth % kQuantGroup == 0
+              ? kQuantGroup
+              : 1;
       forEachGroup(e, x, group, [&](SmallVector<Value> lead, Value i0) {
         Value end = e.min(width, e.add(i0, e.index(group)));
         Value inBlocks = e.cmp(arith::CmpIPredicate::ult, i0, quantDims);
