@@ -98,7 +98,9 @@ def Fuse : Pass<"v4a-fuse", "::mlir::ModuleOp"> {
   let description = [{
     In every step function (`v4a.sched_meta_key`), projections of the same
     input with the same kind of weight become one `v4a.fused
-    "merged_linear"` region (one GEMM over the stacked weights), and chains
+    "merged_linear"` region (a unit a backend may run as one GEMM over the
+    stacked weights; the GPU lowering still calls the library once per
+    projection), and chains
     of row-wise ops (rms_norm, rope, act_quant, hadamard, compressor, tensor
     casts) in which each result feeds only the next op become one region,
     with a cache store of the last result when there is one. A region is

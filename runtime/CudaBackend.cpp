@@ -81,6 +81,8 @@ struct CudaBackend::Driver {
   int64_t gemmRowBytes = 0;
   /// Products whose generated kernel runs, already reported.
   std::set<std::string> gemmWarned;
+  /// Why there is no GEMM library, when there is none.
+  std::string gemmMissing;
 
   /// Makes the device's context current on the calling thread (the runtime
   /// uploads weights from several threads).
@@ -359,6 +361,8 @@ static CudaGemm *loadGemm(CudaBackend &backend, CudaBackend::Driver &d) {
   if (tracing())
     std::fprintf(stderr, "gemm library: %s\n",
                  d.gemm ? "cuBLASLt" : why.c_str());
+  if (!d.gemm)
+    d.gemmMissing = why;
   return d.gemm.get();
 }
 
@@ -405,7 +409,8 @@ bool CudaHostDevice::gemm(const GemmCall &call, bool &done,
   if (!library->run(padded, done, error))
     return false;
   // A shape the load did not prepare and the library refuses is said once.
-  if (!done && d.gemmWarned.insert(describeGemm(call)).second)
+  bool empty = call.m == 0 || call.n == 0 || call.k == 0 || call.batch == 0;
+  if (!done && !empty && d.gemmWarned.insert(describeGemm(call)).second)
     std::fprintf(stderr,
                  "v4a: warning: cuBLASLt has no algorithm for a %s; its "
                  "generated kernel runs it\n",
@@ -460,10 +465,22 @@ bool CudaBackend::prepareGemms(const std::vector<GemmCall> &shapes,
   Driver &d = *driver;
   d.bind();
   CudaGemm *library = loadGemm(*this, d);
+  if (!library) {
+    // Said once for all products, not once per shape.
+    if (!shapes.empty() && d.gemmWarned.insert("").second)
+      std::fprintf(stderr,
+                   "v4a: warning: no GEMM library (%s); the generated "
+                   "kernels run every product\n",
+                   d.gemmMissing.c_str());
+    return true;
+  }
   for (const GemmCall &shape : shapes) {
+    // An empty product has nothing to run on either path.
+    if (shape.m == 0 || shape.n == 0 || shape.k == 0 || shape.batch == 0)
+      continue;
     GemmCall padded = paddedRows(shape);
     bool usable =
-        library && library->prepare(padded) &&
+        library->prepare(padded) &&
         (padded.n == shape.n || reserveRows(*this, d, padded.n * shape.m * 2));
     if (!usable) {
       refused.push_back(shape);

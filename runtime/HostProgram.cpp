@@ -384,19 +384,22 @@ bool Interpreter::gemm(size_t at, const Op &op) {
   call.a = a.base, call.b = b.base, call.d = d.base;
   bool done = false;
   std::string why;
-  if (comparingGemms()) {
+  if (comparingGemms() && device.comparesGemms()) {
     Comparison c{at, at + static_cast<size_t>(op.data[1]), call, nullptr,
                  d.elements() * d.elementBytes};
     c.libraryD = device.allocate(c.bytes, why);
     if (!c.libraryD)
+      return fail(at, why);
+    // Released with the program's temporaries, also when the step fails.
+    temporaries.keep(c.libraryD);
+    // What the product does not write stays as D holds it.
+    if (!device.copyOnDevice(c.libraryD, d.base, c.bytes, why))
       return fail(at, why);
     c.call.d = c.libraryD;
     if (!device.gemm(c.call, done, why))
       return fail(at, why);
     if (done)
       comparisons.push_back(c);
-    else
-      device.release(c.libraryD);
     return true;
   }
   if (!device.gemm(call, done, why))
@@ -412,9 +415,8 @@ bool Interpreter::compareWithFallback(const Comparison &c) {
     // f32 results: only bf16 ones are compared in ulps.
     std::string why;
     void *d = values[function.host.ops[c.gemm].operands[2]].base;
-    bool copied = device.copyOnDevice(d, c.libraryD, c.bytes, why);
-    device.release(c.libraryD);
-    return copied || fail(c.gemm, why);
+    return device.copyOnDevice(d, c.libraryD, c.bytes, why) ||
+           fail(c.gemm, why);
   }
   std::vector<uint16_t> library(c.bytes / 2), fallback(c.bytes / 2);
   std::string why;
@@ -446,9 +448,7 @@ bool Interpreter::compareWithFallback(const Comparison &c) {
                static_cast<long long>(g.m), static_cast<long long>(g.k),
                static_cast<long long>(differ), static_cast<long long>(count),
                worst, ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2));
-  bool copied = device.copyOnDevice(d, c.libraryD, c.bytes, why);
-  device.release(c.libraryD);
-  return copied || fail(c.gemm, why);
+  return device.copyOnDevice(d, c.libraryD, c.bytes, why) || fail(c.gemm, why);
 }
 
 bool Interpreter::shapeOf(size_t at, const Op &op, size_t prefix,

@@ -40,6 +40,9 @@ public:
   /// library, or a shape it refuses). False only on a failure after the
   /// library accepted the product.
   virtual bool gemm(const GemmCall &call, bool &done, std::string &error);
+  /// Whether V4A_GEMM_COMPARE may run library products beside their
+  /// fallbacks here (a device that only records says no).
+  virtual bool comparesGemms() const { return true; }
 };
 
 /// Checks that every operand is defined before it is used, every result is

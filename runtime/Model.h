@@ -88,7 +88,13 @@ double stepWorkspaceBytes(const ModelConfig &config,
 class Model {
 public:
   /// Fails, naming the problem, on invalid weights, an unsupported cache
-  /// layout or missing kernels.
+  /// layout or missing kernels. Weights take the element type of the step
+  /// arguments they are bound to: an e4m3 weight with its block scales that
+  /// a bf16 argument takes is dequantized (wo_a, and GPU steps compiled
+  /// with v4a-dequantize-fp8-weights, which quantize the activation
+  /// themselves); that the checkpoint's format is the one the steps were
+  /// compiled for is the caller's to check (projectionFormat, as
+  /// v4a-run-package and the Engine do).
   static std::unique_ptr<Model>
   create(ModelConfig config, std::vector<LayerSpec> layers, StepProgram program,
          std::vector<LayerTensors> weights, const plan::Plan &plan,

@@ -42,6 +42,8 @@ public:
     return true;
   }
 
+  bool comparesGemms() const override { return false; }
+
   uintptr_t next = uintptr_t(1) << 40;
 
 private:
@@ -62,9 +64,16 @@ bool stepGemms(const step::Function &function, int64_t tokens,
       for (int64_t d : arg.shape)
         buffer.shape.push_back(d < 0 ? tokens : d);
     }
+    // Only addresses are handed out: a size past 2^62 is refused before its
+    // arithmetic can wrap.
     int64_t bytes = step::elementBytes(arg.element);
     for (int64_t d : buffer.shape)
-      bytes *= d;
+      if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes) ||
+          bytes > (int64_t(1) << 62)) {
+        error = function.name + ": argument '" + arg.bind +
+                "' is larger than 2^62 bytes";
+        return false;
+      }
     buffer.data = device.allocate(bytes, error);
     args.push_back(buffer);
   }

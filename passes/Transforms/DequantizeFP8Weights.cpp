@@ -72,8 +72,11 @@ FailureOr<bool> retypeWeight(Operation *op, func::FuncOp func,
               "change for one of them";
   auto type = cast<RankedTensorType>(weight.getType());
   // A partial last block quantizes on its own; act_quant takes whole
-  // blocks, so such products stay fp8.
-  if (type.isDynamicDim(1) || type.getDimSize(1) % kBlock != 0)
+  // blocks, so such products stay fp8. So do f32 scales: only powers of
+  // two (ue8m0) keep the dequantized weight exact in bf16.
+  auto scaleType = cast<RankedTensorType>(scale.getType());
+  if (type.isDynamicDim(1) || type.getDimSize(1) % kBlock != 0 ||
+      !isa<Float8E8M0FNUType>(scaleType.getElementType()))
     return false;
   weight.setType(type.clone(Builder(op->getContext()).getBF16Type()));
   unusedScales.set(scale.getArgNumber());

@@ -42,14 +42,21 @@ func.func @grouped(%o: tensor<?x4x512xbf16>,
 
 // -----
 
-// An input width that is not whole 128-wide blocks stays an fp8 product;
-// functions that are not steps are left alone.
+// An input width that is not whole 128-wide blocks stays an fp8 product, as
+// does one with f32 scales (not powers of two: its dequantized weight would
+// round); functions that are not steps are left alone.
 // CHECK-LABEL: func.func @partial(
 // CHECK: v4a.linear %{{.*}}, %{{.*}} scale %{{.*}} : tensor<?x192xbf16>, tensor<64x192xf8E4M3FN>
+// CHECK-LABEL: func.func @f32_scales(
+// CHECK: v4a.linear %{{.*}}, %{{.*}} scale %{{.*}} : tensor<?x256xbf16>, tensor<64x256xf8E4M3FN>, tensor<1x2xf32>
 // CHECK-LABEL: func.func @not_a_step(
 // CHECK: v4a.linear %{{.*}}, %{{.*}} scale
 func.func @partial(%x: tensor<?x192xbf16>, %w: tensor<64x192xf8E4M3FN>, %s: tensor<1x2xf8E8M0FNU>) -> tensor<?x64xbf16> attributes {v4a.sched_meta_key = "0_0_1_0"} {
   %0 = v4a.linear %x, %w scale %s : tensor<?x192xbf16>, tensor<64x192xf8E4M3FN>, tensor<1x2xf8E8M0FNU> -> tensor<?x64xbf16>
+  return %0 : tensor<?x64xbf16>
+}
+func.func @f32_scales(%x: tensor<?x256xbf16>, %w: tensor<64x256xf8E4M3FN>, %s: tensor<1x2xf32>) -> tensor<?x64xbf16> attributes {v4a.sched_meta_key = "0_0_1_0"} {
+  %0 = v4a.linear %x, %w scale %s : tensor<?x256xbf16>, tensor<64x256xf8E4M3FN>, tensor<1x2xf32> -> tensor<?x64xbf16>
   return %0 : tensor<?x64xbf16>
 }
 func.func @not_a_step(%x: tensor<?x256xbf16>, %w: tensor<64x256xf8E4M3FN>, %s: tensor<1x2xf8E8M0FNU>) -> tensor<?x64xbf16> {

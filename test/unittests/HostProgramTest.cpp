@@ -443,3 +443,16 @@ TEST(StepGemms, RecordsTheProductsOfAStepWithoutRunningIt) {
   EXPECT_EQ(error, "project: host op 5: a gemm size 4611686018427387904 "
                    "outside [0, 2^40]");
 }
+
+TEST(StepGemms, RecordsEveryCallInOrder) {
+  // Two identical products in one program are two calls; whoever prepares
+  // shapes keeps one of them (sameGemmShape).
+  step::Function f = gemmFunction();
+  f.host.ops.push_back(f.host.ops[5]);
+  f.host.ops.push_back(f.host.ops[6]);
+  std::vector<rt::GemmCall> calls;
+  std::string error;
+  ASSERT_TRUE(rt::stepGemms(f, 4, calls, error)) << error;
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_TRUE(rt::sameGemmShape(calls[0], calls[1]));
+}

@@ -845,8 +845,10 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
     // A block's scale, found by whoever needs it: the same value (max is
     // exact in any order), without a reduction across threads.
     auto scaleOf = [&](const SmallVector<Value> &lead, Value begin) {
+      // Clamped to the row: a dynamic width the verifier could not check
+      // never reads past it.
       Value amax =
-          e.loop(begin, e.add(begin, block),
+          e.loop(begin, e.min(width, e.add(begin, block)),
                  {e.f32(e4m3 ? kE4M3AmaxFloor : kE2M1AmaxFloor)},
                  [&](Value j, ValueRange a) -> SmallVector<Value> {
                    return {e.max(a[0], e.abs(e.load(x, withLast(lead, j))))};
