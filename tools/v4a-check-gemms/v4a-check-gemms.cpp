@@ -181,6 +181,8 @@ struct Product {
   std::string function, name;
   int64_t tokens = 0;
   GemmCall call;
+  /// Position in the order the steps issue the products.
+  size_t order = 0;
 };
 
 /// Device memory filled from the host, released with the backend.
@@ -451,17 +453,20 @@ bool productsOf(const std::string &path, const std::vector<int64_t> &tokens,
         if (std::none_of(
                 products.begin(), products.end(),
                 [&](const Product &p) { return sameGemmShape(p.call, c); }))
-          products.push_back(
-              {function.name, productName(*package, c), count, c});
+          products.push_back({function.name, productName(*package, c), count, c,
+                              products.size()});
     }
   }
-  // Products of one weight next to each other: it is made once.
-  std::stable_sort(
-      products.begin(), products.end(), [](const Product &x, const Product &y) {
-        const GemmCall &a = x.call, &b = y.call;
-        return std::make_tuple(a.type, a.m, a.k, a.lda, a.batch, a.strideA) <
-               std::make_tuple(b.type, b.m, b.k, b.lda, b.batch, b.strideA);
-      });
+  // Products of one weight next to each other: it is made once. Ties keep
+  // the steps' order (std::sort with the position as the last key).
+  std::sort(products.begin(), products.end(),
+            [](const Product &x, const Product &y) {
+              const GemmCall &a = x.call, &b = y.call;
+              return std::make_tuple(a.type, a.m, a.k, a.lda, a.batch,
+                                     a.strideA, x.order) <
+                     std::make_tuple(b.type, b.m, b.k, b.lda, b.batch,
+                                     b.strideA, y.order);
+            });
   return true;
 }
 
