@@ -45,6 +45,7 @@ grep -v ' T=8192 ' "$work/products.txt" > "$work/products-decode.txt"
 timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
   --print-units base python3 bench/gemm_library.py "$work/products-decode.txt" \
   --eager > "$work/library-ncu.csv" 2> "$work/library-ncu.err"
+sed -i '/^==PROF==/d' "$work/library-ncu.csv"
 for case in $cases; do
   package=${case%%:*} layers=${case#*:}
   for shape in $shapes; do
@@ -57,6 +58,8 @@ for case in $cases; do
       --random-weights 1 --layers "$layers" --bench --batch "$batch" \
       --context "$context" --tokens "$tokens" --repeat 1 \
       > "$work/$name.ncu.csv" 2> "$work/$name.err" || echo "$name: failed" >&2
+    # Nsight's progress lines name the machine's paths: only the table stays.
+    sed -i '/^==PROF==/d' "$work/$name.ncu.csv"
     echo "$name: $(grep -c gpu__time_duration "$work/$name.ncu.csv") kernels"
   done
 done
