@@ -92,6 +92,18 @@ struct HostOp {
     /// A and B bf16, D f32 (f32 sums kept: the compressors' projections).
     BF16F32,
   };
+  /// "bf16", "fp8" or "bf16-f32", as tools and messages name the types.
+  static const char *gemmTypeName(GemmType type) {
+    switch (type) {
+    case GemmType::BF16:
+      return "bf16";
+    case GemmType::FP8:
+      return "fp8";
+    case GemmType::BF16F32:
+      return "bf16-f32";
+    }
+    return "?";
+  }
   enum class Arith {
     Add,
     Sub,

@@ -38,6 +38,9 @@ struct GemmCall {
   const void *aScale = nullptr, *bScale = nullptr;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldd = 0, batch = 1;
   int64_t strideA = 0, strideB = 0, strideD = 0;
+
+  /// A product of no element: nothing to run on any path.
+  bool empty() const { return m == 0 || n == 0 || k == 0 || batch == 0; }
 };
 
 class Backend {

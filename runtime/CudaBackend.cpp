@@ -409,8 +409,7 @@ bool CudaHostDevice::gemm(const GemmCall &call, bool &done,
   if (!library->run(padded, done, error))
     return false;
   // A shape the load did not prepare and the library refuses is said once.
-  bool empty = call.m == 0 || call.n == 0 || call.k == 0 || call.batch == 0;
-  if (!done && !empty && d.gemmWarned.insert(describeGemm(call)).second)
+  if (!done && !call.empty() && d.gemmWarned.insert(describeGemm(call)).second)
     std::fprintf(stderr,
                  "v4a: warning: cuBLASLt has no algorithm for a %s; its "
                  "generated kernel runs it\n",
@@ -476,7 +475,7 @@ bool CudaBackend::prepareGemms(const std::vector<GemmCall> &shapes,
   }
   for (const GemmCall &shape : shapes) {
     // An empty product has nothing to run on either path.
-    if (shape.m == 0 || shape.n == 0 || shape.k == 0 || shape.batch == 0)
+    if (shape.empty())
       continue;
     GemmCall padded = paddedRows(shape);
     bool usable =

@@ -239,8 +239,7 @@ std::unique_ptr<CudaGemm> CudaGemm::load(void *stream, void *workspace,
 /// The plan of `call`'s shape, made at its first use; null for a shape the
 /// library cannot take (empty, or a batch past its range).
 static Plan *planOf(CudaGemm::Library &l, const GemmCall &call) {
-  if (call.m == 0 || call.n == 0 || call.k == 0 || call.batch == 0 ||
-      call.batch > INT32_MAX)
+  if (call.empty() || call.batch > INT32_MAX)
     return nullptr;
   ShapeKey key{static_cast<int>(call.type),
                call.m,

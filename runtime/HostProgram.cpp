@@ -286,18 +286,6 @@ private:
   bool compareWithFallback(const Comparison &c);
 };
 
-const char *gemmTypeName(Op::GemmType type) {
-  switch (type) {
-  case Op::GemmType::BF16:
-    return "bf16";
-  case Op::GemmType::FP8:
-    return "fp8";
-  case Op::GemmType::BF16F32:
-    return "bf16-f32";
-  }
-  return "?";
-}
-
 bool comparingGemms() {
   static const bool compare = [] {
     const char *v = std::getenv("V4A_GEMM_COMPARE");
@@ -354,7 +342,7 @@ bool Interpreter::gemm(size_t at, const Op &op) {
   int64_t resultBytes = call.type == Op::GemmType::BF16F32 ? 4 : 2;
   if (a.elementBytes != inputBytes || b.elementBytes != inputBytes ||
       d.elementBytes != resultBytes)
-    return fail(at, std::string("a ") + gemmTypeName(call.type) +
+    return fail(at, std::string("a ") + Op::gemmTypeName(call.type) +
                         " gemm over buffers of other elements");
   // fp8: B's rows and the scale tables are padded as the type says.
   int64_t rowsB = fp8 ? (call.n + 3) / 4 * 4 : call.n;
@@ -443,7 +431,7 @@ bool Interpreter::compareWithFallback(const Comparison &c) {
                "gemm compare %s op %zu: %s batch %lld, M %lld, N %lld, K %lld: "
                "%lld of %lld elements differ from the fallback, at most %g "
                "ulp, rel %.3g\n",
-               function.name.c_str(), c.gemm, gemmTypeName(g.type),
+               function.name.c_str(), c.gemm, Op::gemmTypeName(g.type),
                static_cast<long long>(g.batch), static_cast<long long>(g.n),
                static_cast<long long>(g.m), static_cast<long long>(g.k),
                static_cast<long long>(differ), static_cast<long long>(count),

@@ -1,7 +1,6 @@
 //===- Model.cpp - the host runtime: caches, weights, step programs -------===//
 
 #include "runtime/Model.h"
-#include "runtime/StepGemms.h"
 
 #include "core/CacheLayout.h"
 #include "core/FileIO.h"

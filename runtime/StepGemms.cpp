@@ -89,13 +89,9 @@ bool sameGemmShape(const GemmCall &a, const GemmCall &b) {
 }
 
 std::string describeGemm(const GemmCall &c) {
-  using Type = step::HostOp::GemmType;
-  const char *type = c.type == Type::FP8       ? "fp8"
-                     : c.type == Type::BF16F32 ? "bf16-f32"
-                                               : "bf16";
-  return std::string(type) + " gemm " + std::to_string(c.batch) + " x " +
-         std::to_string(c.n) + " x " + std::to_string(c.m) + " x " +
-         std::to_string(c.k);
+  return std::string(step::HostOp::gemmTypeName(c.type)) + " gemm " +
+         std::to_string(c.batch) + " x " + std::to_string(c.n) + " x " +
+         std::to_string(c.m) + " x " + std::to_string(c.k);
 }
 
 } // namespace v4a::rt

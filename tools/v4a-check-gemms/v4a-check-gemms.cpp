@@ -524,19 +524,17 @@ int main(int argc, char **argv) {
       return fail(error);
     for (const Product &p : products) {
       const GemmCall &c = p.call;
-      const char *type = c.type == GemmType::FP8       ? "fp8"
-                         : c.type == GemmType::BF16F32 ? "bf16-f32"
-                                                       : "bf16";
       std::printf("%s %s %s T=%lld %s batch %lld, M %lld, N %lld, K %lld",
                   path.c_str(), p.function.c_str(), p.name.c_str(),
-                  static_cast<long long>(p.tokens), type,
+                  static_cast<long long>(p.tokens),
+                  step::HostOp::gemmTypeName(c.type),
                   static_cast<long long>(c.batch), static_cast<long long>(c.n),
                   static_cast<long long>(c.m), static_cast<long long>(c.k));
       if (o.list) {
         std::printf("\n");
         continue;
       }
-      if (c.m == 0 || c.n == 0 || c.k == 0 || c.batch == 0) {
+      if (c.empty()) {
         std::printf(": empty, nothing to run\n");
         continue;
       }

@@ -80,6 +80,21 @@ void forRowGroups(LoopEmitter &e, Value count,
          [&](Value n) { body(n, 1); });
 }
 
+/// The ue8m0 scale of the activation x[row, inOffset + k], k < in, in
+/// 128-wide block `blk`: pow2ceil(amax / 448), amax at least 1e-4.
+Value blockScale(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
+                 Value blk) {
+  Value c128 = e.index(128);
+  Value begin = e.mul(blk, c128);
+  Value end = e.min(in, e.add(begin, c128));
+  Value amax = e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
+                      [&](Value k, ValueRange a) -> SmallVector<Value> {
+                        Value v = e.load(x, {row, e.add(inOffset, k)});
+                        return {e.max(a[0], e.abs(v))};
+                      })[0];
+  return e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
+}
+
 /// Quantizes the activation x[row, inOffset + k], k < in, per 128-wide
 /// block: block `blk`'s ue8m0 scale goes to scales[scaleAt(blk)], its e4m3
 /// values to values[valueAt(k)].
@@ -90,12 +105,7 @@ void quantizeBlock(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
   Value c128 = e.index(128);
   Value begin = e.mul(blk, c128);
   Value end = e.min(in, e.add(begin, c128));
-  Value amax = e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
-                      [&](Value k, ValueRange a) -> SmallVector<Value> {
-                        Value v = e.load(x, {row, e.add(inOffset, k)});
-                        return {e.max(a[0], e.abs(v))};
-                      })[0];
-  Value s = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
+  Value s = blockScale(e, x, row, inOffset, in, blk);
   storeScale(blk, s);
   e.loop(begin, end, [&](Value k) {
     storeValue(k, quantizeE4M3(e, e.load(x, {row, e.add(inOffset, k)}), s));
@@ -103,23 +113,9 @@ void quantizeBlock(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
 }
 
 /// Consecutive elements one GPU thread quantizes: they share their block's
-/// scale, found once (8 divides every block size the models use).
+/// scale, which the thread finds itself (no reduction across threads; 8
+/// divides every block size the models use).
 constexpr int64_t kQuantGroup = 8;
-
-/// The ue8m0 scale of the 1x128 block of row t of x holding element k
-/// (quantizeBlock's). A thread per few elements finds its block's amax
-/// itself: no reduction across threads, the same value (max is exact in any
-/// order).
-Value blockScale(LoopEmitter &e, Value x, Value t, Value k, Value in) {
-  Value c128 = e.index(128);
-  Value begin = e.mul(e.div(k, c128), c128);
-  Value end = e.min(in, e.add(begin, c128));
-  Value amax = e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
-                      [&](Value j, ValueRange a) -> SmallVector<Value> {
-                        return {e.max(a[0], e.abs(e.load(x, {t, j})))};
-                      })[0];
-  return e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
-}
 
 /// body(t, k, e4m3 value, scale) for every element of x [tokens, in]
 /// quantized per 1x128 block: a parallel iteration per token and group of
@@ -131,7 +127,7 @@ void forEachQuantized(
   Value groups = e.div(e.add(in, e.index(kQuantGroup - 1)), group);
   e.parallelLoop(tokens, groups, [&](Value t, Value g) {
     Value k0 = e.mul(g, group);
-    Value scale = blockScale(e, x, t, k0, in);
+    Value scale = blockScale(e, x, t, e.index(0), in, e.div(k0, e.index(128)));
     e.loop(k0, e.min(in, e.add(k0, group)), [&](Value k) {
       body(t, k, quantizeE4M3(e, e.load(x, {t, k}), scale), scale);
     });
@@ -842,8 +838,9 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
     double fmax = e4m3 ? kE4M3Max : kE2M1Max;
     Value out = allocLike(e, x, op.getType());
     Value zero = e.index(0);
-    // A block's scale, found by whoever needs it: the same value (max is
-    // exact in any order), without a reduction across threads.
+    // A block's scale (on the GPU found by every thread that needs it: the
+    // same value, max being exact in any order, without a reduction across
+    // threads).
     auto scaleOf = [&](const SmallVector<Value> &lead, Value begin) {
       // Clamped to the row: a dynamic width the verifier could not check
       // never reads past it.
@@ -897,21 +894,10 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
         e.store(e.load(x, withLast(lead, i)), out, withLast(lead, i));
       });
       e.loop(zero, e.div(quantDims, block), [&](Value blk) {
-        Value begin = e.mul(blk, block), end = e.add(begin, block);
-        Value amax =
-            e.loop(begin, end, {e.f32(e4m3 ? kE4M3AmaxFloor : kE2M1AmaxFloor)},
-                   [&](Value i, ValueRange a) -> SmallVector<Value> {
-                     return {e.max(a[0], e.abs(e.load(x, withLast(lead, i))))};
-                   })[0];
-        Value scale = e.mul(amax, e.f32(1.0f / static_cast<float>(fmax)));
-        if (op.getPow2Scale())
-          scale = e.ceilPowerOfTwo(scale);
-        e.loop(begin, end, [&](Value i) {
-          Value v = e.div(e.load(x, withLast(lead, i)), scale);
-          v = e.max(e.min(v, e.f32(fmax)), e.f32(-fmax));
-          v = e4m3 ? e.roundToMinifloat(v, 3, -6, kE4M3Max)
-                   : e.roundToMinifloat(v, 1, 0, kE2M1Max);
-          e.store(e.mul(v, scale), out, withLast(lead, i));
+        Value begin = e.mul(blk, block);
+        Value scale = scaleOf(lead, begin);
+        e.loop(begin, e.add(begin, block), [&](Value i) {
+          e.store(quantized(lead, scale, i), out, withLast(lead, i));
         });
       });
     });
