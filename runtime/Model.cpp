@@ -497,27 +497,13 @@ Model::create(ModelConfig config, std::vector<LayerSpec> layers,
 
 bool Model::Impl::prepareGemms(const std::vector<int64_t> &tokenCounts,
                                std::string &error) {
-  std::vector<GemmCall> shapes;
-  std::set<int> functions;
-  for (const StepProgram::Call &call : program.calls)
-    if (call.layer >= 0)
-      functions.insert(call.function);
-  for (int f : functions) {
-    const step::Function &function = program.functions[f];
-    if (function.host.ops.empty())
-      continue;
-    for (int64_t tokens : tokenCounts) {
-      std::vector<GemmCall> calls;
-      if (!stepGemms(function, tokens, calls, error))
-        return false;
-      for (const GemmCall &c : calls)
-        if (std::none_of(shapes.begin(), shapes.end(), [&](const GemmCall &s) {
-              return sameGemmShape(s, c);
-            }))
-          shapes.push_back(c);
-    }
-  }
-  std::vector<GemmCall> refused;
+  std::vector<StepProduct> products;
+  if (!distinctStepProducts(program.functions, program.calls, tokenCounts,
+                            products, error))
+    return false;
+  std::vector<GemmCall> shapes, refused;
+  for (const StepProduct &p : products)
+    shapes.push_back(p.call);
   if (!backend->prepareGemms(shapes, refused, error))
     return false;
   for (const GemmCall &c : refused)

@@ -2,6 +2,7 @@
 
 #include "runtime/StepGemms.h"
 
+#include <algorithm>
 #include <cstring>
 #include <tuple>
 
@@ -86,6 +87,36 @@ bool sameGemmShape(const GemmCall &a, const GemmCall &b) {
                            c.strideA, c.strideB, c.strideD);
   };
   return key(a) == key(b);
+}
+
+bool distinctStepProducts(const std::vector<step::Function> &functions,
+                          const std::vector<step::Call> &calls,
+                          const std::vector<int64_t> &tokenCounts,
+                          std::vector<StepProduct> &products,
+                          std::string &error) {
+  std::vector<bool> seen(functions.size(), false);
+  for (const step::Call &call : calls) {
+    if (call.layer < 0 || call.function < 0 ||
+        call.function >= static_cast<int>(functions.size()) ||
+        seen[call.function])
+      continue;
+    seen[call.function] = true;
+    const step::Function &function = functions[call.function];
+    // Functions without a host program (the CPU's) issue no products.
+    if (function.host.ops.empty())
+      continue;
+    for (int64_t tokens : tokenCounts) {
+      std::vector<GemmCall> issued;
+      if (!stepGemms(function, tokens, issued, error))
+        return false;
+      for (const GemmCall &c : issued)
+        if (std::none_of(
+                products.begin(), products.end(),
+                [&](const StepProduct &p) { return sameGemmShape(p.call, c); }))
+          products.push_back({call.function, tokens, c});
+    }
+  }
+  return true;
 }
 
 std::string describeGemm(const GemmCall &c) {

@@ -28,6 +28,22 @@ bool stepGemms(const step::Function &function, int64_t tokens,
 /// Whether two calls are the same product shape (pointers aside).
 bool sameGemmShape(const GemmCall &a, const GemmCall &b);
 
+/// A product shape and the first step that issues it.
+struct StepProduct {
+  /// Index into the functions.
+  int function = -1;
+  int64_t tokens = 0;
+  GemmCall call;
+};
+
+/// The distinct product shapes the layers' step calls of `calls` issue at
+/// each of `tokenCounts`, in the order they first appear.
+bool distinctStepProducts(const std::vector<step::Function> &functions,
+                          const std::vector<step::Call> &calls,
+                          const std::vector<int64_t> &tokenCounts,
+                          std::vector<StepProduct> &products,
+                          std::string &error);
+
 /// "bf16 gemm BATCH x TOKENS x OUT x IN" (fp8, bf16-f32 likewise).
 std::string describeGemm(const GemmCall &call);
 

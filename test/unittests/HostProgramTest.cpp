@@ -456,3 +456,25 @@ TEST(StepGemms, RecordsEveryCallInOrder) {
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_TRUE(rt::sameGemmShape(calls[0], calls[1]));
 }
+
+TEST(StepGemms, DistinctProductsOfTheLayersCalls) {
+  // Two layers run one step function, a metadata call (layer -1) runs it
+  // too: each shape once, with the first count that issues it.
+  std::vector<step::Function> functions = {gemmFunction()};
+  std::vector<step::Call> calls = {{0, -1, -1}, {0, -1, 0}, {0, -1, 1}};
+  std::vector<rt::StepProduct> products;
+  std::string error;
+  ASSERT_TRUE(
+      rt::distinctStepProducts(functions, calls, {2, 2, 3}, products, error))
+      << error;
+  ASSERT_EQ(products.size(), 2u);
+  EXPECT_EQ(products[0].function, 0);
+  EXPECT_EQ(products[0].tokens, 2);
+  EXPECT_EQ(products[0].call.n, 2);
+  EXPECT_EQ(products[1].tokens, 3);
+  // Only metadata calls: nothing.
+  products.clear();
+  ASSERT_TRUE(
+      rt::distinctStepProducts(functions, {{0, -1, -1}}, {2}, products, error));
+  EXPECT_TRUE(products.empty());
+}

@@ -439,24 +439,16 @@ bool productsOf(const std::string &path, const std::vector<int64_t> &tokens,
   std::optional<pkg::Package> package = pkg::read(path, "", error);
   if (!package)
     return false;
-  for (const step::Call &call : package->calls) {
-    if (call.layer < 0)
-      continue;
-    const step::Function &function = package->functions[call.function];
-    for (int64_t count : tokens) {
-      std::vector<GemmCall> calls;
-      if (!stepGemms(function, count, calls, error)) {
-        error = path + ": " + function.name + ": " + error;
-        return false;
-      }
-      for (const GemmCall &c : calls)
-        if (std::none_of(
-                products.begin(), products.end(),
-                [&](const Product &p) { return sameGemmShape(p.call, c); }))
-          products.push_back({function.name, productName(*package, c), count, c,
-                              products.size()});
-    }
+  std::vector<StepProduct> found;
+  if (!distinctStepProducts(package->functions, package->calls, tokens, found,
+                            error)) {
+    error = path + ": " + error;
+    return false;
   }
+  for (const StepProduct &p : found)
+    products.push_back({package->functions[p.function].name,
+                        productName(*package, p.call), p.tokens, p.call,
+                        products.size()});
   // Products of one weight next to each other: it is made once. Ties keep
   // the steps' order (std::sort with the position as the last key).
   std::sort(products.begin(), products.end(),
