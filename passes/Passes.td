@@ -175,11 +175,48 @@ def LowerToCPU : Pass<"v4a-lower-to-cpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def LowerToGPU : Pass<"v4a-lower-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Lowers the kernel regions a GPU kernel family covers to launches";
+  let description = [{
+    Runs on step functions (tensors) before the loop lowering of the GPU
+    pipeline. Every `v4a.fused` region is inlined where it stands; the part
+    of it a kernel family covers (and each covered op outside a region)
+    becomes one `gpu.launch` over buffers (`bufferization.to_buffer` of the
+    operands, a fresh buffer for the result), named `<func>_<family><N>` in
+    the kernel module `@v4a_gpu`. The rest stays for `v4a-lower-to-cpu` and
+    `v4a-map-loops-to-gpu`, whose kernels are `<func>_loops<N>`.
+
+    The row family (`rows`): a chain of `rms_norm`, `rope`, `act_quant`,
+    `hadamard` and float casts, each reading the previous result, over rows
+    of a static width that is a multiple of 8 (at most 8192). A team of
+    threads per row (width/8 rounded up to a power of two) holds the row in
+    registers, 8 elements per thread read and written in 16-byte accesses;
+    row sums are shuffle butterflies (through workgroup memory across
+    warps), block maxima of `act_quant` shuffles within the block's lanes,
+    `hadamard` (width at most 256) exchanges halves between lanes. Each op
+    rounds to its result's element type, as the loop lowering does.
+
+    Example:
+    ```mlir
+    %y = v4a.rms_norm %x weight %w {eps = 1.0e-06 : f64}
+        : tensor<?x512xbf16>, tensor<512xbf16>
+    ```
+    becomes a `gpu.launch` of 128 threads per block (two rows of 64 lanes)
+    over `ceil(T / 2)` blocks, `function(@<func>_rows0)`.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
+    "::mlir::bufferization::BufferizationDialect"];
+}
+
 def MapLoopsToGPU : Pass<"v4a-map-loops-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Turns the loop nests of lowered step functions into GPU launches";
   let description = [{
     Runs on functions after the token-parallel loop lowering and
-    bufferization. What stays on the host is index arithmetic, allocations,
+    bufferization; launches already there (`v4a-lower-to-gpu`) stay as they
+    are. What stays on the host is index arithmetic, allocations,
     shape views, copies and reads of a device scalar; every other top-level
     op becomes part of a `gpu.launch`:
     - a top-level `scf.parallel` whose body holds parallel loops becomes a
@@ -193,7 +230,7 @@ def MapLoopsToGPU : Pass<"v4a-map-loops-to-gpu", "::mlir::ModuleOp"> {
       single-block launch laid out the same way.
     Allocations inside a launch become views into a scratch buffer the host
     allocates per block or per thread. Launches carry `module = @v4a_gpu`
-    and a function name `<func>_k<N>`, so `gpu-kernel-outlining` puts every
+    and a function name `<func>_loops<N>`, so `gpu-kernel-outlining` puts every
     kernel in one module with deterministic names.
 
     Example: `scf.parallel (%t) = (%c0) to (%T) { scf.parallel (%h) ... }`

@@ -37,10 +37,12 @@ namespace v4a::jit {
 
 namespace {
 
-/// Step functions to loops over buffers, their loop nests to launches of
-/// kernels in `gpu.module @v4a_gpu`.
+/// Step functions to kernels in `gpu.module @v4a_gpu`: what a kernel family
+/// covers straight to launches, the rest to loops over buffers whose nests
+/// become launches.
 std::string kernelPipeline(bool fp8Library) {
-  return std::string("v4a-lower-to-cpu{token-parallel=1 library-gemms=1 "
+  return std::string("v4a-lower-to-gpu,v4a-lower-to-cpu{token-parallel=1 "
+                     "library-gemms=1 "
                      "library-fp8-gemms=") +
          (fp8Library ? "1" : "0") +
          "},inline,symbol-dce,canonicalize,"

@@ -2,7 +2,8 @@
 //-*-===//
 //
 // Takes the step functions of a module (v4a-compile --emit=steps) to an
-// NVVM target through MLIR's GPU path: the token-parallel loop lowering,
+// NVVM target through MLIR's GPU path: the kernel families
+// (v4a-lower-to-gpu), the token-parallel loop lowering of the rest,
 // bufferization, v4a-map-loops-to-gpu and kernel outlining, then PTX for
 // the kernels and, per function, the host program the runtime interprets
 // (core/StepSignature.h).

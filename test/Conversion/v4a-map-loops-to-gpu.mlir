@@ -6,7 +6,7 @@
 // CHECK: module attributes {gpu.container_module}
 // CHECK-LABEL: func.func @block_per_token
 // CHECK: %[[SCRATCH:.*]] = memref.alloc(%{{.*}}) : memref<?xi8>
-// CHECK: gpu.launch blocks(%[[BX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[GX:[a-z0-9_]+]] = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) threads(%[[TX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[NT:[a-z0-9_]+]] = %c128{{.*}} module(@v4a_gpu) function(@block_per_token_k0)
+// CHECK: gpu.launch blocks(%[[BX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[GX:[a-z0-9_]+]] = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) threads(%[[TX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[NT:[a-z0-9_]+]] = %c128{{.*}} module(@v4a_gpu) function(@block_per_token_loops0)
 // CHECK: scf.for %{{.*}} = %[[BX]] to %{{.*}} step %[[GX]]
 // CHECK: %[[VIEW:.*]] = memref.view %[[SCRATCH]][%{{.*}}][] : memref<?xi8> to memref<8xf32>
 // CHECK-NEXT: gpu.barrier
@@ -52,7 +52,7 @@ func.func @block_per_token(%x: memref<?x8xf32>, %y: memref<?x8xf32>) {
 // CHECK-LABEL: func.func @elementwise
 // CHECK: %[[CEIL:.*]] = arith.ceildivsi %{{.*}}, %c128
 // CHECK: %[[BLOCKS:.*]] = arith.minsi %[[CEIL]], %c1048576
-// CHECK: gpu.launch blocks(%[[BX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[GX:[a-z0-9_]+]] = %[[BLOCKS]], {{.*}} threads(%[[TX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[NT:[a-z0-9_]+]] = {{.*}} function(@elementwise_k0)
+// CHECK: gpu.launch blocks(%[[BX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[GX:[a-z0-9_]+]] = %[[BLOCKS]], {{.*}} threads(%[[TX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[NT:[a-z0-9_]+]] = {{.*}} function(@elementwise_loops0)
 // CHECK: %[[B:.*]] = arith.muli %{{.*}}, %[[NT]]
 // CHECK: %[[G:.*]] = arith.addi %[[B]], %[[TX]]
 // CHECK: %[[STRIDE:.*]] = arith.muli %[[GX]], %[[NT]]
@@ -85,7 +85,7 @@ func.func @elementwise(%x: memref<?x64xf32>, %y: memref<?x64xf32>) {
 // tokens): one block, thread 0. A float computed on the host side is copied
 // into the kernel rather than passed.
 // CHECK-LABEL: func.func @sequential
-// CHECK: gpu.launch blocks({{.*}}) in (%{{[a-z0-9_]+}} = %[[ONE:c1[_0-9]*]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]]) threads({{.*}} function(@sequential_k0)
+// CHECK: gpu.launch blocks({{.*}}) in (%{{[a-z0-9_]+}} = %[[ONE:c1[_0-9]*]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]]) threads({{.*}} function(@sequential_loops0)
 // CHECK: arith.sitofp
 // CHECK: scf.if
 // CHECK: scf.for

@@ -14,6 +14,7 @@
 #include "dialects/V4A/IR/V4AOps.h"
 #include "passes/Conversion/V4AToCPU/CacheRows.h"
 #include "passes/Conversion/V4AToCPU/LoopEmitter.h"
+#include "passes/Conversion/V4AToCPU/RoPEFrequencies.h"
 #include "passes/Conversion/V4AToCPU/StepMetadata.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -747,35 +748,6 @@ struct LowerRMSNorm : public V4APattern<RMSNormOp> {
     return success();
   }
 };
-
-/// The RoPE frequencies of the specification (section 2), f32.
-SmallVector<float> ropeFrequencies(int64_t ropeDim, double theta,
-                                   YarnAttr yarn) {
-  int64_t half = ropeDim / 2;
-  double dim = static_cast<double>(ropeDim);
-  SmallVector<double> freqs;
-  for (int64_t i = 0; i < half; ++i)
-    freqs.push_back(std::pow(theta, -2.0 * i / dim));
-  if (yarn && yarn.getOriginalMaxPosition() > 0) {
-    double length = static_cast<double>(yarn.getOriginalMaxPosition());
-    double factor = yarn.getFactor().convertToDouble();
-    auto bound = [&](double beta) {
-      return dim * std::log(length / (beta * 2 * M_PI)) / (2 * std::log(theta));
-    };
-    double low = std::clamp(
-        std::floor(bound(yarn.getBetaFast().convertToDouble())), 0.0, dim - 1);
-    double high = std::clamp(
-        std::ceil(bound(yarn.getBetaSlow().convertToDouble())), 0.0, dim - 1);
-    if (low == high)
-      high += 0.001;
-    for (int64_t i = 0; i < half; ++i) {
-      double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
-      double keep = 1.0 - ramp;
-      freqs[i] = freqs[i] / factor * (1 - keep) + freqs[i] * keep;
-    }
-  }
-  return SmallVector<float>(freqs.begin(), freqs.end());
-}
 
 struct LowerRoPE : public V4APattern<RoPEOp> {
   using V4APattern::V4APattern;
@@ -2063,3 +2035,31 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
 };
 
 } // namespace
+
+SmallVector<float> v4a::ropeFrequencies(int64_t ropeDim, double theta,
+                                        YarnAttr yarn) {
+  int64_t half = ropeDim / 2;
+  double dim = static_cast<double>(ropeDim);
+  SmallVector<double> freqs;
+  for (int64_t i = 0; i < half; ++i)
+    freqs.push_back(std::pow(theta, -2.0 * i / dim));
+  if (yarn && yarn.getOriginalMaxPosition() > 0) {
+    double length = static_cast<double>(yarn.getOriginalMaxPosition());
+    double factor = yarn.getFactor().convertToDouble();
+    auto bound = [&](double beta) {
+      return dim * std::log(length / (beta * 2 * M_PI)) / (2 * std::log(theta));
+    };
+    double low = std::clamp(
+        std::floor(bound(yarn.getBetaFast().convertToDouble())), 0.0, dim - 1);
+    double high = std::clamp(
+        std::ceil(bound(yarn.getBetaSlow().convertToDouble())), 0.0, dim - 1);
+    if (low == high)
+      high += 0.001;
+    for (int64_t i = 0; i < half; ++i) {
+      double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+      double keep = 1.0 - ramp;
+      freqs[i] = freqs[i] / factor * (1 - keep) + freqs[i] * keep;
+    }
+  }
+  return SmallVector<float>(freqs.begin(), freqs.end());
+}

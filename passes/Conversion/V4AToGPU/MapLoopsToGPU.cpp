@@ -142,7 +142,10 @@ gpu::LaunchOp KernelMapper::createLaunch(OpBuilder &b, Location loc,
   Value block = constantIndex(b, loc, threadCount);
   auto launch =
       gpu::LaunchOp::create(b, loc, grid[0], grid[1], grid[2], block, one, one);
-  std::string name = (func.getName() + "_k" + Twine(kernels++)).str();
+  // Named after the step, not its entry wrapper (as the families' kernels).
+  StringRef step = func.getName();
+  step.consume_back("_entry");
+  std::string name = (step + "_loops" + Twine(kernels++)).str();
   launch.setModuleAttr(FlatSymbolRefAttr::get(b.getContext(), "v4a_gpu"));
   launch.setFunctionAttr(FlatSymbolRefAttr::get(b.getContext(), name));
   OpBuilder::InsertionGuard guard(b);
@@ -590,6 +593,14 @@ LogicalResult KernelMapper::run() {
     }
     if (isSinkable(op) && operandsOnHost(op)) {
       onHost.insert(op->getResults().begin(), op->getResults().end());
+      continue;
+    }
+    if (auto launch = dyn_cast<gpu::LaunchOp>(op)) {
+      // A kernel of a family (v4a-lower-to-gpu): already a launch; the
+      // constants folding hoisted out of it go back in.
+      if (failed(flush()))
+        return failure();
+      sinkInto(launch);
       continue;
     }
     if (auto loop = dyn_cast<scf::ParallelOp>(op)) {

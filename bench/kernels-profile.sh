@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The step's kernels on the GPU, per kernel (the GPU kernels issue's table).
+#
+#   bench/kernels-profile.sh prepare   (here: the packages, build/gpu)
+#   bench/kernels-profile.sh           (on the GPU machine; carry build/bin
+#                                      and build/gpu)
+#
+# In one call: the device's copy ceiling; then for each case one layer of
+# each sched_meta_key of V4-Flash in one --bench step (decode of B sequences
+# at C tokens of history, or a T-token prefill) under Nsight Compute
+# (gpu__time_duration and DRAM bytes per kernel, clocks as found), and the
+# same step timed without the profiler (--repeat). Everything lands in
+# $OUT/kernels-profile.tar.gz; bench/kernels_report.py makes the table.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+dir=build/gpu
+if [[ ${1:-} == prepare ]]; then
+  mkdir -p "$dir"
+  build/bin/v4a-compile examples/v4-flash.json --context 65792 \
+    --target=sm_90a -o "$dir/v4-flash-64k.v4apkg" || exit 1
+  exit 0
+fi
+work=$(mktemp -d)
+out=${OUT:-$work}
+cases=${CASES:-"v4-flash-64k:0,2,3"}
+shapes=${SHAPES:-"1:65536:1 32:65536:1 128:65536:1 1:0:8192"}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader > "$work/device.txt"
+python3 bench/ceilings.py > "$work/ceilings.jsonl"
+for case in $cases; do
+  package=${case%%:*} layers=${case#*:}
+  for shape in $shapes; do
+    IFS=: read -r batch context tokens <<< "$shape"
+    name="$package-b$batch-c$context-t$tokens"
+    run=(build/bin/v4a-run-package "$dir/$package.v4apkg" --random-weights 1
+         --layers "$layers" --bench --batch "$batch" --context "$context"
+         --tokens "$tokens")
+    timeout 120 "${run[@]}" --repeat 5 > "$work/$name.bench" 2>&1 ||
+      echo "$name: bench failed" >&2
+    timeout 240 ncu --clock-control none \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+      --csv --print-units base "${run[@]}" --repeat 1 \
+      > "$work/$name.ncu.csv" 2> "$work/$name.err" || echo "$name: failed" >&2
+    # Nsight's progress lines name the machine's paths: only the table stays.
+    sed -i '/^==PROF==/d' "$work/$name.ncu.csv"
+    echo "$name: $(grep -c gpu__time_duration "$work/$name.ncu.csv") kernels"
+  done
+done
+tar -czf "$out/kernels-profile.tar.gz" -C "$work" .

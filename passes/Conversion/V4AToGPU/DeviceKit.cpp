@@ -1,0 +1,202 @@
+//===- DeviceKit.cpp - device-side pieces the GPU kernel families share ---===//
+
+#include "passes/Conversion/V4AToGPU/DeviceKit.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+
+namespace v4a::gpu {
+
+namespace {
+
+/// Bytes of the widest global access (sm_90).
+constexpr int64_t kAccessBytes = 16;
+
+Value constantIndex(OpBuilder &b, Location loc, int64_t value) {
+  return arith::ConstantIndexOp::create(b, loc, value);
+}
+
+Value constantF32(OpBuilder &b, Location loc, float value) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
+}
+
+/// Elements of `element` one 16-byte access holds.
+int64_t elementsPerAccess(Type element) {
+  return std::max<int64_t>(1,
+                           kAccessBytes * 8 / element.getIntOrFloatBitWidth());
+}
+
+/// `indices` with the last one advanced by `offset`.
+SmallVector<Value> advanced(OpBuilder &b, Location loc, ValueRange indices,
+                            int64_t offset) {
+  SmallVector<Value> moved(indices);
+  if (offset != 0)
+    moved.back() = arith::AddIOp::create(b, loc, moved.back(),
+                                         constantIndex(b, loc, offset));
+  return moved;
+}
+
+} // namespace
+
+Value combine(OpBuilder &b, Location loc, Combine how, Value x, Value y) {
+  if (how == Combine::Add)
+    return arith::AddFOp::create(b, loc, x, y);
+  return arith::MaximumFOp::create(b, loc, x, y);
+}
+
+Value shuffleXor(OpBuilder &b, Location loc, Value value, int64_t mask) {
+  return mlir::gpu::ShuffleOp::create(b, loc, value, static_cast<int32_t>(mask),
+                                      static_cast<int32_t>(kWarpLanes),
+                                      mlir::gpu::ShuffleMode::XOR)
+      .getShuffleResult();
+}
+
+Value reduceLanes(OpBuilder &b, Location loc, Value value, int64_t lanes,
+                  Combine how) {
+  assert(lanes <= kWarpLanes && llvm::isPowerOf2_64(lanes));
+  // Lane l combines with l ^ m, larger masks first: after the step of mask m
+  // each lane holds the combination over the lanes that agree with it above
+  // bit log2(m), in the same order for all of them.
+  for (int64_t mask = lanes / 2; mask >= 1; mask /= 2)
+    value = combine(b, loc, how, value, shuffleXor(b, loc, value, mask));
+  return value;
+}
+
+Value reduceTeam(OpBuilder &b, Location loc, Value value, int64_t lanes,
+                 Combine how, Value threadId, Value partials) {
+  if (lanes <= kWarpLanes)
+    return reduceLanes(b, loc, value, lanes, how);
+  assert(llvm::isPowerOf2_64(lanes));
+  Value warpValue = reduceLanes(b, loc, value, kWarpLanes, how);
+  Value lanesC = constantIndex(b, loc, kWarpLanes);
+  Value warp = arith::DivUIOp::create(b, loc, threadId, lanesC);
+  Value lane = arith::RemUIOp::create(b, loc, threadId, lanesC);
+  Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
+                                        constantIndex(b, loc, 0));
+  // The slot of the previous reduction may still be read.
+  mlir::gpu::BarrierOp::create(b, loc);
+  scf::IfOp::create(b, loc, isFirst, [&](OpBuilder &nb, Location l) {
+    memref::StoreOp::create(nb, l, warpValue, partials, ValueRange{warp});
+    scf::YieldOp::create(nb, l);
+  });
+  mlir::gpu::BarrierOp::create(b, loc);
+  int64_t warps = lanes / kWarpLanes;
+  Value firstWarp = arith::MulIOp::create(
+      b, loc,
+      arith::DivUIOp::create(b, loc, warp, constantIndex(b, loc, warps)),
+      constantIndex(b, loc, warps));
+  Value total;
+  for (int64_t w = 0; w < warps; ++w) {
+    Value slot =
+        arith::AddIOp::create(b, loc, firstWarp, constantIndex(b, loc, w));
+    Value partial = memref::LoadOp::create(b, loc, partials, ValueRange{slot});
+    total = total ? combine(b, loc, how, total, partial) : partial;
+  }
+  return total;
+}
+
+SmallVector<Value> loadChunk(OpBuilder &b, Location loc, Value buffer,
+                             ValueRange indices, int64_t count, Value valid) {
+  Type element = cast<MemRefType>(buffer.getType()).getElementType();
+  Type f32 = b.getF32Type();
+  int64_t step = std::min(count, elementsPerAccess(element));
+  auto vectorType = VectorType::get({step}, element);
+  SmallVector<Type> types(count, f32);
+  auto guarded = scf::IfOp::create(b, loc, types, valid, /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(guarded.thenBlock());
+    SmallVector<Value> values;
+    for (int64_t first = 0; first < count; first += step) {
+      Value vector = vector::LoadOp::create(
+          b, loc, vectorType, buffer, advanced(b, loc, indices, first),
+          /*nontemporal=*/false, llvm::MaybeAlign(kAccessBytes));
+      for (int64_t i = 0; i < step; ++i) {
+        Value v = vector::ExtractOp::create(b, loc, vector, i);
+        if (element != f32)
+          v = arith::ExtFOp::create(b, loc, f32, v);
+        values.push_back(v);
+      }
+    }
+    scf::YieldOp::create(b, loc, values);
+    b.setInsertionPointToStart(guarded.elseBlock());
+    SmallVector<Value> zeros(count, constantF32(b, loc, 0.0f));
+    scf::YieldOp::create(b, loc, zeros);
+  }
+  return SmallVector<Value>(guarded.getResults());
+}
+
+void storeChunk(OpBuilder &b, Location loc, ArrayRef<Value> values,
+                Value buffer, ValueRange indices, Value valid) {
+  Type element = cast<MemRefType>(buffer.getType()).getElementType();
+  int64_t count = values.size();
+  int64_t step = std::min(count, elementsPerAccess(element));
+  auto vectorType = VectorType::get({step}, element);
+  scf::IfOp::create(b, loc, valid, [&](OpBuilder &nb, Location l) {
+    for (int64_t first = 0; first < count; first += step) {
+      SmallVector<Value> narrowed;
+      for (int64_t i = 0; i < step; ++i) {
+        Value v = values[first + i];
+        if (element != v.getType())
+          v = arith::TruncFOp::create(nb, l, element, v);
+        narrowed.push_back(v);
+      }
+      Value vector =
+          vector::FromElementsOp::create(nb, l, vectorType, narrowed);
+      vector::StoreOp::create(
+          nb, l, vector, buffer, advanced(nb, l, indices, first),
+          /*nontemporal=*/false, llvm::MaybeAlign(kAccessBytes));
+    }
+    scf::YieldOp::create(nb, l);
+  });
+}
+
+Value roundTo(OpBuilder &b, Location loc, Value value, Type element) {
+  if (element == value.getType())
+    return value;
+  Value narrow = arith::TruncFOp::create(b, loc, element, value);
+  return arith::ExtFOp::create(b, loc, value.getType(), narrow);
+}
+
+mlir::gpu::LaunchOp createLaunch(OpBuilder &b, Location loc, StringRef name,
+                                 Value blocks, int64_t threads,
+                                 int64_t sharedFloats) {
+  Value one = constantIndex(b, loc, 1);
+  Value block = constantIndex(b, loc, threads);
+  SmallVector<Type> shared;
+  if (sharedFloats > 0)
+    shared.push_back(MemRefType::get(
+        {sharedFloats}, b.getF32Type(), MemRefLayoutAttrInterface(),
+        mlir::gpu::AddressSpaceAttr::get(
+            b.getContext(),
+            mlir::gpu::GPUDialect::getWorkgroupAddressSpace())));
+  auto launch = mlir::gpu::LaunchOp::create(
+      b, loc, blocks, one, one, block, one, one, /*dynamicSharedMemorySize=*/{},
+      /*asyncTokenType=*/{}, /*asyncDependencies=*/{}, shared);
+  launch.setModuleAttr(FlatSymbolRefAttr::get(b.getContext(), "v4a_gpu"));
+  launch.setFunctionAttr(FlatSymbolRefAttr::get(b.getContext(), name));
+  b.setInsertionPointToEnd(&launch.getBody().front());
+  auto terminator = mlir::gpu::TerminatorOp::create(b, loc);
+  b.setInsertionPoint(terminator);
+  return launch;
+}
+
+std::string kernelName(Operation *func, StringRef family) {
+  StringRef funcName =
+      func->getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName())
+          .getValue();
+  std::string prefix = (funcName + "_" + family).str();
+  int64_t count = 0;
+  func->walk([&](mlir::gpu::LaunchOp launch) {
+    if (auto kernel = launch.getFunctionAttr())
+      if (kernel.getValue().starts_with(prefix))
+        ++count;
+  });
+  return prefix + std::to_string(count);
+}
+
+} // namespace v4a::gpu

@@ -1,0 +1,84 @@
+//===- DeviceKit.h - device-side pieces the GPU kernel families share -*- C++
+//-*-===//
+//
+// The atoms a kernel family is built from, kept apart from the families:
+// lane and block reductions with shuffles, 16-byte row accesses of a thread's
+// consecutive elements, roundings to an element type, and the launch of a
+// named kernel. Each builds ops at the builder's insertion point inside a
+// gpu.launch body.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_PASSES_CONVERSION_V4ATOGPU_DEVICEKIT_H
+#define V4A_PASSES_CONVERSION_V4ATOGPU_DEVICEKIT_H
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+
+namespace v4a::gpu {
+
+/// Lanes of a warp.
+inline constexpr int64_t kWarpLanes = 32;
+/// Elements one thread holds of a row: 16 bytes of bf16.
+inline constexpr int64_t kChunk = 8;
+
+enum class Combine { Add, Max };
+
+/// `a` combined with `b`, f32.
+mlir::Value combine(mlir::OpBuilder &b, mlir::Location loc, Combine how,
+                    mlir::Value x, mlir::Value y);
+
+/// `value` of the lane whose id differs from this one's in the bits of
+/// `mask` (a shuffle within the warp; every lane of the warp takes part).
+mlir::Value shuffleXor(mlir::OpBuilder &b, mlir::Location loc,
+                       mlir::Value value, int64_t mask);
+
+/// The combination of `value` over each aligned group of `lanes` lanes (a
+/// power of two, at most a warp), every lane of the group getting it. The
+/// order of the combination is fixed (a butterfly), so all lanes agree
+/// bitwise.
+mlir::Value reduceLanes(mlir::OpBuilder &b, mlir::Location loc,
+                        mlir::Value value, int64_t lanes, Combine how);
+
+/// The same over an aligned team of `lanes` threads larger than a warp (a
+/// power of two): each warp reduces, its lane 0 writes the partial to
+/// `partials` (workgroup memory, a slot per warp of the block), and every
+/// thread adds its team's partials in warp order. Every thread of the block
+/// must call it (it holds barriers).
+mlir::Value reduceTeam(mlir::OpBuilder &b, mlir::Location loc,
+                       mlir::Value value, int64_t lanes, Combine how,
+                       mlir::Value threadId, mlir::Value partials);
+
+/// Loads `count` consecutive elements at `indices` (the last index the
+/// first element) as f32 values, in 16-byte accesses; with `valid` false
+/// the values are zeros and nothing is read.
+llvm::SmallVector<mlir::Value> loadChunk(mlir::OpBuilder &b, mlir::Location loc,
+                                         mlir::Value buffer,
+                                         mlir::ValueRange indices,
+                                         int64_t count, mlir::Value valid);
+
+/// Stores f32 `values` as the buffer's element type at `indices`, in
+/// 16-byte accesses, when `valid`.
+void storeChunk(mlir::OpBuilder &b, mlir::Location loc,
+                llvm::ArrayRef<mlir::Value> values, mlir::Value buffer,
+                mlir::ValueRange indices, mlir::Value valid);
+
+/// `value` (f32) rounded to `element` (bf16: to nearest even; f32: as is).
+mlir::Value roundTo(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+                    mlir::Type element);
+
+/// A launch of `threads` threads per block over `blocks` blocks (host
+/// values), with one workgroup buffer of `sharedFloats` f32 when non-zero,
+/// named `name` in the kernel module `v4a_gpu`; the builder is left at the
+/// start of its body.
+mlir::gpu::LaunchOp createLaunch(mlir::OpBuilder &b, mlir::Location loc,
+                                 llvm::StringRef name, mlir::Value blocks,
+                                 int64_t threads, int64_t sharedFloats = 0);
+
+/// The next kernel name of family `family` in `func`: `<func>_<family><n>`,
+/// n counting the launches of that family the function already has.
+std::string kernelName(mlir::Operation *func, llvm::StringRef family);
+
+} // namespace v4a::gpu
+
+#endif // V4A_PASSES_CONVERSION_V4ATOGPU_DEVICEKIT_H

@@ -1,0 +1,383 @@
+//===- RowRegions.cpp - the row kernel family -----------------------------===//
+//
+// A chain's rows are the vectors of its last dimension ([T, W] or
+// [T, H, W]). A team of P threads (W/8 rounded up to a power of two) holds a
+// row, eight consecutive elements each; a block of at least 128 threads holds
+// 128/P rows, and the grid walks the rows in a grid-stride loop (uniform per
+// block, so the barriers of a team reduction are reached by every thread).
+// Each op computes in f32 registers and rounds to its result's element type,
+// as the loop lowering's buffers do; sums over a row (rms_norm) are a fixed
+// butterfly, block maxima (act_quant) and the Hadamard butterflies are
+// shuffles between the lanes that own the elements.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Conversion/V4AToGPU/RowRegions.h"
+
+#include "core/Numerics.h"
+#include "dialects/V4A/IR/V4AOps.h"
+#include "passes/Conversion/V4AToCPU/LoopEmitter.h"
+#include "passes/Conversion/V4AToCPU/RoPEFrequencies.h"
+#include "passes/Conversion/V4AToGPU/DeviceKit.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace v4a::gpu {
+
+namespace {
+
+/// Threads a block has at least: several short rows share it.
+constexpr int64_t kMinBlockThreads = 128;
+/// The widest team: rows up to 8 * 1024 elements.
+constexpr int64_t kMaxTeam = 1024;
+/// Grid extent beyond which blocks take several row groups.
+constexpr int64_t kGridLimit = 1 << 20;
+/// The widest Hadamard transform (its butterflies stay inside a warp).
+constexpr int64_t kMaxHadamard = kChunk * kWarpLanes;
+
+RankedTensorType rowType(Operation *op) {
+  return dyn_cast<RankedTensorType>(op->getResult(0).getType());
+}
+
+/// The static width of the rows of `type` when the family handles it.
+std::optional<int64_t> rowWidth(RankedTensorType type) {
+  if (!type || (type.getRank() != 2 && type.getRank() != 3))
+    return std::nullopt;
+  int64_t width = type.getShape().back();
+  if (ShapedType::isDynamic(width) || width % kChunk != 0 ||
+      width > kChunk * kMaxTeam)
+    return std::nullopt;
+  if (!type.getElementType().isBF16() && !type.getElementType().isF32())
+    return std::nullopt;
+  return width;
+}
+
+bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+} // namespace
+
+bool isRowOp(Operation *op) {
+  if (op->getNumResults() != 1 || op->getNumOperands() == 0)
+    return false;
+  std::optional<int64_t> width = rowWidth(rowType(op));
+  if (!width)
+    return false;
+  if (auto quant = dyn_cast<ActQuantOp>(op)) {
+    int64_t block = quant.getBlockSize();
+    int64_t quantDims = quant.getQuantDims().value_or(*width);
+    return block % kChunk == 0 && isPowerOfTwo(block / kChunk) &&
+           block / kChunk <= kWarpLanes && quantDims % block == 0;
+  }
+  if (isa<HadamardOp>(op))
+    return isPowerOfTwo(*width) && *width <= kMaxHadamard;
+  if (isa<RMSNormOp, RoPEOp>(op))
+    return true;
+  if (isa<arith::TruncFOp, arith::ExtFOp>(op))
+    return rowWidth(dyn_cast<RankedTensorType>(op->getOperand(0).getType()))
+        .has_value();
+  return false;
+}
+
+namespace {
+
+/// Where the kernel body is: the row's place and the thread's elements.
+struct RowThread {
+  OpBuilder &b;
+  Location loc;
+  int64_t width;
+  /// Threads of the row's team, and this thread's lane in it.
+  int64_t team;
+  Value lane;
+  Value threadId;
+  /// The leading indices of the row ([t] or [t, h]) and its first column.
+  SmallVector<Value> lead;
+  Value column;
+  /// The thread owns elements of the row (lanes past W/8 hold zeros).
+  Value laneInRow;
+  /// Workgroup slots of team reductions (a slot per warp), if any.
+  Value partials;
+
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value f32(double v) {
+    return arith::ConstantOp::create(b, loc,
+                                     b.getF32FloatAttr(static_cast<float>(v)));
+  }
+  SmallVector<Value> at(Value first) {
+    SmallVector<Value> indices(lead);
+    indices.push_back(first);
+    return indices;
+  }
+};
+
+using Values = SmallVector<Value>;
+
+Values roundAll(RowThread &t, Values values, Type element) {
+  for (Value &v : values)
+    v = roundTo(t.b, t.loc, v, element);
+  return values;
+}
+
+Values applyRMSNorm(RowThread &t, RMSNormOp op, Values v, Value weight) {
+  cpu::LoopEmitter e(t.b, t.loc);
+  Value local = t.f32(0.0);
+  for (Value x : v)
+    local = e.add(local, e.mul(x, x));
+  Value sum = reduceTeam(t.b, t.loc, local, t.team, Combine::Add, t.threadId,
+                         t.partials);
+  Value mean = e.div(sum, t.f32(static_cast<double>(t.width)));
+  Value inv = e.div(t.f32(1.0),
+                    e.sqrt(e.add(mean, t.f32(op.getEps().convertToDouble()))));
+  Values w;
+  if (weight)
+    w = loadChunk(t.b, t.loc, weight, ValueRange{t.column}, kChunk,
+                  t.laneInRow);
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = e.mul(v[i], inv);
+    if (weight)
+      v[i] = e.mul(v[i], w[i]);
+  }
+  return v;
+}
+
+/// A private constant f32 table in the module, read in kernels through
+/// memref.get_global (the kernel module gets its own copy).
+Value constantTable(RowThread &t, Operation *anchor, StringRef name,
+                    ArrayRef<float> values) {
+  auto module = anchor->getParentOfType<ModuleOp>();
+  auto type =
+      MemRefType::get({static_cast<int64_t>(values.size())}, t.b.getF32Type());
+  auto tensorType = RankedTensorType::get(type.getShape(), t.b.getF32Type());
+  OpBuilder detached(module.getContext());
+  auto global = memref::GlobalOp::create(
+      detached, t.loc, name, detached.getStringAttr("private"), type,
+      DenseElementsAttr::get(tensorType, values), /*constant=*/true,
+      /*alignment=*/IntegerAttr());
+  // Renamed when the name is taken (in creation order: deterministic).
+  SymbolTable(module).insert(global);
+  return memref::GetGlobalOp::create(t.b, t.loc, type, global.getSymName());
+}
+
+Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
+                 Value freqs) {
+  cpu::LoopEmitter e(t.b, t.loc);
+  int64_t ropeDim = op.getRopeDim();
+  int64_t start = t.width - ropeDim;
+  // Only threads whose elements reach the rope dims do any work.
+  Value touches = e.cmp(arith::CmpIPredicate::sgt,
+                        e.add(t.column, t.index(kChunk)), t.index(start));
+  SmallVector<Type> types(v.size(), t.b.getF32Type());
+  auto ifOp = scf::IfOp::create(t.b, t.loc, types, touches, true);
+  OpBuilder::InsertionGuard guard(t.b);
+  t.b.setInsertionPointToStart(ifOp.thenBlock());
+  Value raw =
+      memref::LoadOp::create(t.b, t.loc, positions, ValueRange{t.lead.front()});
+  Value position = arith::SIToFPOp::create(t.b, t.loc, t.b.getF32Type(), raw);
+  Values out(v);
+  for (int64_t i = 0; i < kChunk; i += 2) {
+    Value col = e.add(t.column, t.index(i));
+    Value inRope = e.cmp(arith::CmpIPredicate::sge, col, t.index(start));
+    Value pair =
+        e.div(e.max(e.sub(col, t.index(start)), t.index(0)), t.index(2));
+    Value angle = e.mul(
+        position, memref::LoadOp::create(t.b, t.loc, freqs, ValueRange{pair}));
+    Value c = math::CosOp::create(t.b, t.loc, angle);
+    Value s = math::SinOp::create(t.b, t.loc, angle);
+    if (op.getInverse())
+      s = arith::NegFOp::create(t.b, t.loc, s);
+    Value re = v[i], im = v[i + 1];
+    out[i] = e.select(inRope, e.sub(e.mul(re, c), e.mul(im, s)), re);
+    out[i + 1] = e.select(inRope, e.add(e.mul(re, s), e.mul(im, c)), im);
+  }
+  scf::YieldOp::create(t.b, t.loc, out);
+  t.b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(t.b, t.loc, v);
+  return Values(ifOp.getResults());
+}
+
+Values applyActQuant(RowThread &t, ActQuantOp op, Values v) {
+  cpu::LoopEmitter e(t.b, t.loc);
+  bool e4m3 = op.getFormat() == QuantFormat::E4M3;
+  double fmax = e4m3 ? num::kE4M3Max : num::kE2M1Max;
+  int64_t quantDims = op.getQuantDims().value_or(t.width);
+  Value amax = t.f32(e4m3 ? num::kE4M3AmaxFloor : num::kE2M1AmaxFloor);
+  for (Value x : v)
+    amax = e.max(amax, e.abs(x));
+  // The lanes of one block share its maximum; every lane of the warp takes
+  // part in the shuffles, those past the quantized dims included.
+  amax =
+      reduceLanes(t.b, t.loc, amax, op.getBlockSize() / kChunk, Combine::Max);
+  Value scale = e.mul(amax, t.f32(1.0f / static_cast<float>(fmax)));
+  if (op.getPow2Scale())
+    scale = e.ceilPowerOfTwo(scale);
+  Value quantized =
+      e.cmp(arith::CmpIPredicate::slt, t.column, t.index(quantDims));
+  Values out;
+  for (Value x : v) {
+    Value q = e.div(x, scale);
+    q = e.max(e.min(q, t.f32(fmax)), t.f32(-fmax));
+    q = e4m3 ? e.roundToMinifloat(q, 3, -6, num::kE4M3Max)
+             : e.roundToMinifloat(q, 1, 0, num::kE2M1Max);
+    out.push_back(e.select(quantized, e.mul(q, scale), x));
+  }
+  return out;
+}
+
+Values applyHadamard(RowThread &t, Values v) {
+  cpu::LoopEmitter e(t.b, t.loc);
+  int64_t n = t.width;
+  for (int64_t h = 1; h < std::min(n, kChunk); h *= 2)
+    for (int64_t base = 0; base < kChunk; base += 2 * h)
+      for (int64_t j = 0; j < h; ++j) {
+        Value a = v[base + j], c = v[base + j + h];
+        v[base + j] = e.add(a, c);
+        v[base + j + h] = e.sub(a, c);
+      }
+  // Stages across lanes: the partner holding the other half of each pair is
+  // lane ^ (h / 8); the lower lane keeps the sum, the upper the difference.
+  for (int64_t h = kChunk; h < n; h *= 2) {
+    int64_t mask = h / kChunk;
+    Value upper = e.cmp(
+        arith::CmpIPredicate::ne,
+        arith::AndIOp::create(t.b, t.loc, t.lane, t.index(mask)), t.index(0));
+    for (Value &x : v) {
+      Value other = shuffleXor(t.b, t.loc, x, mask);
+      x = e.select(upper, e.sub(other, x), e.add(x, other));
+    }
+  }
+  Value norm = t.f32(1.0f / std::sqrt(static_cast<float>(n)));
+  for (Value &x : v)
+    x = e.mul(x, norm);
+  return v;
+}
+
+} // namespace
+
+void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain) {
+  Operation *first = chain.front(), *last = chain.back();
+  Location loc = last->getLoc();
+  OpBuilder &b = rewriter;
+  b.setInsertionPoint(last);
+  auto inputType = cast<RankedTensorType>(first->getOperand(0).getType());
+  auto outputType = rowType(last);
+  int64_t width = *rowWidth(outputType);
+  int64_t rank = outputType.getRank();
+  auto identityBuffer = [&](Value tensor) {
+    auto type = cast<RankedTensorType>(tensor.getType());
+    return bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()), tensor,
+        /*readOnly=*/b.getUnitAttr());
+  };
+  // Buffers the kernel reads: the row input, then each op's other operands.
+  Value input = identityBuffer(first->getOperand(0));
+  SmallVector<Value> extras(chain.size());
+  for (auto [i, op] : llvm::enumerate(chain))
+    if (auto norm = dyn_cast<RMSNormOp>(op); norm && norm.getWeight())
+      extras[i] = identityBuffer(norm.getWeight());
+    else if (auto rope = dyn_cast<RoPEOp>(op))
+      extras[i] = identityBuffer(rope.getPositions());
+  SmallVector<Value> dynamicSizes;
+  for (int64_t d = 0; d < rank; ++d)
+    if (inputType.isDynamicDim(d))
+      dynamicSizes.push_back(memref::DimOp::create(b, loc, input, d));
+  Value output = memref::AllocOp::create(
+      b, loc,
+      MemRefType::get(outputType.getShape(), outputType.getElementType()),
+      dynamicSizes);
+
+  // Team and block shape.
+  int64_t lanesInRow = width / kChunk;
+  int64_t team = static_cast<int64_t>(llvm::PowerOf2Ceil(lanesInRow));
+  int64_t threads = std::max(team, kMinBlockThreads);
+  int64_t rowsPerBlock = threads / team;
+  bool reducesAcrossWarps =
+      team > kWarpLanes &&
+      llvm::any_of(chain, [](Operation *op) { return isa<RMSNormOp>(op); });
+
+  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  Value heads =
+      rank == 3 ? memref::DimOp::create(b, loc, input, 1).getResult() : Value();
+  Value rows = memref::DimOp::create(b, loc, input, 0);
+  if (heads)
+    rows = arith::MulIOp::create(b, loc, rows, heads);
+  Value groups = arith::CeilDivSIOp::create(b, loc, rows, c(rowsPerBlock));
+  Value blocks = arith::MinSIOp::create(b, loc, groups, c(kGridLimit));
+
+  Operation *func = last->getParentOfType<func::FuncOp>();
+  mlir::gpu::LaunchOp launch =
+      createLaunch(b, loc, kernelName(func, "rows"), blocks, threads,
+                   reducesAcrossWarps ? threads / kWarpLanes : 0);
+  Value threadId = launch.getThreadIds().x;
+  Value teamIndex = arith::DivUIOp::create(b, loc, threadId, c(team));
+  Value lane = arith::RemUIOp::create(b, loc, threadId, c(team));
+  Value column = arith::MulIOp::create(b, loc, lane, c(kChunk));
+  Value laneInRow = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                          lane, c(lanesInRow));
+  // Frequency tables live in the kernel.
+  SmallVector<Value> freqs(chain.size());
+  for (auto [i, op] : llvm::enumerate(chain))
+    if (auto rope = dyn_cast<RoPEOp>(op)) {
+      RowThread t{b,        loc, width,  team,      lane,
+                  threadId, {},  column, laneInRow, Value()};
+      freqs[i] = constantTable(
+          t, func, "v4a_rope_freqs",
+          ropeFrequencies(rope.getRopeDim(), rope.getTheta().convertToDouble(),
+                          rope.getYarnAttr()));
+    }
+  Value partials = reducesAcrossWarps
+                       ? Value(launch.getWorkgroupAttributions()[0])
+                       : Value();
+  Value lastRow = arith::SubIOp::create(b, loc, rows, c(1));
+  scf::ForOp::create(
+      b, loc, launch.getBlockIds().x, groups, launch.getGridSize().x,
+      ValueRange{}, [&](OpBuilder &nb, Location l, Value group, ValueRange) {
+        Value row = arith::AddIOp::create(
+            nb, l, arith::MulIOp::create(nb, l, group, c(rowsPerBlock)),
+            teamIndex);
+        Value inRange =
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, row, rows);
+        Value valid = arith::AndIOp::create(nb, l, inRange, laneInRow);
+        // Rows past the end read the last row's place (in bounds) and store
+        // nothing.
+        Value clamped = arith::MinUIOp::create(nb, l, row, lastRow);
+        SmallVector<Value> lead;
+        if (heads)
+          lead = {arith::DivUIOp::create(nb, l, clamped, heads),
+                  arith::RemUIOp::create(nb, l, clamped, heads)};
+        else
+          lead = {clamped};
+        RowThread t{nb,       l,    width,  team,      lane,
+                    threadId, lead, column, laneInRow, partials};
+        Values v = loadChunk(nb, l, input, t.at(column), kChunk, valid);
+        v = roundAll(t, v, inputType.getElementType());
+        for (auto [i, op] : llvm::enumerate(chain)) {
+          if (auto norm = dyn_cast<RMSNormOp>(op))
+            v = applyRMSNorm(t, norm, v, extras[i]);
+          else if (auto rope = dyn_cast<RoPEOp>(op))
+            v = applyRoPE(t, rope, v, extras[i], freqs[i]);
+          else if (auto quant = dyn_cast<ActQuantOp>(op))
+            v = applyActQuant(t, quant, v);
+          else if (isa<HadamardOp>(op))
+            v = applyHadamard(t, v);
+          v = roundAll(t, v, rowType(op).getElementType());
+        }
+        storeChunk(nb, l, v, output, t.at(column), valid);
+        scf::YieldOp::create(nb, l);
+      });
+  b.setInsertionPointAfter(launch);
+  Value result = bufferization::ToTensorOp::create(
+      b, loc, outputType, output, /*restrict=*/true, /*writable=*/true);
+  rewriter.replaceAllUsesWith(last->getResult(0), result);
+  for (Operation *op : llvm::reverse(chain))
+    rewriter.eraseOp(op);
+}
+
+} // namespace v4a::gpu

@@ -1,0 +1,28 @@
+//===- RowRegions.h - the row kernel family ---------------------*- C++ -*-===//
+//
+// Chains of row-wise v4a ops (rms_norm, rope, act_quant, hadamard, float
+// casts), each reading the previous one's result, as one kernel: a team of
+// threads per row (the last dimension) holding the row in registers, eight
+// consecutive elements per thread, one read of the input and one write of
+// the output.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_PASSES_CONVERSION_V4ATOGPU_ROWREGIONS_H
+#define V4A_PASSES_CONVERSION_V4ATOGPU_ROWREGIONS_H
+
+#include "mlir/IR/PatternMatch.h"
+
+namespace v4a::gpu {
+
+/// Whether `op` is a row op the family computes (its shapes included).
+bool isRowOp(mlir::Operation *op);
+
+/// Replaces `chain` (row ops, each but the first reading the previous one's
+/// only result as its row input) with one kernel launch over buffers.
+void lowerRowChain(mlir::RewriterBase &rewriter,
+                   llvm::ArrayRef<mlir::Operation *> chain);
+
+} // namespace v4a::gpu
+
+#endif // V4A_PASSES_CONVERSION_V4ATOGPU_ROWREGIONS_H

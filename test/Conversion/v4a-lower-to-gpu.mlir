@@ -1,0 +1,92 @@
+// RUN: v4a-opt %s -split-input-file -verify-diagnostics -v4a-lower-to-gpu | FileCheck %s
+
+// A kernel region of row ops becomes one row kernel: a team of 8 lanes per
+// 64-wide head vector, 16 rows per 128-thread block over ceil(T * H / 16)
+// blocks; the row read and written once in 16-byte accesses, its sum a
+// shuffle butterfly over the team, the rope frequencies a constant table.
+// CHECK-LABEL: func.func @norm_rope
+// CHECK: %[[X:.*]] = bufferization.to_buffer %arg0 read_only : tensor<?x4x64xbf16> to memref<?x4x64xbf16>
+// CHECK: %[[OUT:.*]] = memref.alloc(%{{.*}}) : memref<?x4x64xbf16>
+// CHECK: %[[ROWS:.*]] = arith.muli
+// CHECK: %[[GROUPS:.*]] = arith.ceildivsi %[[ROWS]], %c16
+// CHECK: %[[BLOCKS:.*]] = arith.minsi %[[GROUPS]], %c1048576
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %[[BLOCKS]], {{.*}} threads({{.*}}) in (%{{.*}} = %c128{{.*}} module(@v4a_gpu) function(@norm_rope_rows0)
+// CHECK: memref.get_global @v4a_rope_freqs
+// CHECK: scf.for
+// CHECK: vector.load %[[X]][{{.*}}] {alignment = 16 : i64} : memref<?x4x64xbf16>, vector<8xbf16>
+// CHECK-COUNT-3: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// CHECK: math.sqrt
+// CHECK: math.cos
+// CHECK: vector.store %{{.*}}, %[[OUT]][{{.*}}] {alignment = 16 : i64} : memref<?x4x64xbf16>, vector<8xbf16>
+// CHECK: gpu.terminator
+// CHECK: %[[Y:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
+// CHECK: return %[[Y]]
+// CHECK-NOT: v4a.
+// CHECK: memref.global "private" constant @v4a_rope_freqs : memref<8xf32>
+func.func @norm_rope(%x: tensor<?x4x64xbf16>, %pos: tensor<?xi64>) -> tensor<?x4x64xbf16> {
+  %q = v4a.fused "rms_norm_rope" (%x, %pos) : (tensor<?x4x64xbf16>, tensor<?xi64>) -> tensor<?x4x64xbf16> {
+  ^bb0(%a: tensor<?x4x64xbf16>, %p: tensor<?xi64>):
+    %n = v4a.rms_norm %a {eps = 1.0e-06 : f64} : tensor<?x4x64xbf16>
+    %r = v4a.rope %n, %p {rope_dim = 16 : i64, theta = 1.0e+04 : f64} : tensor<?x4x64xbf16>, tensor<?xi64>
+    v4a.yield %r : tensor<?x4x64xbf16>
+  }
+  return %q : tensor<?x4x64xbf16>
+}
+
+// -----
+
+// Rows wider than a warp: one 512-lane team per block; the warps' partial
+// sums meet in workgroup memory between barriers.
+// CHECK-LABEL: func.func @wide_norm
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c512{{.*}} module(@v4a_gpu) function(@wide_norm_rows0) workgroup(%[[PARTIALS:.*]] : memref<16xf32, #gpu.address_space<workgroup>>)
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<?x4096xbf16>, vector<8xbf16>
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: gpu.barrier
+// CHECK: memref.store %{{.*}}, %[[PARTIALS]]
+// CHECK: gpu.barrier
+// CHECK-COUNT-16: memref.load %[[PARTIALS]]
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<4096xbf16>, vector<8xbf16>
+func.func @wide_norm(%x: tensor<?x4096xbf16>, %w: tensor<4096xbf16>) -> tensor<?x4096xbf16> {
+  %y = v4a.rms_norm %x weight %w {eps = 1.0e-06 : f64} : tensor<?x4096xbf16>, tensor<4096xbf16>
+  return %y : tensor<?x4096xbf16>
+}
+
+// -----
+
+// The part of a region the family covers becomes its kernel; the closing
+// cache store stays for the loop path. act_quant's block maximum is a
+// butterfly over the block's 8 lanes; the Hadamard transform of 128
+// elements exchanges halves with the lanes 1, 2, 4 and 8 apart.
+// CHECK-LABEL: func.func @hadamard_quant_store
+// CHECK: gpu.launch {{.*}} function(@hadamard_quant_store_rows0)
+// CHECK-COUNT-32: gpu.shuffle  xor
+// CHECK-COUNT-3: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// CHECK: gpu.terminator
+// CHECK: %[[ROWS:.*]] = bufferization.to_tensor
+// CHECK: v4a.cache_store %arg2, %[[ROWS]], %arg1
+func.func @hadamard_quant_store(%k: tensor<?x128xbf16>, %ids: tensor<?xi64>, %cache: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>) {
+  v4a.fused "hadamard_act_quant_cache_store" (%k, %ids, %cache) : (tensor<?x128xbf16>, tensor<?xi64>, !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>) -> () {
+  ^bb0(%a: tensor<?x128xbf16>, %i: tensor<?xi64>, %c: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>):
+    %h = v4a.hadamard %a : tensor<?x128xbf16>
+    %q = v4a.act_quant %h {format = #v4a<quant_format e4m3>, block_size = 64 : i64, pow2_scale} : tensor<?x128xbf16>
+    v4a.cache_store %c, %q, %i : !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>, tensor<?x128xbf16>, tensor<?xi64>
+    v4a.yield
+  }
+  return
+}
+
+// -----
+
+// What the family does not cover stays: rows whose width is not a multiple
+// of 8, and Hadamard transforms wider than a warp's 256 elements.
+// CHECK-LABEL: func.func @uncovered
+// CHECK-NOT: gpu.launch
+// CHECK: v4a.rms_norm %arg0
+// CHECK: v4a.hadamard %arg1
+func.func @uncovered(%x: tensor<?x12xbf16>, %k: tensor<?x512xbf16>) -> (tensor<?x12xbf16>, tensor<?x512xbf16>) {
+  %y = v4a.rms_norm %x {eps = 1.0e-06 : f64} : tensor<?x12xbf16>
+  %h = v4a.hadamard %k : tensor<?x512xbf16>
+  return %y, %h : tensor<?x12xbf16>, tensor<?x512xbf16>
+}
