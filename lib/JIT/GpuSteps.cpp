@@ -147,6 +147,7 @@ private:
                          ValueRange dynamic, Value result,
                          std::vector<int64_t> prefix);
   LogicalResult addLaunch(gpu::LaunchFuncOp launch);
+  LogicalResult addCollapse(memref::CollapseShapeOp collapse);
   LogicalResult addGemm(func::CallOp call);
 
   step::HostProgram &program;
@@ -290,6 +291,55 @@ LogicalResult HostProgramBuilder::addLaunch(gpu::LaunchFuncOp launch) {
              launch.getKernelName().str());
 }
 
+/// A collapsed view: each dynamic extent is the product of its group's
+/// source extents, computed on the host from the source's dimensions.
+LogicalResult
+HostProgramBuilder::addCollapse(memref::CollapseShapeOp collapse) {
+  MemRefType type = collapse.getResultType();
+  Value source = collapse.getSrc();
+  FailureOr<int> sourceId = use(collapse, source);
+  if (failed(sourceId))
+    return failure();
+  std::vector<int> extents;
+  for (auto [i, group] : llvm::enumerate(collapse.getReassociationIndices())) {
+    if (!type.isDynamicDim(i))
+      continue;
+    std::optional<int> product;
+    for (int64_t d : group) {
+      step::HostOp dim;
+      dim.kind = Kind::Dim;
+      dim.operands = {*sourceId};
+      dim.data = {d};
+      dim.result = program.values++;
+      program.ops.push_back(dim);
+      if (!product) {
+        product = dim.result;
+        continue;
+      }
+      step::HostOp mul;
+      mul.kind = Kind::Arith;
+      mul.operands = {*product, dim.result};
+      mul.data = {static_cast<int64_t>(Arith::Mul)};
+      mul.result = program.values++;
+      program.ops.push_back(mul);
+      product = mul.result;
+    }
+    extents.push_back(*product);
+  }
+  if (!type.getLayout().isIdentity())
+    return collapse.emitError("v4a host program: a buffer with a layout");
+  step::HostOp view;
+  view.kind = Kind::View;
+  view.operands = {*sourceId};
+  view.operands.insert(view.operands.end(), extents.begin(), extents.end());
+  view.data.push_back(type.getRank());
+  for (int64_t d : type.getShape())
+    view.data.push_back(ShapedType::isDynamic(d) ? -1 : d);
+  view.result = define(collapse.getResult());
+  program.ops.push_back(std::move(view));
+  return success();
+}
+
 /// A library GEMM: its fallback is the launch of the loops that followed
 /// the call.
 LogicalResult HostProgramBuilder::addGemm(func::CallOp call) {
@@ -347,13 +397,7 @@ LogicalResult HostProgramBuilder::build(func::FuncOp func) {
       }
     } else if (auto collapse = dyn_cast<memref::CollapseShapeOp>(op)) {
       // Collapsed sizes are products of the source's.
-      MemRefType type = collapse.getResultType();
-      if (type.hasStaticShape()) {
-        done = addShape(&op, Kind::View, type, collapse.getSrc(), {},
-                        collapse.getResult(), {});
-      } else {
-        return op.emitError("v4a host program: a dynamic collapse");
-      }
+      done = addCollapse(collapse);
     } else if (auto cast = dyn_cast<memref::CastOp>(op)) {
       FailureOr<int> id = use(&op, cast.getSource());
       if (failed(id))

@@ -54,18 +54,24 @@ func.func @wide_norm(%x: tensor<?x4096xbf16>, %w: tensor<4096xbf16>) -> tensor<?
 
 // -----
 
-// The part of a region the family covers becomes its kernel; the closing
-// cache store stays for the loop path. act_quant's block maximum is a
-// butterfly over the block's 8 lanes; the Hadamard transform of 128
-// elements exchanges halves with the lanes 1, 2, 4 and 8 apart.
+// A cache store closing the chain writes the kernel's rows into the cache:
+// bf16 index rows through a [rows, 128] view of the cache's bytes, at the row
+// ids (-1 skipped). act_quant's block maximum is a butterfly over the
+// block's 8 lanes; the Hadamard transform of 128 elements exchanges halves
+// with the lanes 1, 2, 4 and 8 apart.
 // CHECK-LABEL: func.func @hadamard_quant_store
+// CHECK: %[[BYTES:.*]] = builtin.unrealized_conversion_cast %arg2 : !v4a.kv_cache<index_bf16, dim = 128, page_size = 64> to memref<?xi8>
+// CHECK-NOT: memref.alloc
 // CHECK: gpu.launch {{.*}} function(@hadamard_quant_store_rows0)
+// CHECK: %[[VIEW:.*]] = memref.view %[[BYTES]]{{.*}} to memref<?x128xbf16>
 // CHECK-COUNT-32: gpu.shuffle  xor
 // CHECK-COUNT-3: gpu.shuffle  xor
 // CHECK-NOT: gpu.shuffle
+// CHECK: %[[ID:.*]] = arith.index_cast
+// CHECK: arith.cmpi sge, %[[ID]]
+// CHECK: vector.store %{{.*}}, %[[VIEW]][%[[ID]], %{{.*}}] {alignment = 16 : i64} : memref<?x128xbf16>, vector<8xbf16>
 // CHECK: gpu.terminator
-// CHECK: %[[ROWS:.*]] = bufferization.to_tensor
-// CHECK: v4a.cache_store %arg2, %[[ROWS]], %arg1
+// CHECK-NOT: v4a.cache_store
 func.func @hadamard_quant_store(%k: tensor<?x128xbf16>, %ids: tensor<?xi64>, %cache: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>) {
   v4a.fused "hadamard_act_quant_cache_store" (%k, %ids, %cache) : (tensor<?x128xbf16>, tensor<?xi64>, !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>) -> () {
   ^bb0(%a: tensor<?x128xbf16>, %i: tensor<?xi64>, %c: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>):
@@ -74,6 +80,27 @@ func.func @hadamard_quant_store(%k: tensor<?x128xbf16>, %ids: tensor<?xi64>, %ca
     v4a.cache_store %c, %q, %i : !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>, tensor<?x128xbf16>, tensor<?xi64>
     v4a.yield
   }
+  return
+}
+
+// -----
+
+// A cache store alone is a kernel of its own; fp8 MODEL1 rows: 8 e4m3 bytes
+// per thread of the 448 quantized dims with the ue8m0 scale of each 64-dim
+// block (a max over its 8 lanes) from the block's first lane, the pad byte
+// from the row's first lane, 16 bytes of bf16 per thread of the rope dims.
+// CHECK-LABEL: func.func @model1_store
+// CHECK: gpu.launch {{.*}} function(@model1_store_rows0)
+// CHECK-COUNT-3: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// CHECK: vector.store %{{.*}} {alignment = 8 : i64} : memref<?xi8>, vector<8xi8>
+// CHECK: memref.store %{{.*}} : memref<?xi8>
+// CHECK: memref.store %{{.*}} : memref<?xi8>
+// CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xi8>, vector<16xi8>
+// CHECK: gpu.terminator
+// CHECK-NOT: v4a.cache_store
+func.func @model1_store(%kv: tensor<?x512xbf16>, %ids: tensor<?xi64>, %cache: !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>) {
+  v4a.cache_store %cache, %kv, %ids : !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>, tensor<?x512xbf16>, tensor<?xi64>
   return
 }
 

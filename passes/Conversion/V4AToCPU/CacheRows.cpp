@@ -30,7 +30,7 @@ bool CacheRows::isLowered(KVCacheType type) {
 }
 
 CacheRows::CacheRows(LoopEmitter &e, Value bytes, KVCacheType type)
-    : e(e), bytes(bytes), pageRows(type.getPageSize()) {
+    : e(e), cacheBytes(bytes), pageRows(type.getPageSize()) {
   row = *layout::describeRow(toRowKind(type.getLayout()), type.getDim());
   if (!isPlain(row.kind))
     return;
@@ -59,12 +59,12 @@ Value CacheRows::scaleOffset(Value index) {
 }
 
 Value CacheRows::byteAt(Value offset) {
-  return memref::LoadOp::create(e.builder(), e.location(), bytes,
+  return memref::LoadOp::create(e.builder(), e.location(), cacheBytes,
                                 ValueRange{offset});
 }
 
 void CacheRows::storeByte(Value byte, Value offset) {
-  memref::StoreOp::create(e.builder(), e.location(), byte, bytes,
+  memref::StoreOp::create(e.builder(), e.location(), byte, cacheBytes,
                           ValueRange{offset});
 }
 

@@ -32,16 +32,24 @@ public:
   /// that went through the fp8 simulation are stored exactly.
   void storeRow(mlir::Value row, mlir::Value source, mlir::Value sourceRow);
 
-private:
-  mlir::Value byteAt(mlir::Value offset);
+  const layout::RowLayout &layout() const { return row; }
+  /// The cache's bytes (memref<?xi8>).
+  mlir::Value bytes() const { return cacheBytes; }
+  /// The bytes viewed as [rows, dim] elements (plain layouts), else null.
+  mlir::Value plainRows() const { return plain; }
+  /// Byte offsets of row `row`'s values and of its scales: the one place
+  /// where a row's address is computed from its index.
   mlir::Value valueOffset(mlir::Value row);
   mlir::Value scaleOffset(mlir::Value row);
+
+private:
+  mlir::Value byteAt(mlir::Value offset);
   mlir::Value loadBF16(mlir::Value offset);
   void storeBF16(mlir::Value value, mlir::Value offset);
   void storeByte(mlir::Value byte, mlir::Value offset);
 
   LoopEmitter &e;
-  mlir::Value bytes;
+  mlir::Value cacheBytes;
   layout::RowLayout row;
   int64_t pageRows;
   /// The bytes viewed as [rows, dim] elements, for plain layouts.

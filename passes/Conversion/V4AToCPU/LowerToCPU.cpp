@@ -608,20 +608,35 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     bool fp8Library =
         libraryFP8Gemms && scaleB && bf16Out &&
         isa<Float8E4M3FNType>(cast<ShapedType>(woB.getType()).getElementType());
-    // o viewed as [T, H*D]: collapse through a flat copy (bf16 for the
+    // o viewed as [T, H*D]. On the GPU a view of o's buffer (the host
+    // program computes the collapsed extent); else a flat copy (bf16 for the
     // library, which takes the values as they are).
-    Value flat =
-        e.alloc(RankedTensorType::get(
-                    {ShapedType::kDynamic, ShapedType::kDynamic},
-                    libraryA ? rewriter.getBF16Type() : rewriter.getF32Type()),
-                {tokens, width});
-    e.parallelLoop(zero, tokens, [&](Value t) {
-      e.parallelLoop(zero, heads, [&](Value h) {
-        e.loop(zero, headDim, [&](Value d) {
-          e.store(e.load(o, {t, h, d}), flat, {t, e.add(e.mul(h, headDim), d)});
+    Value flat;
+    auto inputType = cast<RankedTensorType>(op.getInput().getType());
+    if (tokenParallel && !inputType.isDynamicDim(1) &&
+        !inputType.isDynamicDim(2)) {
+      Value identity = bufferization::ToBufferOp::create(
+          rewriter, op.getLoc(),
+          MemRefType::get(inputType.getShape(), inputType.getElementType()),
+          op.getInput(), rewriter.getUnitAttr());
+      flat = memref::CollapseShapeOp::create(
+          rewriter, op.getLoc(), identity,
+          ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+    } else {
+      flat = e.alloc(
+          RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                                libraryA ? rewriter.getBF16Type()
+                                         : rewriter.getF32Type()),
+          {tokens, width});
+      e.parallelLoop(zero, tokens, [&](Value t) {
+        e.parallelLoop(zero, heads, [&](Value h) {
+          e.loop(zero, headDim, [&](Value d) {
+            e.store(e.load(o, {t, h, d}), flat,
+                    {t, e.add(e.mul(h, headDim), d)});
+          });
         });
       });
-    });
+    }
     Value mid = e.alloc(
         RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
                               rewriter.getBF16Type()),
@@ -1686,6 +1701,37 @@ struct CachePattern : public OpConversionPattern<OpTy> {
   bool tokenParallel;
 };
 
+/// body(u) for u = first, first + 1, ... while u < end and inRun(u).
+void forEachOfRun(LoopEmitter &e, Value first, Value end,
+                  const std::function<Value(Value)> &inRun,
+                  const std::function<void(Value)> &body) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  auto loop = scf::WhileOp::create(b, loc, TypeRange{b.getIndexType()},
+                                   ValueRange{first});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *before =
+        b.createBlock(&loop.getBefore(), {}, {b.getIndexType()}, {loc});
+    Value u = before->getArgument(0);
+    Value inRange = e.cmp(IP::slt, u, end);
+    auto check = scf::IfOp::create(b, loc, TypeRange{b.getI1Type()}, inRange,
+                                   /*withElse=*/true);
+    b.setInsertionPointToStart(check.thenBlock());
+    scf::YieldOp::create(b, loc, inRun(u));
+    b.setInsertionPointToStart(check.elseBlock());
+    scf::YieldOp::create(
+        b, loc,
+        arith::ConstantOp::create(b, loc, b.getBoolAttr(false)).getResult());
+    b.setInsertionPointAfter(check);
+    scf::ConditionOp::create(b, loc, check.getResult(0), ValueRange{u});
+    Block *after =
+        b.createBlock(&loop.getAfter(), {}, {b.getIndexType()}, {loc});
+    body(after->getArgument(0));
+    scf::YieldOp::create(b, loc, e.add(after->getArgument(0), e.index(1)));
+  }
+}
+
 struct LowerCompressor : public CachePattern<CompressorOp> {
   using CachePattern::CachePattern;
   LogicalResult
@@ -1741,8 +1787,24 @@ struct LowerCompressor : public CachePattern<CompressorOp> {
           {}, only);
     };
     if (tokenParallel)
-      e.parallelLoop(zero, d, [&](Value f) {
-        e.loop(zero, tokens, [&](Value t) { feed(t, f); });
+      // A parallel iteration per (token, feature); the first token of each
+      // sequence (packed tokens of one sequence are adjacent and share its
+      // state slot) walks that sequence's tokens in order.
+      e.parallelLoop(tokens, d, [&](Value t, Value f) {
+        Value slot = e.loadIndex(slotIds, {t});
+        Value previous =
+            e.loadIndex(slotIds, {e.max(e.sub(t, e.index(1)), zero)});
+        Value first =
+            arith::OrIOp::create(rewriter, op.getLoc(), e.cmp(IP::eq, t, zero),
+                                 e.cmp(IP::ne, previous, slot));
+        e.ifThen(first, [&] {
+          forEachOfRun(
+              e, t, tokens,
+              [&](Value u) {
+                return e.cmp(IP::eq, e.loadIndex(slotIds, {u}), slot);
+              },
+              [&](Value u) { feed(u, f); });
+        });
       });
     else
       e.loop(zero, tokens, [&](Value t) { feed(t, Value()); });

@@ -155,6 +155,17 @@ void storeChunk(OpBuilder &b, Location loc, ArrayRef<Value> values,
   });
 }
 
+void storeBytes(OpBuilder &b, Location loc, ArrayRef<Value> bytes, Value buffer,
+                Value offset) {
+  auto type =
+      VectorType::get({static_cast<int64_t>(bytes.size())}, b.getI8Type());
+  Value vector = vector::FromElementsOp::create(b, loc, type, bytes);
+  vector::StoreOp::create(
+      b, loc, vector, buffer, ValueRange{offset},
+      /*nontemporal=*/false,
+      llvm::MaybeAlign(std::min<int64_t>(kAccessBytes, bytes.size())));
+}
+
 Value roundTo(OpBuilder &b, Location loc, Value value, Type element) {
   if (element == value.getType())
     return value;

@@ -63,6 +63,12 @@ void storeChunk(mlir::OpBuilder &b, mlir::Location loc,
                 llvm::ArrayRef<mlir::Value> values, mlir::Value buffer,
                 mlir::ValueRange indices, mlir::Value valid);
 
+/// Stores i8 `bytes` at byte `offset` of `buffer` (memref<?xi8>) in one
+/// access (8 or 16 bytes, the offset a multiple of it).
+void storeBytes(mlir::OpBuilder &b, mlir::Location loc,
+                llvm::ArrayRef<mlir::Value> bytes, mlir::Value buffer,
+                mlir::Value offset);
+
 /// `value` (f32) rounded to `element` (bf16: to nearest even; f32: as is).
 mlir::Value roundTo(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
                     mlir::Type element);

@@ -55,29 +55,44 @@ SmallVector<SmallVector<Operation *>> kernelUnits(func::FuncOp func) {
   return units;
 }
 
-/// The maximal runs of row ops in `unit` that each read the previous op's
-/// only result; runs of casts alone are left to the loop path.
-SmallVector<SmallVector<Operation *>> rowChains(ArrayRef<Operation *> unit) {
-  SmallVector<SmallVector<Operation *>> chains;
-  SmallVector<Operation *> run;
+/// A run of row ops, each reading the previous op's only result, and the
+/// cache store of the last result that closes it, if any.
+struct RowChain {
+  SmallVector<Operation *> ops;
+  Operation *store = nullptr;
+};
+
+/// The maximal row chains of `unit`; chains of casts alone are left to the
+/// loop path, a cache store alone is a chain without ops.
+SmallVector<RowChain> rowChains(ArrayRef<Operation *> unit) {
+  SmallVector<RowChain> chains;
+  RowChain run;
   auto close = [&] {
-    if (llvm::any_of(run, [](Operation *op) {
+    if (run.store || llvm::any_of(run.ops, [](Operation *op) {
           return isa<V4ADialect>(op->getDialect());
         }))
       chains.push_back(run);
-    run.clear();
+    run = RowChain();
   };
   for (Operation *op : unit) {
+    Operation *previous = run.ops.empty() ? nullptr : run.ops.back();
+    bool readsPrevious = previous && op->getNumOperands() > 0 &&
+                         previous->getResult(0).hasOneUse();
+    if (v4a::gpu::isRowStore(op)) {
+      auto store = cast<CacheStoreOp>(op);
+      if (!(readsPrevious && store.getRows() == previous->getResult(0)))
+        close();
+      run.store = op;
+      close();
+      continue;
+    }
     if (!v4a::gpu::isRowOp(op)) {
       close();
       continue;
     }
-    bool continues = !run.empty() &&
-                     op->getOperand(0) == run.back()->getResult(0) &&
-                     run.back()->getResult(0).hasOneUse();
-    if (!continues)
+    if (!(readsPrevious && op->getOperand(0) == previous->getResult(0)))
       close();
-    run.push_back(op);
+    run.ops.push_back(op);
   }
   close();
   return chains;
@@ -90,8 +105,8 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
       if (func.isExternal())
         continue;
       for (ArrayRef<Operation *> unit : kernelUnits(func))
-        for (ArrayRef<Operation *> chain : rowChains(unit))
-          v4a::gpu::lowerRowChain(rewriter, chain);
+        for (const RowChain &chain : rowChains(unit))
+          v4a::gpu::lowerRowChain(rewriter, chain.ops, chain.store);
     }
   }
 };

@@ -16,6 +16,7 @@
 
 #include "core/Numerics.h"
 #include "dialects/V4A/IR/V4AOps.h"
+#include "passes/Conversion/V4AToCPU/CacheRows.h"
 #include "passes/Conversion/V4AToCPU/LoopEmitter.h"
 #include "passes/Conversion/V4AToCPU/RoPEFrequencies.h"
 #include "passes/Conversion/V4AToGPU/DeviceKit.h"
@@ -85,6 +86,38 @@ bool isRowOp(Operation *op) {
     return rowWidth(dyn_cast<RankedTensorType>(op->getOperand(0).getType()))
         .has_value();
   return false;
+}
+
+bool isRowStore(Operation *op) {
+  auto store = dyn_cast<CacheStoreOp>(op);
+  if (!store)
+    return false;
+  auto rows = cast<RankedTensorType>(store.getRows().getType());
+  std::optional<int64_t> width = rowWidth(rows);
+  if (!width || rows.getRank() != 2)
+    return false;
+  KVCacheType cache = store.getCache().getType();
+  std::optional<layout::RowLayout> row =
+      layout::describeRow(toRowKind(cache.getLayout()), cache.getDim());
+  if (!row || row->dim != *width)
+    return false;
+  switch (row->kind) {
+  case layout::RowKind::BF16:
+  case layout::RowKind::IndexBF16:
+  case layout::RowKind::F32:
+    return true;
+  case layout::RowKind::FP8Model1:
+    // A thread's 8 values are 8 e4m3 bytes or 16 bf16 bytes at aligned
+    // offsets, and a scale block is a power of two of lanes of one warp.
+    return row->quantDims % (2 * kChunk) == 0 &&
+           row->scaleBlock % kChunk == 0 &&
+           isPowerOfTwo(row->scaleBlock / kChunk) &&
+           row->scaleBlock / kChunk <= kWarpLanes &&
+           row->valueBytes % (2 * kChunk) == 0 &&
+           (cache.getPageSize() * row->rowBytes()) % (2 * kChunk) == 0;
+  default:
+    return false;
+  }
 }
 
 namespace {
@@ -259,15 +292,91 @@ Values applyHadamard(RowThread &t, Values v) {
   return v;
 }
 
+/// Writes the thread's values into cache row `id` (skipped when `valid` is
+/// false), as CacheRows::storeRow encodes a row: plain rows as they are,
+/// MODEL1 rows as e4m3 bytes with a power-of-two scale per block (the
+/// block's lanes agree on it through shuffles) and bf16 rope dims.
+void storeToCache(RowThread &t, CacheRows &cache, const Values &v, Value id,
+                  Value valid) {
+  if (Value plain = cache.plainRows()) {
+    storeChunk(t.b, t.loc, v, plain, ValueRange{id, t.column}, valid);
+    return;
+  }
+  OpBuilder &b = t.b;
+  Location loc = t.loc;
+  cpu::LoopEmitter e(b, loc);
+  const layout::RowLayout &row = cache.layout();
+  int64_t blockLanes = row.scaleBlock / kChunk;
+  // Every lane takes part in the block's shuffles.
+  Value amax = t.f32(num::kE4M3AmaxFloor);
+  for (Value x : v)
+    amax = e.max(amax, e.abs(x));
+  amax = reduceLanes(b, loc, amax, blockLanes, Combine::Max);
+  Value scale = e.ceilPowerOfTwo(
+      e.mul(amax, t.f32(1.0f / static_cast<float>(num::kE4M3Max))));
+  OpBuilder::InsertionGuard guard(b);
+  auto ifValid = scf::IfOp::create(b, loc, valid, /*withElse=*/false);
+  b.setInsertionPointToStart(ifValid.thenBlock());
+  Value values = cache.valueOffset(id);
+  Value quantized =
+      e.cmp(arith::CmpIPredicate::slt, t.column, t.index(row.quantDims));
+  auto ifQuantized = scf::IfOp::create(b, loc, quantized, /*withElse=*/true);
+  b.setInsertionPointToStart(ifQuantized.thenBlock());
+  SmallVector<Value> codes;
+  for (Value x : v)
+    codes.push_back(e.toE4M3Bits(
+        e.roundToMinifloat(e.div(x, scale), 3, -6, num::kE4M3Max)));
+  storeBytes(b, loc, codes, cache.bytes(), e.add(values, t.column));
+  Value lane = t.lane;
+  Value firstOfBlock = e.cmp(
+      arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(b, loc, lane, t.index(blockLanes)), t.index(0));
+  e.ifThen(firstOfBlock, [&] {
+    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), scale);
+    Value exponent = arith::ShRUIOp::create(b, loc, bits, e.i32(23));
+    Value byte = arith::TruncIOp::create(b, loc, b.getI8Type(), exponent);
+    Value block = e.div(t.column, t.index(row.scaleBlock));
+    memref::StoreOp::create(b, loc, byte, cache.bytes(),
+                            ValueRange{e.add(cache.scaleOffset(id), block)});
+  });
+  // The pad bytes after the scales, by the row's first lane.
+  e.ifThen(e.cmp(arith::CmpIPredicate::eq, lane, t.index(0)), [&] {
+    Value zero = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(0));
+    for (int64_t i = row.quantDims / row.scaleBlock; i < row.scaleBytes; ++i)
+      memref::StoreOp::create(
+          b, loc, zero, cache.bytes(),
+          ValueRange{e.add(cache.scaleOffset(id), t.index(i))});
+  });
+  b.setInsertionPointToStart(ifQuantized.elseBlock());
+  // Rope dims: bf16, little-endian.
+  SmallVector<Value> halves;
+  Value shift = arith::ConstantOp::create(b, loc, b.getI16IntegerAttr(8));
+  for (Value x : v) {
+    Value rounded = arith::TruncFOp::create(b, loc, b.getBF16Type(), x);
+    Value bits = arith::BitcastOp::create(b, loc, b.getI16Type(), rounded);
+    halves.push_back(arith::TruncIOp::create(b, loc, b.getI8Type(), bits));
+    halves.push_back(arith::TruncIOp::create(
+        b, loc, b.getI8Type(), arith::ShRUIOp::create(b, loc, bits, shift)));
+  }
+  Value raw = e.add(e.add(values, t.index(row.quantDims)),
+                    e.mul(e.sub(t.column, t.index(row.quantDims)), t.index(2)));
+  storeBytes(b, loc, halves, cache.bytes(), raw);
+}
+
 } // namespace
 
-void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain) {
-  Operation *first = chain.front(), *last = chain.back();
+void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
+                   Operation *storeOp) {
+  auto store = dyn_cast_or_null<CacheStoreOp>(storeOp);
+  Operation *last = store ? storeOp : chain.back();
   Location loc = last->getLoc();
   OpBuilder &b = rewriter;
   b.setInsertionPoint(last);
-  auto inputType = cast<RankedTensorType>(first->getOperand(0).getType());
-  auto outputType = rowType(last);
+  Value rowsIn = chain.empty() ? store.getRows() : chain.front()->getOperand(0);
+  auto inputType = cast<RankedTensorType>(rowsIn.getType());
+  auto outputType = chain.empty()
+                        ? cast<RankedTensorType>(store.getRows().getType())
+                        : rowType(chain.back());
   int64_t width = *rowWidth(outputType);
   int64_t rank = outputType.getRank();
   auto identityBuffer = [&](Value tensor) {
@@ -277,21 +386,32 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain) {
         /*readOnly=*/b.getUnitAttr());
   };
   // Buffers the kernel reads: the row input, then each op's other operands.
-  Value input = identityBuffer(first->getOperand(0));
+  Value input = identityBuffer(rowsIn);
   SmallVector<Value> extras(chain.size());
   for (auto [i, op] : llvm::enumerate(chain))
     if (auto norm = dyn_cast<RMSNormOp>(op); norm && norm.getWeight())
       extras[i] = identityBuffer(norm.getWeight());
     else if (auto rope = dyn_cast<RoPEOp>(op))
       extras[i] = identityBuffer(rope.getPositions());
-  SmallVector<Value> dynamicSizes;
-  for (int64_t d = 0; d < rank; ++d)
-    if (inputType.isDynamicDim(d))
-      dynamicSizes.push_back(memref::DimOp::create(b, loc, input, d));
-  Value output = memref::AllocOp::create(
-      b, loc,
-      MemRefType::get(outputType.getShape(), outputType.getElementType()),
-      dynamicSizes);
+  // The result: a fresh buffer, or the cache's bytes and the row ids.
+  Value output, rowIds, cacheBytes;
+  if (store) {
+    rowIds = identityBuffer(store.getRowIds());
+    cacheBytes =
+        UnrealizedConversionCastOp::create(
+            b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type()),
+            store.getCache())
+            .getResult(0);
+  } else {
+    SmallVector<Value> dynamicSizes;
+    for (int64_t d = 0; d < rank; ++d)
+      if (inputType.isDynamicDim(d))
+        dynamicSizes.push_back(memref::DimOp::create(b, loc, input, d));
+    output = memref::AllocOp::create(
+        b, loc,
+        MemRefType::get(outputType.getShape(), outputType.getElementType()),
+        dynamicSizes);
+  }
 
   // Team and block shape.
   int64_t lanesInRow = width / kChunk;
@@ -335,6 +455,12 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain) {
   Value partials = reducesAcrossWarps
                        ? Value(launch.getWorkgroupAttributions()[0])
                        : Value();
+  std::optional<cpu::LoopEmitter> emitter;
+  std::optional<CacheRows> cache;
+  if (store) {
+    emitter.emplace(b, loc);
+    cache.emplace(*emitter, cacheBytes, store.getCache().getType());
+  }
   Value lastRow = arith::SubIOp::create(b, loc, rows, c(1));
   scf::ForOp::create(
       b, loc, launch.getBlockIds().x, groups, launch.getGridSize().x,
@@ -369,13 +495,28 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain) {
             v = applyHadamard(t, v);
           v = roundAll(t, v, rowType(op).getElementType());
         }
-        storeChunk(nb, l, v, output, t.at(column), valid);
+        if (store) {
+          Value id = arith::IndexCastOp::create(
+              nb, l, nb.getIndexType(),
+              memref::LoadOp::create(nb, l, rowIds, ValueRange{lead[0]}));
+          Value stored = arith::AndIOp::create(
+              nb, l, valid,
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, id,
+                                    c(0)));
+          storeToCache(t, *cache, v, id, stored);
+        } else {
+          storeChunk(nb, l, v, output, t.at(column), valid);
+        }
         scf::YieldOp::create(nb, l);
       });
   b.setInsertionPointAfter(launch);
-  Value result = bufferization::ToTensorOp::create(
-      b, loc, outputType, output, /*restrict=*/true, /*writable=*/true);
-  rewriter.replaceAllUsesWith(last->getResult(0), result);
+  if (store) {
+    rewriter.eraseOp(store);
+  } else {
+    Value result = bufferization::ToTensorOp::create(
+        b, loc, outputType, output, /*restrict=*/true, /*writable=*/true);
+    rewriter.replaceAllUsesWith(chain.back()->getResult(0), result);
+  }
   for (Operation *op : llvm::reverse(chain))
     rewriter.eraseOp(op);
 }

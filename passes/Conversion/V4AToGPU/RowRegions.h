@@ -4,7 +4,7 @@
 // casts), each reading the previous one's result, as one kernel: a team of
 // threads per row (the last dimension) holding the row in registers, eight
 // consecutive elements per thread, one read of the input and one write of
-// the output.
+// the output, or, when a cache store closes the chain, of the cache rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,10 +18,17 @@ namespace v4a::gpu {
 /// Whether `op` is a row op the family computes (its shapes included).
 bool isRowOp(mlir::Operation *op);
 
+/// Whether `op` is a cache store the family writes (plain bf16 / f32 rows
+/// and fp8 MODEL1 rows of a static width).
+bool isRowStore(mlir::Operation *op);
+
 /// Replaces `chain` (row ops, each but the first reading the previous one's
-/// only result as its row input) with one kernel launch over buffers.
+/// only result as its row input) and `store` (a cache store of the chain's
+/// result, or of any rows when the chain is empty; may be null) with one
+/// kernel launch over buffers.
 void lowerRowChain(mlir::RewriterBase &rewriter,
-                   llvm::ArrayRef<mlir::Operation *> chain);
+                   llvm::ArrayRef<mlir::Operation *> chain,
+                   mlir::Operation *store);
 
 } // namespace v4a::gpu
 
