@@ -117,3 +117,18 @@ func.func @uncovered(%x: tensor<?x12xbf16>, %k: tensor<?x512xbf16>) -> (tensor<?
   %h = v4a.hadamard %k : tensor<?x512xbf16>
   return %y, %h : tensor<?x12xbf16>, tensor<?x512xbf16>
 }
+
+// -----
+
+// Head vectors of 512 and more: a team holds two rows at once (both loads
+// in flight before either row is computed), 4 rows per block of two teams.
+// CHECK-LABEL: func.func @two_rows_per_team
+// CHECK: arith.ceildivsi %{{.*}}, %c4
+// CHECK: gpu.launch {{.*}} function(@two_rows_per_team_rows0)
+// CHECK-COUNT-2: vector.load %{{.*}} {alignment = 16 : i64} : memref<?x8x512xbf16>, vector<8xbf16>
+// CHECK: math.cos
+// CHECK-COUNT-2: vector.store %{{.*}} {alignment = 16 : i64} : memref<?x8x512xbf16>, vector<8xbf16>
+func.func @two_rows_per_team(%q: tensor<?x8x512xbf16>, %pos: tensor<?xi64>) -> tensor<?x8x512xbf16> {
+  %r = v4a.rope %q, %pos {rope_dim = 64 : i64, theta = 1.0e+04 : f64, inverse} : tensor<?x8x512xbf16>, tensor<?xi64>
+  return %r : tensor<?x8x512xbf16>
+}

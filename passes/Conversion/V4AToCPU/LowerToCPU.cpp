@@ -1613,9 +1613,15 @@ struct LowerStepWindow : public V4APattern<StepWindowOp> {
     Value tokens = e.dim(in.positions, 0);
     Value attend = e.allocShaped(op.getAttend().getType(), {tokens});
     Value store = e.allocShaped(op.getStore().getType(), {tokens});
-    e.parallelLoop(e.index(0), tokens, [&](Value t) {
-      emitWindowRows(e, in, tokens, op.getWindow(), attend, store, t);
-    });
+    // GPU kernels: a thread per (token, window row), not per token.
+    if (tokenParallel)
+      e.parallelLoop(tokens, e.index(op.getWindow()), [&](Value t, Value j) {
+        emitWindowRows(e, in, tokens, op.getWindow(), attend, store, t, j);
+      });
+    else
+      e.parallelLoop(e.index(0), tokens, [&](Value t) {
+        emitWindowRows(e, in, tokens, op.getWindow(), attend, store, t);
+      });
     rewriter.replaceOp(op, {e.tensor(attend, op.getAttend().getType()),
                             e.tensor(store, op.getStore().getType())});
     return success();
@@ -1645,16 +1651,32 @@ struct LowerStepCompressed : public V4APattern<StepCompressedOp> {
 /// The largest number of compressed rows a token of the step sees: a size
 /// that depends on the data, so it passes through a one-element buffer that
 /// whoever allocates (the host of a GPU) reads back.
-Value maxVisibleRows(LoopEmitter &e, Value positions, int64_t ratio) {
+/// The largest (position + 1) / ratio over the tokens, read back on the
+/// host. Token-parallel: a parallel loop of atomic maxima into a zeroed
+/// cell (a kernel over the tokens, not a walk on one thread).
+Value maxVisibleRows(LoopEmitter &e, Value positions, int64_t ratio,
+                     bool tokenParallel) {
   Value zero = e.index(0), one = e.index(1);
-  Value largest = e.loop(zero, e.dim(positions, 0), {zero},
-                         [&](Value t, ValueRange a) -> SmallVector<Value> {
-                           Value next = e.add(e.loadIndex(positions, {t}), one);
-                           return {e.max(a[0], e.div(next, e.index(ratio)))};
-                         })[0];
   OpBuilder &b = e.builder();
   auto type = MemRefType::get({1}, b.getI64Type());
   Value cell = memref::AllocOp::create(b, e.location(), type);
+  auto visible = [&](Value t) {
+    return e.div(e.add(e.loadIndex(positions, {t}), one), e.index(ratio));
+  };
+  if (tokenParallel) {
+    e.storeInt(zero, cell, {zero});
+    e.parallelLoop(zero, e.dim(positions, 0), [&](Value t) {
+      Value rows = arith::IndexCastOp::create(b, e.location(), b.getI64Type(),
+                                              visible(t));
+      memref::AtomicRMWOp::create(b, e.location(), arith::AtomicRMWKind::maxs,
+                                  rows, cell, ValueRange{zero});
+    });
+    return e.loadIndex(cell, {zero});
+  }
+  Value largest = e.loop(zero, e.dim(positions, 0), {zero},
+                         [&](Value t, ValueRange a) -> SmallVector<Value> {
+                           return {e.max(a[0], visible(t))};
+                         })[0];
   e.storeInt(largest, cell, {zero});
   return e.loadIndex(cell, {zero});
 }
@@ -1667,17 +1689,21 @@ struct LowerVisibleRows : public V4APattern<VisibleRowsOp> {
     Value positions = e.buffer(op.getPositions());
     Value tokens = e.dim(positions, 0);
     int64_t ratio = op.getRatio();
-    Value width = maxVisibleRows(e, positions, ratio);
+    Value width = maxVisibleRows(e, positions, ratio, tokenParallel);
     Value out = e.allocShaped(op.getType(), {tokens, width});
     Value zero = e.index(0), one = e.index(1);
-    e.parallelLoop(zero, tokens, [&](Value t) {
+    auto fill = [&](Value t, Value j) {
       Value visible =
           e.div(e.add(e.loadIndex(positions, {t}), one), e.index(ratio));
-      e.loop(zero, width, [&](Value j) {
-        e.storeInt(e.select(e.cmp(IP::slt, j, visible), j, e.index(-1)), out,
-                   {t, j});
+      e.storeInt(e.select(e.cmp(IP::slt, j, visible), j, e.index(-1)), out,
+                 {t, j});
+    };
+    if (tokenParallel)
+      e.parallelLoop(tokens, width, fill);
+    else
+      e.parallelLoop(zero, tokens, [&](Value t) {
+        e.loop(zero, width, [&](Value j) { fill(t, j); });
       });
-    });
     rewriter.replaceOp(op, e.tensor(out, op.getType()));
     return success();
   }
@@ -1826,7 +1852,7 @@ struct LowerCacheIndexerScore : public CachePattern<CacheIndexerScoreOp> {
     Value bases = e.buffer(adaptor.getBase());
     Value tokens = e.dim(q, 0), heads = e.dim(q, 1), width = e.dim(q, 2);
     int64_t ratio = op.getRatio();
-    Value rows = maxVisibleRows(e, positions, ratio);
+    Value rows = maxVisibleRows(e, positions, ratio, tokenParallel);
     auto type = cast<RankedTensorType>(op.getType());
     Value out = e.allocShaped(type, {tokens, rows});
     Value zero = e.index(0), one = e.index(1);

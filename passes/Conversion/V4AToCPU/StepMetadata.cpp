@@ -11,7 +11,8 @@ namespace v4a {
 using IP = arith::CmpIPredicate;
 
 void emitWindowRows(cpu::LoopEmitter &e, const StepTokens &in, Value tokens,
-                    int64_t window, Value attend, Value store, Value t) {
+                    int64_t window, Value attend, Value store, Value t,
+                    Value only) {
   Value zero = e.index(0), one = e.index(1), minusOne = e.index(-1);
   Value w = e.index(window);
   Value p = e.loadIndex(in.positions, {t});
@@ -21,15 +22,24 @@ void emitWindowRows(cpu::LoopEmitter &e, const StepTokens &in, Value tokens,
   Value start = e.sub(p, e.sub(t, firstRow));
   Value lastPosition = e.add(p, e.sub(e.loadIndex(in.last, {t}), t));
   Value oldest = e.max(zero, e.add(e.sub(p, w), one));
-  e.loop(zero, w, [&](Value j) {
+  auto attendRow = [&](Value j) {
     Value q = e.add(oldest, j);
     Value inStep = e.cmp(IP::sge, q, start);
     Value row = e.select(inStep, e.add(firstRow, e.sub(q, start)),
                          e.add(tokens, e.add(ring, e.rem(q, w))));
     e.storeInt(e.select(e.cmp(IP::sle, q, p), row, minusOne), attend, {t, j});
-  });
-  Value kept = e.cmp(IP::slt, e.sub(lastPosition, p), w);
-  e.storeInt(e.select(kept, e.add(ring, e.rem(p, w)), minusOne), store, {t});
+  };
+  auto storeRow = [&] {
+    Value kept = e.cmp(IP::slt, e.sub(lastPosition, p), w);
+    e.storeInt(e.select(kept, e.add(ring, e.rem(p, w)), minusOne), store, {t});
+  };
+  if (!only) {
+    e.loop(zero, w, attendRow);
+    storeRow();
+    return;
+  }
+  attendRow(only);
+  e.ifThen(e.cmp(IP::eq, only, zero), storeRow);
 }
 
 void emitCompressedRows(cpu::LoopEmitter &e, const StepTokens &in,

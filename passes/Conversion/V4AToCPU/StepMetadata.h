@@ -18,10 +18,12 @@ struct StepTokens {
   mlir::Value positions, slots, first, last;
 };
 
-/// attend[t, 0..window) and store[t] of v4a.step_window.
+/// attend[t, 0..window) and store[t] of v4a.step_window; with `only`,
+/// attend[t, only] alone (and store[t] when `only` is 0).
 void emitWindowRows(cpu::LoopEmitter &e, const StepTokens &in,
                     mlir::Value tokens, int64_t window, mlir::Value attend,
-                    mlir::Value store, mlir::Value t);
+                    mlir::Value store, mlir::Value t,
+                    mlir::Value only = mlir::Value());
 
 /// base[t] and complete[t] of v4a.step_compressed.
 void emitCompressedRows(cpu::LoopEmitter &e, const StepTokens &in,

@@ -42,6 +42,14 @@ constexpr int64_t kMinBlockThreads = 128;
 constexpr int64_t kMaxTeam = 1024;
 /// Grid extent beyond which blocks take several row groups.
 constexpr int64_t kGridLimit = 1 << 20;
+/// Rows a team holds at once (their loads in flight together): two for
+/// grids of many wide rows (head vectors of 512 and more), one otherwise.
+/// Measured on the H200 (bench/kernels-notes.md): two rows per team took
+/// the [8192, 64, 512] query kernels from 2.2 to 2.5-3.1 TB/s, and made the
+/// small grids of rank-2 rows and 128-wide heads 10-45% slower.
+int64_t rowsPerTeam(int64_t rank, int64_t width) {
+  return rank == 3 && width >= 512 ? 2 : 1;
+}
 /// The widest Hadamard transform (its butterflies stay inside a warp).
 constexpr int64_t kMaxHadamard = kChunk * kWarpLanes;
 
@@ -204,9 +212,13 @@ Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
   cpu::LoopEmitter e(t.b, t.loc);
   int64_t ropeDim = op.getRopeDim();
   int64_t start = t.width - ropeDim;
-  // Only threads whose elements reach the rope dims do any work.
-  Value touches = e.cmp(arith::CmpIPredicate::sgt,
-                        e.add(t.column, t.index(kChunk)), t.index(start));
+  // Only threads whose elements reach the rope dims do any work (lanes past
+  // the row's end hold no elements and would read past the table).
+  Value touches = arith::AndIOp::create(t.b, t.loc,
+                                        e.cmp(arith::CmpIPredicate::sgt,
+                                              e.add(t.column, t.index(kChunk)),
+                                              t.index(start)),
+                                        t.laneInRow);
   SmallVector<Type> types(v.size(), t.b.getF32Type());
   auto ifOp = scf::IfOp::create(t.b, t.loc, types, touches, true);
   OpBuilder::InsertionGuard guard(t.b);
@@ -417,7 +429,9 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
   int64_t lanesInRow = width / kChunk;
   int64_t team = static_cast<int64_t>(llvm::PowerOf2Ceil(lanesInRow));
   int64_t threads = std::max(team, kMinBlockThreads);
-  int64_t rowsPerBlock = threads / team;
+  int64_t teamsPerBlock = threads / team;
+  int64_t rowsAtOnce = rowsPerTeam(rank, width);
+  int64_t rowsPerBlock = teamsPerBlock * rowsAtOnce;
   bool reducesAcrossWarps =
       team > kWarpLanes &&
       llvm::any_of(chain, [](Operation *op) { return isa<RMSNormOp>(op); });
@@ -465,47 +479,61 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
   scf::ForOp::create(
       b, loc, launch.getBlockIds().x, groups, launch.getGridSize().x,
       ValueRange{}, [&](OpBuilder &nb, Location l, Value group, ValueRange) {
-        Value row = arith::AddIOp::create(
-            nb, l, arith::MulIOp::create(nb, l, group, c(rowsPerBlock)),
-            teamIndex);
-        Value inRange =
-            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, row, rows);
-        Value valid = arith::AndIOp::create(nb, l, inRange, laneInRow);
-        // Rows past the end read the last row's place (in bounds) and store
-        // nothing.
-        Value clamped = arith::MinUIOp::create(nb, l, row, lastRow);
-        SmallVector<Value> lead;
-        if (heads)
-          lead = {arith::DivUIOp::create(nb, l, clamped, heads),
-                  arith::RemUIOp::create(nb, l, clamped, heads)};
-        else
-          lead = {clamped};
-        RowThread t{nb,       l,    width,  team,      lane,
-                    threadId, lead, column, laneInRow, partials};
-        Values v = loadChunk(nb, l, input, t.at(column), kChunk, valid);
-        v = roundAll(t, v, inputType.getElementType());
-        for (auto [i, op] : llvm::enumerate(chain)) {
-          if (auto norm = dyn_cast<RMSNormOp>(op))
-            v = applyRMSNorm(t, norm, v, extras[i]);
-          else if (auto rope = dyn_cast<RoPEOp>(op))
-            v = applyRoPE(t, rope, v, extras[i], freqs[i]);
-          else if (auto quant = dyn_cast<ActQuantOp>(op))
-            v = applyActQuant(t, quant, v);
-          else if (isa<HadamardOp>(op))
-            v = applyHadamard(t, v);
-          v = roundAll(t, v, rowType(op).getElementType());
+        // The team's rows of this group: all loads first, so that each
+        // thread has rowsAtOnce accesses in flight.
+        SmallVector<RowThread> threadsOf;
+        SmallVector<Value> valid;
+        SmallVector<Values> v;
+        for (int64_t k = 0; k < rowsAtOnce; ++k) {
+          Value row = arith::AddIOp::create(
+              nb, l, arith::MulIOp::create(nb, l, group, c(rowsPerBlock)),
+              arith::AddIOp::create(nb, l, teamIndex, c(k * teamsPerBlock)));
+          Value inRange = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::ult, row, rows);
+          valid.push_back(arith::AndIOp::create(nb, l, inRange, laneInRow));
+          // Rows past the end read the last row's place (in bounds) and
+          // store nothing.
+          Value clamped = arith::MinUIOp::create(nb, l, row, lastRow);
+          SmallVector<Value> lead;
+          if (heads)
+            lead = {arith::DivUIOp::create(nb, l, clamped, heads),
+                    arith::RemUIOp::create(nb, l, clamped, heads)};
+          else
+            lead = {clamped};
+          threadsOf.push_back(RowThread{nb, l, width, team, lane, threadId,
+                                        lead, column, laneInRow, partials});
+          v.push_back(loadChunk(nb, l, input, threadsOf[k].at(column), kChunk,
+                                valid[k]));
         }
-        if (store) {
-          Value id = arith::IndexCastOp::create(
-              nb, l, nb.getIndexType(),
-              memref::LoadOp::create(nb, l, rowIds, ValueRange{lead[0]}));
-          Value stored = arith::AndIOp::create(
-              nb, l, valid,
-              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, id,
-                                    c(0)));
-          storeToCache(t, *cache, v, id, stored);
-        } else {
-          storeChunk(nb, l, v, output, t.at(column), valid);
+        for (int64_t k = 0; k < rowsAtOnce; ++k)
+          v[k] = roundAll(threadsOf[k], v[k], inputType.getElementType());
+        for (auto [i, op] : llvm::enumerate(chain))
+          for (int64_t k = 0; k < rowsAtOnce; ++k) {
+            RowThread &t = threadsOf[k];
+            if (auto norm = dyn_cast<RMSNormOp>(op))
+              v[k] = applyRMSNorm(t, norm, v[k], extras[i]);
+            else if (auto rope = dyn_cast<RoPEOp>(op))
+              v[k] = applyRoPE(t, rope, v[k], extras[i], freqs[i]);
+            else if (auto quant = dyn_cast<ActQuantOp>(op))
+              v[k] = applyActQuant(t, quant, v[k]);
+            else if (isa<HadamardOp>(op))
+              v[k] = applyHadamard(t, v[k]);
+            v[k] = roundAll(t, v[k], rowType(op).getElementType());
+          }
+        for (int64_t k = 0; k < rowsAtOnce; ++k) {
+          RowThread &t = threadsOf[k];
+          if (store) {
+            Value id = arith::IndexCastOp::create(
+                nb, l, nb.getIndexType(),
+                memref::LoadOp::create(nb, l, rowIds, ValueRange{t.lead[0]}));
+            Value stored = arith::AndIOp::create(
+                nb, l, valid[k],
+                arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, id,
+                                      c(0)));
+            storeToCache(t, *cache, v[k], id, stored);
+          } else {
+            storeChunk(nb, l, v[k], output, t.at(column), valid[k]);
+          }
         }
         scf::YieldOp::create(nb, l);
       });
