@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -583,6 +584,20 @@ LogicalResult CacheAttentionOp::verify() {
 //===----------------------------------------------------------------------===//
 // FusedOp
 //===----------------------------------------------------------------------===//
+
+SmallVector<Operation *> FusedOp::inlineBody(RewriterBase &rewriter) {
+  Block &body = getBody().front();
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  auto yield = cast<YieldOp>(body.getTerminator());
+  SmallVector<Value> results(yield.getValues());
+  rewriter.setInsertionPoint(*this);
+  rewriter.inlineBlockBefore(&body, *this, getInputs());
+  rewriter.eraseOp(yield);
+  rewriter.replaceOp(*this, results);
+  return ops;
+}
 
 LogicalResult FusedOp::verifyRegions() {
   Block &body = getBody().front();

@@ -9,6 +9,10 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+namespace mlir {
+class RewriterBase;
+} // namespace mlir
+
 #define GET_OP_CLASSES
 #include "dialects/V4A/IR/V4AOps.h.inc"
 

@@ -857,6 +857,13 @@ def V4A_FusedOp : V4A_Op<"fused", [IsolatedFromAbove, RecursiveMemoryEffects,
     $body
   }];
   let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Moves the body's ops before this op (the block arguments replaced by
+    /// the operands), replaces the results with the yielded values and
+    /// erases the op; returns the ops moved, in order.
+    ::llvm::SmallVector<::mlir::Operation *>
+    inlineBody(::mlir::RewriterBase &rewriter);
+  }];
 }
 
 def V4A_YieldOp : V4A_Op<"yield", [Pure, Terminator, HasParent<"FusedOp">]> {

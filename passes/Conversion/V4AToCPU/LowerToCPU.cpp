@@ -2068,15 +2068,9 @@ LogicalResult lowerCaches(ModuleOp module, bool tokenParallel) {
 void inlineFusedRegions(ModuleOp module) {
   SmallVector<FusedOp> regions;
   module.walk([&](FusedOp op) { regions.push_back(op); });
-  for (FusedOp op : regions) {
-    Block &body = op.getBody().front();
-    auto yield = cast<YieldOp>(body.getTerminator());
-    SmallVector<Value> results(yield.getValues());
-    IRRewriter rewriter(op);
-    rewriter.inlineBlockBefore(&body, op, op.getInputs());
-    rewriter.eraseOp(yield);
-    rewriter.replaceOp(op, results);
-  }
+  IRRewriter rewriter(module.getContext());
+  for (FusedOp op : regions)
+    op.inlineBody(rewriter);
 }
 
 struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {

@@ -30,17 +30,9 @@ namespace {
 SmallVector<SmallVector<Operation *>> kernelUnits(func::FuncOp func) {
   SmallVector<SmallVector<Operation *>> units;
   llvm::DenseSet<Operation *> inRegion;
+  IRRewriter rewriter(func.getContext());
   for (FusedOp region : llvm::to_vector(func.getBody().getOps<FusedOp>())) {
-    Block &body = region.getBody().front();
-    SmallVector<Operation *> ops;
-    for (Operation &op : body.without_terminator())
-      ops.push_back(&op);
-    auto yield = cast<YieldOp>(body.getTerminator());
-    SmallVector<Value> results(yield.getValues());
-    IRRewriter rewriter(region);
-    rewriter.inlineBlockBefore(&body, region, region.getInputs());
-    rewriter.eraseOp(yield);
-    rewriter.replaceOp(region, results);
+    SmallVector<Operation *> ops = region.inlineBody(rewriter);
     inRegion.insert(ops.begin(), ops.end());
     units.push_back(std::move(ops));
   }
