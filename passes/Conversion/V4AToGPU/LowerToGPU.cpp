@@ -25,25 +25,27 @@ using namespace v4a;
 
 namespace {
 
-/// The ops of each kernel region of `func`'s body (regions inlined where
-/// they stood), then every other op of the body alone.
+/// The units of `func`'s body in program order: the ops of each kernel
+/// region (inlined where it stood), and every other op alone.
 SmallVector<SmallVector<Operation *>> kernelUnits(func::FuncOp func) {
-  SmallVector<SmallVector<Operation *>> units;
-  llvm::DenseSet<Operation *> inRegion;
   IRRewriter rewriter(func.getContext());
+  SmallVector<SmallVector<Operation *>> regions;
+  llvm::DenseMap<Operation *, size_t> regionOf;
   for (FusedOp region : llvm::to_vector(func.getBody().getOps<FusedOp>())) {
-    SmallVector<Operation *> ops = region.inlineBody(rewriter);
-    inRegion.insert(ops.begin(), ops.end());
-    units.push_back(std::move(ops));
+    regions.push_back(region.inlineBody(rewriter));
+    for (Operation *op : regions.back())
+      regionOf[op] = regions.size() - 1;
   }
-  for (Operation &op : func.getBody().getOps())
-    if (!inRegion.contains(&op))
-      units.push_back({&op});
   // In program order, so kernel numbers follow the step.
-  llvm::stable_sort(units,
-                    [](ArrayRef<Operation *> a, ArrayRef<Operation *> b) {
-                      return a.front()->isBeforeInBlock(b.front());
-                    });
+  SmallVector<SmallVector<Operation *>> units;
+  llvm::DenseSet<size_t> emitted;
+  for (Operation &op : func.getBody().getOps()) {
+    auto it = regionOf.find(&op);
+    if (it == regionOf.end())
+      units.push_back({&op});
+    else if (emitted.insert(it->second).second)
+      units.push_back(regions[it->second]);
+  }
   return units;
 }
 
