@@ -58,6 +58,12 @@ Value CacheRows::scaleOffset(Value index) {
                e.mul(slot, e.index(row.scaleBytes)));
 }
 
+Value CacheRows::rawOffset(Value values, Value feature) {
+  Value quantDims = e.index(row.quantDims);
+  return e.add(e.add(values, quantDims),
+               e.mul(e.sub(feature, quantDims), e.index(2)));
+}
+
 Value CacheRows::byteAt(Value offset) {
   return memref::LoadOp::create(e.builder(), e.location(), cacheBytes,
                                 ValueRange{offset});
@@ -104,9 +110,7 @@ Value CacheRows::load(Value index, Value feature) {
   Value quantDims = e.index(row.quantDims);
   Value values = valueOffset(index);
   Value isRaw = e.cmp(IP::sge, feature, quantDims);
-  Value rawDim = e.sub(e.max(feature, quantDims), quantDims);
-  Value raw =
-      loadBF16(e.add(values, e.add(quantDims, e.mul(e.index(2), rawDim))));
+  Value raw = loadBF16(rawOffset(values, e.max(feature, quantDims)));
   Value quantFeature = e.min(feature, e.index(row.quantDims - 1));
   Value value = e.fromE4M3Bits(byteAt(e.add(values, quantFeature)));
   Value scale = e.fromUE8M0Bits(byteAt(
@@ -134,10 +138,7 @@ void CacheRows::storeRow(Value index, Value source, Value sourceRow) {
                  return {e.max(a[0], e.abs(e.load(source, {sourceRow, f})))};
                })[0];
     Value scale = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
-    Value scaleBits = arith::BitcastOp::create(b, loc, b.getI32Type(), scale);
-    Value exponent = arith::ShRUIOp::create(b, loc, scaleBits, e.i32(23));
-    storeByte(arith::TruncIOp::create(b, loc, b.getI8Type(), exponent),
-              e.add(scales, blk));
+    storeByte(e.toUE8M0Bits(scale), e.add(scales, blk));
     e.loop(begin, end, [&](Value f) {
       Value v = e.roundToMinifloat(e.div(e.load(source, {sourceRow, f}), scale),
                                    3, -6, kE4M3Max);
@@ -150,8 +151,6 @@ void CacheRows::storeRow(Value index, Value source, Value sourceRow) {
          [&](Value i) { storeByte(zeroByte, e.add(scales, i)); });
   e.loop(e.index(0), e.index(row.rawDims), [&](Value i) {
     Value f = e.add(e.index(row.quantDims), i);
-    storeBF16(
-        e.load(source, {sourceRow, f}),
-        e.add(values, e.add(e.index(row.quantDims), e.mul(i, e.index(2)))));
+    storeBF16(e.load(source, {sourceRow, f}), rawOffset(values, f));
   });
 }

@@ -41,6 +41,9 @@ public:
   /// where a row's address is computed from its index.
   mlir::Value valueOffset(mlir::Value row);
   mlir::Value scaleOffset(mlir::Value row);
+  /// The byte offset of raw (bf16) feature `feature` >= quantDims of the row
+  /// whose values start at `values`.
+  mlir::Value rawOffset(mlir::Value values, mlir::Value feature);
 
 private:
   mlir::Value byteAt(mlir::Value offset);

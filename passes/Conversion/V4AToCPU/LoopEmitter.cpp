@@ -104,6 +104,12 @@ Value LoopEmitter::fromUE8M0Bits(Value byte) {
                                   arith::ShLIOp::create(b, loc, bits, i32(23)));
 }
 
+Value LoopEmitter::toUE8M0Bits(Value scale) {
+  Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), scale);
+  return arith::TruncIOp::create(b, loc, b.getI8Type(),
+                                 arith::ShRUIOp::create(b, loc, bits, i32(23)));
+}
+
 /// An f32 that lies on the e4m3 grid to its bits: normals keep the top three
 /// mantissa bits, subnormals are m * 2^-9.
 Value LoopEmitter::toE4M3Bits(Value value) {

@@ -99,6 +99,8 @@ public:
   mlir::Value fromE4M3Bits(mlir::Value byte);
   mlir::Value fromUE8M0Bits(mlir::Value byte);
   mlir::Value toE4M3Bits(mlir::Value value);
+  /// A power-of-two f32 (a block scale) to its ue8m0 byte: the exponent.
+  mlir::Value toUE8M0Bits(mlir::Value scale);
   /// The smallest power of two >= value (a positive normal f32).
   mlir::Value ceilPowerOfTwo(mlir::Value value);
   /// The value rounded to bf16 and back.

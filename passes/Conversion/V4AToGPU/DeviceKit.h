@@ -24,7 +24,7 @@ inline constexpr int64_t kChunk = 8;
 
 enum class Combine { Add, Max };
 
-/// `a` combined with `b`, f32.
+/// `x` combined with `y` (f32).
 mlir::Value combine(mlir::OpBuilder &b, mlir::Location loc, Combine how,
                     mlir::Value x, mlir::Value y);
 

@@ -70,7 +70,12 @@ std::optional<int64_t> rowWidth(RankedTensorType type) {
   return width;
 }
 
-bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+/// Whether blocks of `elements` consecutive row elements are an aligned
+/// power-of-two group of lanes of one warp (their maxima meet by shuffles).
+bool isLaneGroup(int64_t elements) {
+  return elements % kChunk == 0 && llvm::isPowerOf2_64(elements / kChunk) &&
+         elements / kChunk <= kWarpLanes;
+}
 
 } // namespace
 
@@ -83,11 +88,10 @@ bool isRowOp(Operation *op) {
   if (auto quant = dyn_cast<ActQuantOp>(op)) {
     int64_t block = quant.getBlockSize();
     int64_t quantDims = quant.getQuantDims().value_or(*width);
-    return block % kChunk == 0 && isPowerOfTwo(block / kChunk) &&
-           block / kChunk <= kWarpLanes && quantDims % block == 0;
+    return isLaneGroup(block) && quantDims % block == 0;
   }
   if (isa<HadamardOp>(op))
-    return isPowerOfTwo(*width) && *width <= kMaxHadamard;
+    return llvm::isPowerOf2_64(*width) && *width <= kMaxHadamard;
   if (isa<RMSNormOp, RoPEOp>(op))
     return true;
   if (isa<arith::TruncFOp, arith::ExtFOp>(op))
@@ -117,10 +121,7 @@ bool isRowStore(Operation *op) {
   case layout::RowKind::FP8Model1:
     // A thread's 8 values are 8 e4m3 bytes or 16 bf16 bytes at aligned
     // offsets, and a scale block is a power of two of lanes of one warp.
-    return row->quantDims % (2 * kChunk) == 0 &&
-           row->scaleBlock % kChunk == 0 &&
-           isPowerOfTwo(row->scaleBlock / kChunk) &&
-           row->scaleBlock / kChunk <= kWarpLanes &&
+    return row->quantDims % (2 * kChunk) == 0 && isLaneGroup(row->scaleBlock) &&
            row->valueBytes % (2 * kChunk) == 0 &&
            (cache.getPageSize() * row->rowBytes()) % (2 * kChunk) == 0;
   default:
@@ -191,20 +192,20 @@ Values applyRMSNorm(RowThread &t, RMSNormOp op, Values v, Value weight) {
 
 /// A private constant f32 table in the module, read in kernels through
 /// memref.get_global (the kernel module gets its own copy).
-Value constantTable(RowThread &t, Operation *anchor, StringRef name,
-                    ArrayRef<float> values) {
+Value constantTable(OpBuilder &b, Location loc, Operation *anchor,
+                    StringRef name, ArrayRef<float> values) {
   auto module = anchor->getParentOfType<ModuleOp>();
   auto type =
-      MemRefType::get({static_cast<int64_t>(values.size())}, t.b.getF32Type());
-  auto tensorType = RankedTensorType::get(type.getShape(), t.b.getF32Type());
+      MemRefType::get({static_cast<int64_t>(values.size())}, b.getF32Type());
+  auto tensorType = RankedTensorType::get(type.getShape(), b.getF32Type());
   OpBuilder detached(module.getContext());
   auto global = memref::GlobalOp::create(
-      detached, t.loc, name, detached.getStringAttr("private"), type,
+      detached, loc, name, detached.getStringAttr("private"), type,
       DenseElementsAttr::get(tensorType, values), /*constant=*/true,
       /*alignment=*/IntegerAttr());
   // Renamed when the name is taken (in creation order: deterministic).
   SymbolTable(module).insert(global);
-  return memref::GetGlobalOp::create(t.b, t.loc, type, global.getSymName());
+  return memref::GetGlobalOp::create(b, loc, type, global.getSymName());
 }
 
 Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
@@ -248,21 +249,30 @@ Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
   return Values(ifOp.getResults());
 }
 
+/// The scale of the block this thread's values belong to: the block's
+/// maximum |value| (at least `floor`) over its `lanes` lanes, times 1/fmax,
+/// rounded up to a power of two with `pow2`. Every lane of the warp must
+/// call it (shuffles).
+Value blockScale(RowThread &t, const Values &v, int64_t lanes, float floor,
+                 float fmax, bool pow2) {
+  cpu::LoopEmitter e(t.b, t.loc);
+  Value amax = t.f32(floor);
+  for (Value x : v)
+    amax = e.max(amax, e.abs(x));
+  amax = reduceLanes(t.b, t.loc, amax, lanes, Combine::Max);
+  Value scale = e.mul(amax, t.f32(1.0f / fmax));
+  return pow2 ? e.ceilPowerOfTwo(scale) : scale;
+}
+
 Values applyActQuant(RowThread &t, ActQuantOp op, Values v) {
   cpu::LoopEmitter e(t.b, t.loc);
   bool e4m3 = op.getFormat() == QuantFormat::E4M3;
   double fmax = e4m3 ? num::kE4M3Max : num::kE2M1Max;
   int64_t quantDims = op.getQuantDims().value_or(t.width);
-  Value amax = t.f32(e4m3 ? num::kE4M3AmaxFloor : num::kE2M1AmaxFloor);
-  for (Value x : v)
-    amax = e.max(amax, e.abs(x));
-  // The lanes of one block share its maximum; every lane of the warp takes
-  // part in the shuffles, those past the quantized dims included.
-  amax =
-      reduceLanes(t.b, t.loc, amax, op.getBlockSize() / kChunk, Combine::Max);
-  Value scale = e.mul(amax, t.f32(1.0f / static_cast<float>(fmax)));
-  if (op.getPow2Scale())
-    scale = e.ceilPowerOfTwo(scale);
+  // Lanes past the quantized dims take part in the shuffles too.
+  Value scale = blockScale(t, v, op.getBlockSize() / kChunk,
+                           e4m3 ? num::kE4M3AmaxFloor : num::kE2M1AmaxFloor,
+                           static_cast<float>(fmax), op.getPow2Scale());
   Value quantized =
       e.cmp(arith::CmpIPredicate::slt, t.column, t.index(quantDims));
   Values out;
@@ -304,6 +314,21 @@ Values applyHadamard(RowThread &t, Values v) {
   return v;
 }
 
+/// The thread's values after `op` (its other operand's buffer `extra`, its
+/// frequency table `freqs` for rope), rounded to the op's element type.
+Values applyRowOp(RowThread &t, Operation *op, Values v, Value extra,
+                  Value freqs) {
+  if (auto norm = dyn_cast<RMSNormOp>(op))
+    v = applyRMSNorm(t, norm, v, extra);
+  else if (auto rope = dyn_cast<RoPEOp>(op))
+    v = applyRoPE(t, rope, v, extra, freqs);
+  else if (auto quant = dyn_cast<ActQuantOp>(op))
+    v = applyActQuant(t, quant, v);
+  else if (isa<HadamardOp>(op))
+    v = applyHadamard(t, v);
+  return roundAll(t, v, rowType(op).getElementType());
+}
+
 /// Writes the thread's values into cache row `id` (skipped when `valid` is
 /// false), as CacheRows::storeRow encodes a row: plain rows as they are,
 /// MODEL1 rows as e4m3 bytes with a power-of-two scale per block (the
@@ -320,16 +345,12 @@ void storeToCache(RowThread &t, CacheRows &cache, const Values &v, Value id,
   const layout::RowLayout &row = cache.layout();
   int64_t blockLanes = row.scaleBlock / kChunk;
   // Every lane takes part in the block's shuffles.
-  Value amax = t.f32(num::kE4M3AmaxFloor);
-  for (Value x : v)
-    amax = e.max(amax, e.abs(x));
-  amax = reduceLanes(b, loc, amax, blockLanes, Combine::Max);
-  Value scale = e.ceilPowerOfTwo(
-      e.mul(amax, t.f32(1.0f / static_cast<float>(num::kE4M3Max))));
+  Value scale = blockScale(t, v, blockLanes, num::kE4M3AmaxFloor, num::kE4M3Max,
+                           /*pow2=*/true);
   OpBuilder::InsertionGuard guard(b);
   auto ifValid = scf::IfOp::create(b, loc, valid, /*withElse=*/false);
   b.setInsertionPointToStart(ifValid.thenBlock());
-  Value values = cache.valueOffset(id);
+  Value values = cache.valueOffset(id), scales = cache.scaleOffset(id);
   Value quantized =
       e.cmp(arith::CmpIPredicate::slt, t.column, t.index(row.quantDims));
   auto ifQuantized = scf::IfOp::create(b, loc, quantized, /*withElse=*/true);
@@ -344,20 +365,16 @@ void storeToCache(RowThread &t, CacheRows &cache, const Values &v, Value id,
       arith::CmpIPredicate::eq,
       arith::RemUIOp::create(b, loc, lane, t.index(blockLanes)), t.index(0));
   e.ifThen(firstOfBlock, [&] {
-    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), scale);
-    Value exponent = arith::ShRUIOp::create(b, loc, bits, e.i32(23));
-    Value byte = arith::TruncIOp::create(b, loc, b.getI8Type(), exponent);
     Value block = e.div(t.column, t.index(row.scaleBlock));
-    memref::StoreOp::create(b, loc, byte, cache.bytes(),
-                            ValueRange{e.add(cache.scaleOffset(id), block)});
+    memref::StoreOp::create(b, loc, e.toUE8M0Bits(scale), cache.bytes(),
+                            ValueRange{e.add(scales, block)});
   });
   // The pad bytes after the scales, by the row's first lane.
   e.ifThen(e.cmp(arith::CmpIPredicate::eq, lane, t.index(0)), [&] {
     Value zero = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(0));
     for (int64_t i = row.quantDims / row.scaleBlock; i < row.scaleBytes; ++i)
-      memref::StoreOp::create(
-          b, loc, zero, cache.bytes(),
-          ValueRange{e.add(cache.scaleOffset(id), t.index(i))});
+      memref::StoreOp::create(b, loc, zero, cache.bytes(),
+                              ValueRange{e.add(scales, t.index(i))});
   });
   b.setInsertionPointToStart(ifQuantized.elseBlock());
   // Rope dims: bf16, little-endian.
@@ -370,9 +387,7 @@ void storeToCache(RowThread &t, CacheRows &cache, const Values &v, Value id,
     halves.push_back(arith::TruncIOp::create(
         b, loc, b.getI8Type(), arith::ShRUIOp::create(b, loc, bits, shift)));
   }
-  Value raw = e.add(e.add(values, t.index(row.quantDims)),
-                    e.mul(e.sub(t.column, t.index(row.quantDims)), t.index(2)));
-  storeBytes(b, loc, halves, cache.bytes(), raw);
+  storeBytes(b, loc, halves, cache.bytes(), cache.rawOffset(values, t.column));
 }
 
 } // namespace
@@ -459,26 +474,23 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
   SmallVector<Value> freqs(chain.size());
   for (auto [i, op] : llvm::enumerate(chain))
     if (auto rope = dyn_cast<RoPEOp>(op)) {
-      RowThread t{b,        loc, width,  team,      lane,
-                  threadId, {},  column, laneInRow, Value()};
       freqs[i] = constantTable(
-          t, func, "v4a_rope_freqs",
+          b, loc, func, "v4a_rope_freqs",
           ropeFrequencies(rope.getRopeDim(), rope.getTheta().convertToDouble(),
                           rope.getYarnAttr()));
     }
   Value partials = reducesAcrossWarps
                        ? Value(launch.getWorkgroupAttributions()[0])
                        : Value();
-  std::optional<cpu::LoopEmitter> emitter;
-  std::optional<CacheRows> cache;
-  if (store) {
-    emitter.emplace(b, loc);
-    cache.emplace(*emitter, cacheBytes, store.getCache().getType());
-  }
   Value lastRow = arith::SubIOp::create(b, loc, rows, c(1));
   scf::ForOp::create(
       b, loc, launch.getBlockIds().x, groups, launch.getGridSize().x,
       ValueRange{}, [&](OpBuilder &nb, Location l, Value group, ValueRange) {
+        // The cache's rows, addressed from the loop body's builder.
+        cpu::LoopEmitter emitter(nb, l);
+        std::optional<CacheRows> cache;
+        if (store)
+          cache.emplace(emitter, cacheBytes, store.getCache().getType());
         // The team's rows of this group: all loads first, so that each
         // thread has rowsAtOnce accesses in flight.
         SmallVector<RowThread> threadsOf;
@@ -505,21 +517,9 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
           v.push_back(loadChunk(nb, l, input, threadsOf[k].at(column), kChunk,
                                 valid[k]));
         }
-        for (int64_t k = 0; k < rowsAtOnce; ++k)
-          v[k] = roundAll(threadsOf[k], v[k], inputType.getElementType());
         for (auto [i, op] : llvm::enumerate(chain))
-          for (int64_t k = 0; k < rowsAtOnce; ++k) {
-            RowThread &t = threadsOf[k];
-            if (auto norm = dyn_cast<RMSNormOp>(op))
-              v[k] = applyRMSNorm(t, norm, v[k], extras[i]);
-            else if (auto rope = dyn_cast<RoPEOp>(op))
-              v[k] = applyRoPE(t, rope, v[k], extras[i], freqs[i]);
-            else if (auto quant = dyn_cast<ActQuantOp>(op))
-              v[k] = applyActQuant(t, quant, v[k]);
-            else if (isa<HadamardOp>(op))
-              v[k] = applyHadamard(t, v[k]);
-            v[k] = roundAll(t, v[k], rowType(op).getElementType());
-          }
+          for (int64_t k = 0; k < rowsAtOnce; ++k)
+            v[k] = applyRowOp(threadsOf[k], op, v[k], extras[i], freqs[i]);
         for (int64_t k = 0; k < rowsAtOnce; ++k) {
           RowThread &t = threadsOf[k];
           if (store) {
