@@ -44,6 +44,13 @@ struct Arg {
   bool output = false;
 };
 
+/// The bind of the step's context bound: one i64 of at least position + 1
+/// for every token of the step, which the host knows before the step. It
+/// stays in host memory: a GPU step's host program reads it to size the
+/// widths that follow from it, and no kernel takes it.
+constexpr const char *kContextBind = "context";
+inline bool isHostArg(const Arg &arg) { return arg.bind == kContextBind; }
+
 /// One instruction of a host program: the work a step function compiled
 /// for a GPU leaves to the host (sizes, allocations, shape views, copies,
 /// kernel launches). Values are numbered; the function's arguments are the
@@ -65,7 +72,8 @@ struct HostOp {
     /// Copies buffer operands[0] into operands[1].
     Copy,
     /// result = the integer at element operands[1..] of buffer operands[0],
-    /// data = {element bytes}: read back from the device.
+    /// data = {element bytes}: a host argument (isHostArg), read in host
+    /// memory; a host program never reads the device.
     Load,
     /// Launches `kernel`: operands = grid x y z, block x y z, then the
     /// kernel's arguments; data = one ParamKind per argument.

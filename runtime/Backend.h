@@ -43,6 +43,16 @@ struct GemmCall {
   bool empty() const { return m == 0 || n == 0 || k == 0 || batch == 0; }
 };
 
+/// Every buffer a step workspace places starts at a multiple of this (the
+/// GEMM library's and the widest vector access's alignment, and more).
+constexpr int64_t kWorkspaceAlignment = 256;
+/// The workspace bytes a buffer of `bytes` takes.
+inline int64_t workspaceBytes(int64_t bytes) {
+  int64_t size = bytes > 0 ? bytes : 1;
+  return (size + kWorkspaceAlignment - 1) / kWorkspaceAlignment *
+         kWorkspaceAlignment;
+}
+
 class Backend {
 public:
   virtual ~Backend();
@@ -55,8 +65,26 @@ public:
   /// Queues `function` with one buffer per argument, in signature order.
   virtual bool run(const step::Function &function,
                    const std::vector<BufferArg> &args, std::string &error) = 0;
-  /// Waits until everything queued has finished.
-  virtual void synchronize() = 0;
+  /// Waits until everything queued has finished; false with the device's
+  /// message when queued work failed (the device state is then unknown).
+  virtual bool synchronize(std::string &error) = 0;
+  /// Where run() places the temporaries of host programs (a GPU's): the
+  /// bytes [base, base + bytes), zeroed and reused by every run (the work of
+  /// one stream is ordered). Null: each run allocates and releases its own.
+  virtual void setTemporaries(void *base, int64_t bytes) {}
+  /// Free and total device memory; false when the backend cannot tell (the
+  /// host's memory is checked apart).
+  virtual bool memoryInfo(int64_t &free, int64_t &total) { return false; }
+
+  /// Graphs: what run() queues between beginGraph and endGraph is recorded
+  /// instead of run, and endGraph returns it ready to launch, replaying the
+  /// same work on the same buffers. Backends without them return false.
+  virtual bool supportsGraphs() const { return false; }
+  virtual bool beginGraph(std::string &error);
+  /// The recorded graph, or null with `error` (recording stops either way).
+  virtual void *endGraph(std::string &error);
+  virtual bool launchGraph(void *graph, std::string &error);
+  virtual void releaseGraph(void *graph) {}
   /// Readies the GEMM library for these product shapes (pointers aside)
   /// before any step: an algorithm and the memory each needs; `refused`
   /// gets the shapes whose generated kernel will run instead. Backends

@@ -16,6 +16,21 @@ bool Backend::prepareGemms(const std::vector<GemmCall> &,
   return true;
 }
 
+bool Backend::beginGraph(std::string &error) {
+  error = std::string("the ") + name() + " backend has no graphs";
+  return false;
+}
+
+void *Backend::endGraph(std::string &error) {
+  error = std::string("the ") + name() + " backend has no graphs";
+  return nullptr;
+}
+
+bool Backend::launchGraph(void *, std::string &error) {
+  error = std::string("the ") + name() + " backend has no graphs";
+  return false;
+}
+
 namespace {
 
 /// A memref descriptor as MLIR's C interface lays it out: allocated and
@@ -74,7 +89,7 @@ public:
     return true;
   }
 
-  void synchronize() override {}
+  bool synchronize(std::string &) override { return true; }
 };
 
 } // namespace

@@ -26,7 +26,12 @@ struct CUctx_st;
 struct CUstream_st;
 struct CUmod_st;
 struct CUfunc_st;
+struct CUgraph_st;
+struct CUgraphExec_st;
 constexpr CUresult kSuccess = 0;
+/// CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: other threads' unsafe calls do not
+/// break a capture on this one.
+constexpr int kCaptureThreadLocal = 1;
 constexpr int kComputeCapabilityMajor = 75, kComputeCapabilityMinor = 76;
 
 } // namespace
@@ -62,6 +67,14 @@ struct CudaBackend::Driver {
                            unsigned, unsigned, unsigned, CUstream_st *, void **,
                            void **) = nullptr;
   CUresult (*getErrorString)(CUresult, const char **) = nullptr;
+  CUresult (*memGetInfo)(size_t *, size_t *) = nullptr;
+  CUresult (*streamBeginCapture)(CUstream_st *, int) = nullptr;
+  CUresult (*streamEndCapture)(CUstream_st *, CUgraph_st **) = nullptr;
+  CUresult (*graphInstantiate)(CUgraphExec_st **, CUgraph_st *,
+                               unsigned long long) = nullptr;
+  CUresult (*graphLaunch)(CUgraphExec_st *, CUstream_st *) = nullptr;
+  CUresult (*graphExecDestroy)(CUgraphExec_st *) = nullptr;
+  CUresult (*graphDestroy)(CUgraph_st *) = nullptr;
 
   CUdevice device = 0;
   CUctx_st *context = nullptr;
@@ -83,6 +96,12 @@ struct CudaBackend::Driver {
   std::set<std::string> gemmWarned;
   /// Why there is no GEMM library, when there is none.
   std::string gemmMissing;
+  /// The workspace host programs place their temporaries in (null: their
+  /// own allocations).
+  char *temporaries = nullptr;
+  int64_t temporaryBytes = 0;
+  /// Whether the stream is being captured into a graph.
+  bool capturing = false;
 
   /// Makes the device's context current on the calling thread (the runtime
   /// uploads weights from several threads).
@@ -127,6 +146,15 @@ struct CudaBackend::Driver {
         {"cuModuleGetFunction", reinterpret_cast<void **>(&moduleGetFunction)},
         {"cuLaunchKernel", reinterpret_cast<void **>(&launchKernel)},
         {"cuGetErrorString", reinterpret_cast<void **>(&getErrorString)},
+        {"cuMemGetInfo_v2", reinterpret_cast<void **>(&memGetInfo)},
+        {"cuStreamBeginCapture_v2",
+         reinterpret_cast<void **>(&streamBeginCapture)},
+        {"cuStreamEndCapture", reinterpret_cast<void **>(&streamEndCapture)},
+        {"cuGraphInstantiateWithFlags",
+         reinterpret_cast<void **>(&graphInstantiate)},
+        {"cuGraphLaunch", reinterpret_cast<void **>(&graphLaunch)},
+        {"cuGraphExecDestroy", reinterpret_cast<void **>(&graphExecDestroy)},
+        {"cuGraphDestroy", reinterpret_cast<void **>(&graphDestroy)},
     };
     for (const Entry &entry : entries) {
       *entry.slot = dlsym(library, entry.symbol);
@@ -267,10 +295,11 @@ class CudaHostDevice : public HostDevice {
 public:
   CudaHostDevice(CudaBackend &backend, CudaBackend::Driver &driver)
       : backend(backend), d(driver) {}
-  void *allocate(int64_t bytes, std::string &error) override {
-    return backend.allocate(bytes, error);
+  void *allocate(int64_t bytes, std::string &error) override;
+  void release(void *memory) override {
+    if (!d.temporaries)
+      backend.release(memory);
   }
-  void release(void *memory) override { backend.release(memory); }
   bool copyOnDevice(void *to, const void *from, int64_t bytes,
                     std::string &error) override;
   bool readBack(void *host, const void *device, int64_t bytes,
@@ -283,9 +312,34 @@ public:
 private:
   CudaBackend &backend;
   CudaBackend::Driver &d;
+  /// Workspace bytes this run's temporaries take so far.
+  int64_t placed = 0;
 };
 
 } // namespace
+
+void *CudaHostDevice::allocate(int64_t bytes, std::string &error) {
+  if (!d.temporaries)
+    return backend.allocate(bytes, error);
+  int64_t size = workspaceBytes(bytes);
+  if (size > d.temporaryBytes - placed) {
+    error = "the step's temporaries need more than the " +
+            io::formatBytes(static_cast<uint64_t>(d.temporaryBytes)) +
+            " workspace planned for them (" +
+            io::formatBytes(static_cast<uint64_t>(placed + size)) + " so far)";
+    return nullptr;
+  }
+  char *memory = d.temporaries + placed;
+  placed += size;
+  // Temporaries start zeroed, as allocations do.
+  CUresult result = d.memsetD8Async(reinterpret_cast<CUdeviceptr>(memory), 0,
+                                    static_cast<size_t>(size), d.stream);
+  if (result != kSuccess) {
+    error = d.describe("cannot clear a temporary on " + d.deviceName, result);
+    return nullptr;
+  }
+  return memory;
+}
 
 bool CudaHostDevice::copyOnDevice(void *to, const void *from, int64_t bytes,
                                   std::string &error) {
@@ -495,9 +549,82 @@ bool CudaBackend::gemm(const GemmCall &call, bool &done, std::string &error) {
   return device.gemm(call, done, error);
 }
 
-void CudaBackend::synchronize() {
+bool CudaBackend::synchronize(std::string &error) {
+  Driver &d = *driver;
+  d.bind();
+  CUresult result = d.streamSynchronize(d.stream);
+  if (result != kSuccess)
+    error =
+        d.describe("the work queued on " + d.deviceName + " failed", result);
+  return result == kSuccess;
+}
+
+void CudaBackend::setTemporaries(void *base, int64_t bytes) {
+  driver->temporaries = static_cast<char *>(base);
+  driver->temporaryBytes = base ? bytes : 0;
+}
+
+bool CudaBackend::memoryInfo(int64_t &free, int64_t &total) {
   driver->bind();
-  driver->streamSynchronize(driver->stream);
+  size_t available = 0, capacity = 0;
+  if (driver->memGetInfo(&available, &capacity) != kSuccess)
+    return false;
+  free = static_cast<int64_t>(available);
+  total = static_cast<int64_t>(capacity);
+  return true;
+}
+
+bool CudaBackend::supportsGraphs() const {
+  // Tracing waits after each launch and the GEMM comparison reads results
+  // back: neither can be recorded.
+  return !tracing() && !comparingGemms();
+}
+
+bool CudaBackend::beginGraph(std::string &error) {
+  Driver &d = *driver;
+  d.bind();
+  CUresult result = d.streamBeginCapture(d.stream, kCaptureThreadLocal);
+  if (result != kSuccess) {
+    error = d.describe("cannot record a graph on " + d.deviceName, result);
+    return false;
+  }
+  d.capturing = true;
+  return true;
+}
+
+void *CudaBackend::endGraph(std::string &error) {
+  Driver &d = *driver;
+  d.bind();
+  d.capturing = false;
+  CUgraph_st *graph = nullptr;
+  CUresult result = d.streamEndCapture(d.stream, &graph);
+  if (result != kSuccess) {
+    error = d.describe("cannot record a graph on " + d.deviceName, result);
+    return nullptr;
+  }
+  CUgraphExec_st *exec = nullptr;
+  result = d.graphInstantiate(&exec, graph, 0);
+  d.graphDestroy(graph);
+  if (result != kSuccess) {
+    error = d.describe("cannot instantiate a graph on " + d.deviceName, result);
+    return nullptr;
+  }
+  return exec;
+}
+
+bool CudaBackend::launchGraph(void *graph, std::string &error) {
+  Driver &d = *driver;
+  d.bind();
+  CUresult result =
+      d.graphLaunch(static_cast<CUgraphExec_st *>(graph), d.stream);
+  if (result != kSuccess)
+    error = d.describe("cannot launch a graph on " + d.deviceName, result);
+  return result == kSuccess;
+}
+
+void CudaBackend::releaseGraph(void *graph) {
+  driver->bind();
+  driver->graphExecDestroy(static_cast<CUgraphExec_st *>(graph));
 }
 
 void *CudaBackend::loadModule(const std::string &image, std::string &error) {

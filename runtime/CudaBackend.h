@@ -46,7 +46,14 @@ public:
   bool prepareGemms(const std::vector<GemmCall> &shapes,
                     std::vector<GemmCall> &refused,
                     std::string &error) override;
-  void synchronize() override;
+  bool synchronize(std::string &error) override;
+  void setTemporaries(void *base, int64_t bytes) override;
+  bool memoryInfo(int64_t &free, int64_t &total) override;
+  bool supportsGraphs() const override;
+  bool beginGraph(std::string &error) override;
+  void *endGraph(std::string &error) override;
+  bool launchGraph(void *graph, std::string &error) override;
+  void releaseGraph(void *graph) override;
 
   /// Loads a PTX (NUL-terminated text) or cubin image; returns a handle, or
   /// null with the driver's message.

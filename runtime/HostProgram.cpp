@@ -286,6 +286,8 @@ private:
   bool compareWithFallback(const Comparison &c);
 };
 
+} // namespace
+
 bool comparingGemms() {
   static const bool compare = [] {
     const char *v = std::getenv("V4A_GEMM_COMPARE");
@@ -293,6 +295,8 @@ bool comparingGemms() {
   }();
   return compare;
 }
+
+namespace {
 
 /// The distance of two bf16 values in units of the last place of `b`.
 double ulpDistance(uint16_t a, uint16_t b) {
@@ -634,10 +638,9 @@ bool Interpreter::run(const std::vector<BufferArg> &args) {
       int64_t bytes = op.data[0];
       if (bytes != buffer.elementBytes)
         return fail(at, "a load of the wrong element size");
+      // A host argument (validateHostProgram): host memory, no device read.
       uint64_t raw = 0;
-      std::string why;
-      if (!device.readBack(&raw, buffer.base + element * bytes, bytes, why))
-        return fail(at, why);
+      std::memcpy(&raw, buffer.base + element * bytes, bytes);
       // Sign-extend from the element's width.
       int shift = 64 - 8 * static_cast<int>(bytes);
       result.scalar = shift ? static_cast<int64_t>(raw << shift) >> shift
@@ -688,6 +691,20 @@ bool validateHostProgram(const step::Function &function, std::string &error) {
                     "operand " + std::to_string(id) + " is not " +
                         (operandIsBuffer(op, i) ? "a buffer" : "an integer"));
     }
+    if (op.kind == Kind::Load &&
+        (op.operands[0] >= static_cast<int>(argCount) ||
+         !step::isHostArg(function.args[op.operands[0]])))
+      return fail(error, function.name, at,
+                  "a read of device memory on the host (only host arguments "
+                  "may be read)");
+    bool onDevice = op.kind == Kind::Launch || op.kind == Kind::Copy ||
+                    op.kind == Kind::Gemm;
+    for (int id : op.operands)
+      if (onDevice && id < static_cast<int>(argCount) &&
+          step::isHostArg(function.args[id]))
+        return fail(error, function.name, at,
+                    "the host argument '" + function.args[id].bind +
+                        "' used on the device");
     if (op.kind == Kind::Gemm &&
         (at + op.data[1] >= program.ops.size() ||
          program.ops[at + op.data[1]].kind != Kind::Launch ||

@@ -45,6 +45,10 @@ public:
   virtual bool comparesGemms() const { return true; }
 };
 
+/// V4A_GEMM_COMPARE=1: library products are compared with their generated
+/// kernels (read once).
+bool comparingGemms();
+
 /// Checks that every operand is defined before it is used, every result is
 /// defined once, and each op has the operands and data its kind needs.
 bool validateHostProgram(const step::Function &function, std::string &error);

@@ -325,6 +325,39 @@ bool bindWeights(const std::vector<LayerSpec> &layers,
   return true;
 }
 
+/// Where a step's buffers lie in the step region of the workspace: the
+/// inputs first (the token ids, then each layer's x) so that one copy fills
+/// them, then each layer's y so that one copy reads them back, then the
+/// other outputs of every call in order. It follows from the token count
+/// alone, so a recorded graph finds its buffers where it left them.
+struct StepLayout {
+  int64_t tokens = 0;
+  std::map<std::string, int64_t> ids;
+  std::map<int64_t, int64_t> x, y;
+  /// [0, inputBytes): the inputs; [outputBegin, outputEnd): the ys.
+  int64_t inputBytes = 0, outputBegin = 0, outputEnd = 0;
+  /// Per call, per argument: the offset of an output other than a layer's
+  /// y, else -1.
+  std::vector<std::vector<int64_t>> outputs;
+  int64_t bytes = 0;
+};
+
+/// The token ids every step takes, in their layout order.
+constexpr const char *kStepIds[] = {"positions", "slots", "first", "last"};
+
+/// A recorded step: how often its (tokens, context bound) ran, and its graph
+/// once recorded (the first run of a key is never recorded: it chooses the
+/// library's algorithms and warms the caches of the driver).
+struct StepGraph {
+  int64_t runs = 0;
+  void *graph = nullptr;
+  /// The backend could not record it: it runs on the stream.
+  bool refused = false;
+};
+
+/// Graphs kept at once; steps of further keys run on the stream.
+constexpr size_t kMaxGraphs = 64;
+
 } // namespace
 
 struct Model::Impl {
@@ -343,6 +376,20 @@ struct Model::Impl {
   std::vector<std::map<std::string, DeviceBuffer>> weights;
   /// The library products whose generated kernel runs, as prepared.
   std::vector<GemmCall> gemmFallbacks;
+  /// Every step's buffers and temporaries: the step region (the largest
+  /// StepLayout reserved), then the host programs' temporaries.
+  DeviceBuffer workspace;
+  int64_t workspaceTokens = 0, stepRegionBytes = 0;
+  /// The context bound of the running step, in host memory (the steps'
+  /// "context" argument).
+  int64_t contextBound = 0;
+  bool graphsOn = true;
+  std::map<std::pair<int64_t, int64_t>, StepGraph> graphs;
+  /// Set by a step that failed after queueing work: the caches may be
+  /// half-written and the device may be unusable, so no step runs again.
+  std::string fault;
+
+  ~Impl() { dropGraphs(); }
 
   bool prepareGemms(const std::vector<int64_t> &tokenCounts,
                     std::string &error);
@@ -350,16 +397,20 @@ struct Model::Impl {
   uint8_t *cacheBase(const CacheArena &cache) {
     return static_cast<uint8_t *>(arena.data()) + cache.offset;
   }
+  uint8_t *workspaceBase() { return static_cast<uint8_t *>(workspace.data()); }
   bool upload(const std::vector<LayerTensors> &host, std::string &error);
   void resetSequence(int64_t sequence);
   std::optional<DeviceBuffer> deviceCopy(const void *host,
                                          std::vector<int64_t> shape,
                                          int64_t bytes, std::string &error);
-  bool runStep(const std::vector<int64_t> &positions,
-               const std::vector<int64_t> &slots,
-               const std::vector<int64_t> &first,
-               const std::vector<int64_t> &last, std::vector<DeviceBuffer> &x,
-               std::vector<DeviceBuffer> &y, std::string &error);
+  StepLayout layoutStep(int64_t tokens) const;
+  bool temporaryBytes(int64_t tokens, int64_t &bytes, std::string &error) const;
+  bool fitsDevice(double bytes, const std::string &what, std::string &error);
+  bool reserveWorkspace(int64_t tokens, std::string &error);
+  void dropGraphs();
+  int64_t boundOf(int64_t context, bool recorded) const;
+  bool queueCalls(const StepLayout &layout, std::string &error);
+  bool runStep(const StepLayout &layout, bool recorded, std::string &error);
 };
 
 Model::Model(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
@@ -479,13 +530,36 @@ Model::create(ModelConfig config, std::vector<LayerSpec> layers,
   impl->program = std::move(program);
   impl->plan = plan;
   impl->backend = std::move(backend);
+  impl->sequences.resize(maxSequences);
+  // Caches, weights and the workspace of a decode step (a token per slot)
+  // must fit the device before any of them is allocated.
+  int64_t temporaries = 0;
+  if (!impl->temporaryBytes(maxSequences, temporaries, error))
+    return nullptr;
+  double workspace =
+      static_cast<double>(impl->layoutStep(maxSequences).bytes) + temporaries;
+  double weightBytes = 0.0;
+  for (const LayerSpec &layer : impl->layers)
+    for (const auto &[name, tensor] : weights[layer.id])
+      weightBytes += tensor.type == HostTensor::Type::F32
+                         ? 4.0 * static_cast<double>(tensor.f32.size())
+                         : static_cast<double>(tensor.bytes.size());
+  auto size = [](double bytes) {
+    return io::formatBytes(static_cast<uint64_t>(bytes));
+  };
+  if (!impl->fitsDevice(static_cast<double>(total) + weightBytes + workspace,
+                        "the plan (KV caches " + size(total) + ", weights " +
+                            size(weightBytes) + ", step workspace " +
+                            size(workspace) + ")",
+                        error))
+    return nullptr;
   void *arena = impl->backend->allocate(total, error);
   if (!arena)
     return nullptr;
   impl->arena = DeviceBuffer(impl->backend.get(), arena, total, {total});
-  if (!impl->upload(weights, error))
+  if (!impl->upload(weights, error) ||
+      !impl->reserveWorkspace(maxSequences, error))
     return nullptr;
-  impl->sequences.resize(maxSequences);
   // Decode steps carry a token per sequence: every count the slots allow
   // has its library algorithms before the first step.
   std::vector<int64_t> decodeCounts(maxSequences);
@@ -515,7 +589,17 @@ bool Model::Impl::prepareGemms(const std::vector<int64_t> &tokenCounts,
 
 bool Model::prepareSteps(const std::vector<int64_t> &tokenCounts,
                          std::string &error) {
-  return impl->prepareGemms(tokenCounts, error);
+  int64_t largest = 0;
+  for (int64_t tokens : tokenCounts)
+    largest = std::max(largest, tokens);
+  return impl->reserveWorkspace(largest, error) &&
+         impl->prepareGemms(tokenCounts, error);
+}
+
+void Model::useGraphs(bool on) {
+  impl->graphsOn = on;
+  if (!on)
+    impl->dropGraphs();
 }
 
 const std::vector<GemmCall> &Model::gemmFallbacks() const {
@@ -634,96 +718,237 @@ const char *Model::backendName() const { return impl->backend->name(); }
 // Steps
 //===----------------------------------------------------------------------===//
 
-/// Runs the program's calls: each metadata function into fresh buffers, each
-/// layer's step with its weights, caches, the latest metadata of its key,
-/// and the top-k (and candidate blocks) its sources produced in this step.
-bool Model::Impl::runStep(const std::vector<int64_t> &positions,
-                          const std::vector<int64_t> &slots,
-                          const std::vector<int64_t> &first,
-                          const std::vector<int64_t> &last,
-                          std::vector<DeviceBuffer> &x,
-                          std::vector<DeviceBuffer> &y, std::string &error) {
-  auto tokens = static_cast<int64_t>(positions.size());
-  std::map<std::string, DeviceBuffer> inputs;
-  for (const auto &[bind, values] :
-       {std::pair<const char *, const std::vector<int64_t> *>{"positions",
-                                                              &positions},
-        {"slots", &slots},
-        {"first", &first},
-        {"last", &last}}) {
-    std::optional<DeviceBuffer> buffer =
-        deviceCopy(values->data(), {tokens}, 8 * tokens, error);
-    if (!buffer)
-      return false;
-    inputs[bind] = std::move(*buffer);
+StepLayout Model::Impl::layoutStep(int64_t tokens) const {
+  StepLayout layout;
+  layout.tokens = tokens;
+  int64_t at = 0;
+  auto place = [&](int64_t bytes) {
+    int64_t offset = at;
+    at += workspaceBytes(bytes);
+    return offset;
+  };
+  for (const char *bind : kStepIds)
+    layout.ids[bind] = place(8 * tokens);
+  int64_t rowBytes = 2 * tokens * config.hiddenSize;
+  for (const LayerSpec &layer : layers)
+    layout.x[layer.id] = place(rowBytes);
+  layout.inputBytes = at;
+  layout.outputBegin = at;
+  for (const LayerSpec &layer : layers)
+    layout.y[layer.id] = place(rowBytes);
+  layout.outputEnd = at;
+  for (const StepProgram::Call &call : program.calls) {
+    std::vector<int64_t> offsets;
+    for (const step::Arg &arg : program.functions[call.function].args) {
+      bool own = arg.output && !(call.layer >= 0 && arg.bind == "y");
+      offsets.push_back(own ? place(bytesOf(shapeOf(arg, tokens), arg.element))
+                            : -1);
+    }
+    layout.outputs.push_back(std::move(offsets));
   }
-  std::map<int, std::map<std::string, DeviceBuffer>> metadata;
-  std::map<int64_t, std::map<std::string, DeviceBuffer>> produced;
+  layout.bytes = at;
+  return layout;
+}
+
+/// The most any host program of the step allocates, at the planned context.
+bool Model::Impl::temporaryBytes(int64_t tokens, int64_t &bytes,
+                                 std::string &error) const {
+  bytes = 0;
+  std::set<int> seen;
+  for (const StepProgram::Call &call : program.calls) {
+    const step::Function &function = program.functions[call.function];
+    if (function.host.ops.empty() || !seen.insert(call.function).second)
+      continue;
+    int64_t need = 0;
+    if (!stepTemporaryBytes(function, tokens, plan.options.contextTokens, need,
+                            error))
+      return false;
+    bytes = std::max(bytes, need);
+  }
+  return true;
+}
+
+bool Model::Impl::fitsDevice(double bytes, const std::string &what,
+                             std::string &error) {
+  int64_t free = 0, total = 0;
+  if (!backend->memoryInfo(free, total))
+    return io::fitsInMemory(bytes, what, error);
+  if (bytes <= static_cast<double>(free))
+    return true;
+  error = what + " needs " +
+          (bytes >= 1e18 ? std::string("more than 1 EiB")
+                         : io::formatBytes(static_cast<uint64_t>(bytes))) +
+          " of device memory; " + backend->name() + " device 0 has " +
+          io::formatBytes(static_cast<uint64_t>(free)) + " free of " +
+          io::formatBytes(static_cast<uint64_t>(total));
+  return false;
+}
+
+/// Sizes the workspace for steps of up to `tokens` tokens at any context
+/// the plan allows; a larger workspace replaces the old one (and the graphs
+/// that point into it) before the step that needs it starts.
+bool Model::Impl::reserveWorkspace(int64_t tokens, std::string &error) {
+  if (tokens <= workspaceTokens)
+    return true;
+  int64_t temporaries = 0;
+  if (!temporaryBytes(tokens, temporaries, error))
+    return false;
+  int64_t region = layoutStep(tokens).bytes;
+  double needed = static_cast<double>(region) + temporaries;
+  // The old workspace goes first: the new one may take its place.
+  std::string why;
+  if (!backend->synchronize(why)) {
+    fault = why;
+    error = why;
+    return false;
+  }
+  dropGraphs();
+  backend->setTemporaries(nullptr, 0);
+  workspace = DeviceBuffer();
+  workspaceTokens = 0;
+  if (!fitsDevice(
+          needed,
+          "the workspace of a " + std::to_string(tokens) + "-token step at " +
+              std::to_string(plan.options.contextTokens) + " tokens of context",
+          error))
+    return false;
+  auto bytes = static_cast<int64_t>(needed);
+  void *memory = backend->allocate(bytes, error);
+  if (!memory)
+    return false;
+  workspace = DeviceBuffer(backend.get(), memory, bytes, {bytes});
+  workspaceTokens = tokens;
+  stepRegionBytes = region;
+  backend->setTemporaries(workspaceBase() + region, temporaries);
+  return true;
+}
+
+void Model::Impl::dropGraphs() {
+  for (auto &entry : graphs)
+    if (entry.second.graph)
+      backend->releaseGraph(entry.second.graph);
+  graphs.clear();
+}
+
+/// The context bound a step passes: its longest sequence's length, or for
+/// a recorded step that length's power of two (at least 256, at most the
+/// plan's context), so that one graph serves many steps. Any bound gives
+/// the same results (the rows past a token's own are masked).
+int64_t Model::Impl::boundOf(int64_t context, bool recorded) const {
+  if (!recorded)
+    return context;
+  int64_t bound = 256;
+  while (bound < context)
+    bound *= 2;
+  return std::min(bound, plan.options.contextTokens);
+}
+
+/// Queues the program's calls: each metadata function, each layer's step
+/// with its weights, caches, the latest metadata of its key, and the top-k
+/// (and candidate blocks) its sources produced in this step.
+bool Model::Impl::queueCalls(const StepLayout &layout, std::string &error) {
+  int64_t tokens = layout.tokens;
+  uint8_t *base = workspaceBase();
+  auto placed = [&](int64_t offset, std::vector<int64_t> shape) {
+    return BufferArg{base + offset, std::move(shape)};
+  };
+  std::map<int, std::map<std::string, BufferArg>> metadata;
+  std::map<int64_t, std::map<std::string, BufferArg>> produced;
   std::map<int64_t, const LayerSpec *> byId;
   for (const LayerSpec &layer : layers)
     byId[layer.id] = &layer;
-  auto output = [&](const step::Arg &arg, DeviceBuffer &into) {
-    std::vector<int64_t> shape = shapeOf(arg, tokens);
-    int64_t bytes = bytesOf(shape, arg.element);
-    void *memory = backend->allocate(bytes, error);
-    if (memory)
-      into = DeviceBuffer(backend.get(), memory, bytes, std::move(shape));
-    return memory != nullptr;
-  };
-  for (const StepProgram::Call &call : program.calls) {
+  for (size_t c = 0; c < program.calls.size(); ++c) {
+    const StepProgram::Call &call = program.calls[c];
     const step::Function &function = program.functions[call.function];
     const LayerSpec *layer = call.layer < 0 ? nullptr : byId.at(call.layer);
-    std::map<std::string, DeviceBuffer> &results =
+    std::map<std::string, BufferArg> &results =
         layer ? produced[layer->id] : metadata[call.function];
     std::vector<BufferArg> args;
-    for (const step::Arg &arg : function.args) {
-      const DeviceBuffer *bound = nullptr;
+    for (size_t a = 0; a < function.args.size(); ++a) {
+      const step::Arg &arg = function.args[a];
+      std::optional<BufferArg> bound;
       if (arg.output) {
-        DeviceBuffer &into =
-            layer && arg.bind == "y" ? y[layer->id] : results[arg.bind];
-        if (!output(arg, into))
-          return false;
-        bound = &into;
+        int64_t offset = layout.outputs[c][a] >= 0 ? layout.outputs[c][a]
+                                                   : layout.y.at(layer->id);
+        bound = results[arg.bind] = placed(offset, shapeOf(arg, tokens));
       } else if (layer && arg.bind == "x") {
-        bound = &x[layer->id];
-      } else if (auto it = inputs.find(arg.bind); it != inputs.end()) {
-        bound = &it->second;
+        bound = placed(layout.x.at(layer->id), shapeOf(arg, tokens));
+      } else if (auto id = layout.ids.find(arg.bind); id != layout.ids.end()) {
+        bound = placed(id->second, {tokens});
+      } else if (step::isHostArg(arg)) {
+        bound = BufferArg{&contextBound, {1}};
       } else if (!layer) {
-        bound = nullptr;
       } else if (auto meta = metadata[call.meta].find(arg.bind);
                  meta != metadata[call.meta].end()) {
-        bound = &meta->second;
+        bound = meta->second;
       } else if (arg.bind == "topk" || arg.bind == "candidates") {
         int64_t source =
             arg.bind == "topk" ? layer->indexSource : layer->candidateSource;
-        auto it = produced[source].find(arg.bind);
-        bound = it == produced[source].end() ? nullptr : &it->second;
+        if (auto it = produced[source].find(arg.bind);
+            it != produced[source].end())
+          bound = it->second;
       } else if (isCacheBind(arg.bind)) {
         std::optional<plan::Component> component = componentOf(arg.bind);
         auto it = component ? caches[layer->id].find(*component)
                             : caches[layer->id].end();
-        if (it != caches[layer->id].end()) {
-          args.push_back({cacheBase(it->second),
-                          {it->second.slotBytes *
-                           static_cast<int64_t>(sequences.size())}});
-          continue;
-        }
+        if (it != caches[layer->id].end())
+          bound = BufferArg{
+              cacheBase(it->second),
+              {it->second.slotBytes * static_cast<int64_t>(sequences.size())}};
       } else if (auto it = weights[layer->id].find(arg.bind);
                  it != weights[layer->id].end()) {
-        bound = &it->second;
+        bound = it->second.arg();
       }
       if (!bound) {
         error = (layer ? "layer " + std::to_string(layer->id) + ": " : "") +
                 function.name + ": nothing to bind to '" + arg.bind + "'";
         return false;
       }
-      args.push_back(bound->arg());
+      args.push_back(std::move(*bound));
     }
-    if (!backend->run(function, args, error))
+    if (!backend->run(function, args, error)) {
+      if (layer)
+        error = "layer " + std::to_string(layer->id) + ": " + error;
       return false;
+    }
   }
-  backend->synchronize();
   return true;
+}
+
+/// Queues the step: on the stream, or as a recorded graph from the second
+/// step of its (tokens, context bound) on.
+bool Model::Impl::runStep(const StepLayout &layout, bool recorded,
+                          std::string &error) {
+  if (!recorded)
+    return queueCalls(layout, error);
+  StepGraph &g = graphs[{layout.tokens, contextBound}];
+  if (g.graph)
+    return backend->launchGraph(g.graph, error);
+  bool record = !g.refused && g.runs > 0 && graphs.size() <= kMaxGraphs;
+  ++g.runs;
+  if (!record)
+    return queueCalls(layout, error);
+  if (!backend->beginGraph(error))
+    return false;
+  // Nothing runs while recording: a step that cannot be recorded runs on
+  // the stream instead.
+  std::string why, ended;
+  bool queued = queueCalls(layout, why);
+  void *graph = backend->endGraph(ended);
+  if (queued && graph) {
+    g.graph = graph;
+    return backend->launchGraph(graph, error);
+  }
+  if (graph)
+    backend->releaseGraph(graph);
+  if (why.empty())
+    why = ended;
+  g.refused = true;
+  std::fprintf(stderr,
+               "v4a: warning: a step of %lld tokens cannot be recorded as a "
+               "graph (%s); it runs on the stream\n",
+               static_cast<long long>(layout.tokens), why.c_str());
+  return queueCalls(layout, error);
 }
 
 double stepWorkspaceBytes(const ModelConfig &c,
@@ -755,6 +980,10 @@ bool Model::step(const StepBatch &batch,
                  const std::vector<const float *> &inputs,
                  const std::vector<float *> &outputs, std::string &error) {
   Impl &m = *impl;
+  if (!m.fault.empty()) {
+    error = "the model refuses further steps after a failed one: " + m.fault;
+    return false;
+  }
   size_t rows = batch.sequences.size();
   if (batch.lengths.size() != rows) {
     error = "the batch has " + std::to_string(rows) + " sequences but " +
@@ -823,19 +1052,7 @@ bool Model::step(const StepBatch &batch,
                         "a step of " + std::to_string(tokens) + " tokens",
                         error))
     return false;
-  // The packed tokens: each sequence's rows in order, with their positions.
   int64_t dim = m.config.hiddenSize, padded = batch.paddedTokens;
-  std::vector<int64_t> positions, slots, first, last;
-  for (size_t b = 0; b < rows; ++b) {
-    int64_t begin = static_cast<int64_t>(positions.size());
-    int64_t start = m.sequences[batch.sequences[b]].position;
-    for (int64_t t = 0; t < batch.lengths[b]; ++t) {
-      positions.push_back(start + t);
-      slots.push_back(batch.sequences[b]);
-      first.push_back(begin);
-      last.push_back(begin + batch.lengths[b] - 1);
-    }
-  }
   auto clearOutputs = [&] {
     for (const LayerSpec &layer : m.layers)
       if (rows > 0 && padded > 0)
@@ -846,26 +1063,52 @@ bool Model::step(const StepBatch &batch,
     clearOutputs();
     return true;
   }
-  std::vector<DeviceBuffer> x(m.config.numLayers()), y(m.config.numLayers());
-  std::vector<uint16_t> bits(tokens * dim);
-  // Every input is read before any output is cleared: they may be one buffer.
+  if (!m.reserveWorkspace(tokens, error))
+    return false;
+  // The inputs as the step region lays them out: the packed tokens (each
+  // sequence's rows in order, with their positions), then each layer's x.
+  // Every input is read before any output is cleared: they may be one
+  // buffer.
+  StepLayout layout = m.layoutStep(tokens);
+  std::vector<uint8_t> staged(layout.inputBytes);
+  auto ids = [&](const char *bind) {
+    return reinterpret_cast<int64_t *>(staged.data() + layout.ids.at(bind));
+  };
+  for (size_t b = 0, row = 0; b < rows; ++b) {
+    int64_t begin = static_cast<int64_t>(row);
+    int64_t start = m.sequences[batch.sequences[b]].position;
+    for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row) {
+      ids("positions")[row] = start + t;
+      ids("slots")[row] = batch.sequences[b];
+      ids("first")[row] = begin;
+      ids("last")[row] = begin + batch.lengths[b] - 1;
+    }
+  }
   for (const LayerSpec &layer : m.layers) {
+    auto *bits =
+        reinterpret_cast<uint16_t *>(staged.data() + layout.x.at(layer.id));
     for (size_t b = 0, row = 0; b < rows; ++b)
       for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row)
         for (int64_t i = 0; i < dim; ++i)
           bits[row * dim + i] =
               num::toBF16Bits(inputs[layer.id][(b * padded + t) * dim + i]);
-    std::optional<DeviceBuffer> in =
-        m.deviceCopy(bits.data(), {tokens, dim}, 2 * tokens * dim, error);
-    if (!in)
-      return false;
-    x[layer.id] = std::move(*in);
   }
   clearOutputs();
-  if (!m.runStep(positions, slots, first, last, x, y, error))
+  bool recorded = m.graphsOn && m.backend->supportsGraphs() &&
+                  tokens <= static_cast<int64_t>(m.sequences.size());
+  m.contextBound = m.boundOf(context, recorded);
+  m.backend->copyToDevice(m.workspaceBase(), staged.data(), layout.inputBytes);
+  if (!m.runStep(layout, recorded, error) || !m.backend->synchronize(error)) {
+    // The caches may be half-written and the device state unknown.
+    m.fault = error;
     return false;
+  }
+  staged.resize(layout.outputEnd - layout.outputBegin);
+  m.backend->copyToHost(staged.data(), m.workspaceBase() + layout.outputBegin,
+                        layout.outputEnd - layout.outputBegin);
   for (const LayerSpec &layer : m.layers) {
-    m.backend->copyToHost(bits.data(), y[layer.id].data(), 2 * tokens * dim);
+    const auto *bits = reinterpret_cast<const uint16_t *>(
+        staged.data() + layout.y.at(layer.id) - layout.outputBegin);
     for (size_t b = 0, row = 0; b < rows; ++b)
       for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row)
         for (int64_t i = 0; i < dim; ++i)

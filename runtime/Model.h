@@ -119,7 +119,10 @@ public:
   /// Runs `batch` through every layer: inputs[l] and outputs[l] are
   /// [rows, paddedTokens, hidden_size] f32 (rows beyond a sequence's length
   /// are ignored on input and zero on output). Validates everything first;
-  /// on an error nothing has changed.
+  /// on an invalid batch nothing has changed. A step that fails on the
+  /// device (a fault, or a failure after its first launch) leaves the
+  /// caches in an unknown state: the model then refuses every further step
+  /// with that error.
   bool step(const StepBatch &batch, const std::vector<const float *> &inputs,
             const std::vector<float *> &outputs, std::string &error);
 
@@ -132,10 +135,17 @@ public:
   int64_t cacheSize(int64_t layer, plan::Component component) const;
 
   /// Chooses the GEMM library's algorithms for steps of these token counts
-  /// now (create does so for every decode count, one token per sequence
-  /// slot); a count first seen by a step is prepared there.
+  /// and sizes the step workspace for the largest now (create does so for
+  /// every decode count, one token per sequence slot). A larger step than
+  /// any prepared grows the workspace before it starts, and its products
+  /// are prepared there.
   bool prepareSteps(const std::vector<int64_t> &tokenCounts,
                     std::string &error);
+  /// Whether steps of up to one token per sequence slot run as recorded
+  /// graphs where the backend has them (the default): from the second step
+  /// of a token count and context bucket on, a step is one graph launch.
+  /// Off, every step queues its launches on the stream.
+  void useGraphs(bool on);
   /// Library products (shapes) whose generated kernel runs instead, found
   /// while preparing: the library has no algorithm or memory for them.
   const std::vector<GemmCall> &gemmFallbacks() const;

@@ -10,14 +10,16 @@ namespace v4a::rt {
 
 namespace {
 
-/// Hands out distinct addresses that are never dereferenced and records
-/// every product instead of running it.
+/// Hands out distinct addresses that are never dereferenced, sums the
+/// temporaries as a workspace would place them, and records every product
+/// instead of running it.
 class RecordingDevice : public HostDevice {
 public:
   explicit RecordingDevice(std::vector<GemmCall> &calls) : calls(calls) {}
   void *allocate(int64_t bytes, std::string &) override {
     void *address = reinterpret_cast<void *>(next);
     next += (static_cast<uintptr_t>(bytes) + 255) / 256 * 256 + 256;
+    placed += workspaceBytes(bytes);
     return address;
   }
   void release(void *) override {}
@@ -46,19 +48,26 @@ public:
   bool comparesGemms() const override { return false; }
 
   uintptr_t next = uintptr_t(1) << 40;
+  /// Workspace bytes of the allocations so far.
+  int64_t placed = 0;
 
 private:
   std::vector<GemmCall> &calls;
 };
 
-} // namespace
-
-bool stepGemms(const step::Function &function, int64_t tokens,
-               std::vector<GemmCall> &calls, std::string &error) {
-  RecordingDevice device(calls);
+/// Runs `function`'s host program for a step of `tokens` tokens at context
+/// bound `context` over a recording device.
+bool recordStep(const step::Function &function, int64_t tokens, int64_t context,
+                RecordingDevice &device, std::string &error) {
   std::vector<BufferArg> args;
+  int64_t bound = context;
   for (const step::Arg &arg : function.args) {
     BufferArg buffer;
+    if (step::isHostArg(arg)) {
+      // Host memory the program reads.
+      args.push_back({&bound, {1}});
+      continue;
+    }
     if (arg.element == step::Element::Bytes) {
       buffer.shape = {int64_t(1) << 40};
     } else {
@@ -78,7 +87,27 @@ bool stepGemms(const step::Function &function, int64_t tokens,
     buffer.data = device.allocate(bytes, error);
     args.push_back(buffer);
   }
+  device.placed = 0;
   return runHostProgram(function, args, device, error);
+}
+
+} // namespace
+
+bool stepGemms(const step::Function &function, int64_t tokens,
+               std::vector<GemmCall> &calls, std::string &error) {
+  RecordingDevice device(calls);
+  // Product shapes follow from the token count alone.
+  return recordStep(function, tokens, tokens, device, error);
+}
+
+bool stepTemporaryBytes(const step::Function &function, int64_t tokens,
+                        int64_t context, int64_t &bytes, std::string &error) {
+  std::vector<GemmCall> calls;
+  RecordingDevice device(calls);
+  if (!recordStep(function, tokens, context, device, error))
+    return false;
+  bytes = device.placed;
+  return true;
 }
 
 bool sameGemmShape(const GemmCall &a, const GemmCall &b) {

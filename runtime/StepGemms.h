@@ -25,6 +25,12 @@ namespace v4a::rt {
 bool stepGemms(const step::Function &function, int64_t tokens,
                std::vector<GemmCall> &calls, std::string &error);
 
+/// The workspace bytes (workspaceBytes of each) of the temporaries
+/// `function`'s host program allocates in a step of `tokens` tokens whose
+/// context bound is `context`.
+bool stepTemporaryBytes(const step::Function &function, int64_t tokens,
+                        int64_t context, int64_t &bytes, std::string &error);
+
 /// Whether two calls are the same product shape (pointers aside).
 bool sameGemmShape(const GemmCall &a, const GemmCall &b);
 

@@ -103,7 +103,9 @@ void registerOnce(MLIRContext *context) {
 /// Builds the host program of one lowered entry function.
 class HostProgramBuilder {
 public:
-  explicit HostProgramBuilder(step::HostProgram &program) : program(program) {}
+  HostProgramBuilder(step::HostProgram &program,
+                     const std::vector<step::Arg> &args)
+      : program(program), args(args) {}
 
   LogicalResult build(func::FuncOp func);
 
@@ -129,7 +131,13 @@ private:
                     std::string kernel = "") {
     step::HostOp hostOp;
     hostOp.kind = kind;
+    bool onDevice =
+        kind == Kind::Launch || kind == Kind::Copy || kind == Kind::Gemm;
     for (Value operand : operands) {
+      if (onDevice && isHostArgument(operand))
+        return op->emitError("v4a host program: the host-memory argument '")
+               << args[cast<BlockArgument>(operand).getArgNumber()].bind
+               << "' used on the device";
       FailureOr<int> id = use(op, operand);
       if (failed(id))
         return failure();
@@ -142,6 +150,13 @@ private:
     program.ops.push_back(std::move(hostOp));
     return success();
   }
+  /// Whether `value` is an argument the runtime keeps in host memory.
+  bool isHostArgument(Value value) const {
+    auto arg = dyn_cast<BlockArgument>(value);
+    return arg && arg.getOwner()->isEntryBlock() &&
+           arg.getArgNumber() < args.size() &&
+           step::isHostArg(args[arg.getArgNumber()]);
+  }
   LogicalResult addArith(Operation *op);
   LogicalResult addShape(Operation *op, Kind kind, MemRefType type, Value first,
                          ValueRange dynamic, Value result,
@@ -151,6 +166,7 @@ private:
   LogicalResult addGemm(func::CallOp call);
 
   step::HostProgram &program;
+  const std::vector<step::Arg> &args;
   llvm::DenseMap<Value, int> ids;
   /// The Gemm op whose fallback is the next launch, if any.
   std::optional<size_t> pendingGemm;
@@ -406,6 +422,9 @@ LogicalResult HostProgramBuilder::build(func::FuncOp func) {
     } else if (auto copy = dyn_cast<memref::CopyOp>(op)) {
       done = add(&op, Kind::Copy, {copy.getSource(), copy.getTarget()}, {});
     } else if (auto load = dyn_cast<memref::LoadOp>(op)) {
+      if (!isHostArgument(load.getMemRef()))
+        return op.emitError("v4a host program: a read of device memory on "
+                            "the host (a size that depends on device data)");
       SmallVector<Value> operands = {load.getMemRef()};
       llvm::append_range(operands, load.getIndices());
       int64_t bytes = std::max<int64_t>(
@@ -537,7 +556,8 @@ compileGpuSteps(ModuleOp module, const std::vector<std::string> &names,
   }
   for (step::Function &function : steps.functions) {
     auto entry = module.lookupSymbol<func::FuncOp>(function.name + "_entry");
-    if (!entry || failed(HostProgramBuilder(function.host).build(entry))) {
+    if (!entry ||
+        failed(HostProgramBuilder(function.host, function.args).build(entry))) {
       error = "cannot build the host program of '" + function.name +
               "': " + firstDiagnostic(messages);
       return std::nullopt;

@@ -301,6 +301,10 @@ private:
       sig.add("compressed.base", ids);
       sig.add("compressed.complete", ids);
     }
+    // The widths of the visible rows and the indexer's scores follow from a
+    // bound the host knows, not from the positions on the device.
+    if (r > 0 && !role.sharesTopk)
+      sig.add("context", tensor({1}, i64));
     if (role.sharesTopk)
       sig.add("topk", tensor({kDyn, k}, i32));
     if (role.usesCandidates)
@@ -483,7 +487,7 @@ private:
           b, loc, wide, s.splat(wide, b.getF32FloatAttr(scale)));
       Value scores = CacheIndexerScoreOp::create(
           b, loc, s.tensor({kDyn, kDyn}, s.f32), qi, arg("cache.index_keys"),
-          scaled, arg("positions"), arg("compressed.base"), r);
+          scaled, arg("positions"), arg("compressed.base"), arg("context"), r);
       auto topkType = s.tensor({kDyn, k}, s.i32);
       if (role.makesCandidates) {
         auto blocks = BlockTopKOp::create(
@@ -519,11 +523,11 @@ private:
       if (r > 0 && !role.sharesKv)
         compress();
       Value selected, candidates;
-      // Every metadata output is [T, ...]; this width depends on the
-      // positions, so the step computes it.
+      // Every metadata output is [T, ...]; this width follows from the
+      // step's context bound, so the step computes it.
       if (r > 0 && layer.indexTopk == 0)
         selected = VisibleRowsOp::create(b, loc, s.tensor({kDyn, kDyn}, s.i32),
-                                         positions, r);
+                                         positions, arg("context"), r);
       else if (role.sharesTopk)
         selected = arg("topk");
       else if (r > 0)

@@ -116,10 +116,10 @@ func.func @cache_mxfp8(%c: !v4a.kv_cache<mxfp8, dim = 512, page_size = 64>, %r: 
 // CHECK: arith.remsi
 // CHECK-NOT: v4a.step_
 // CHECK-NOT: v4a.visible_rows
-func.func @metadata(%p: tensor<?xi64>, %s: tensor<?xi64>, %f: tensor<?xi64>, %l: tensor<?xi64>) -> (tensor<?x8xi32>, tensor<?xi64>, tensor<?xi64>, tensor<?xi64>, tensor<?x?xi32>) {
+func.func @metadata(%p: tensor<?xi64>, %s: tensor<?xi64>, %f: tensor<?xi64>, %l: tensor<?xi64>, %ctx: tensor<1xi64>) -> (tensor<?x8xi32>, tensor<?xi64>, tensor<?xi64>, tensor<?xi64>, tensor<?x?xi32>) {
   %a, %st = v4a.step_window %p, %s, %f, %l {window = 8 : i64} : tensor<?xi64> -> tensor<?x8xi32>
   %b, %c = v4a.step_compressed %p, %s {ratio = 4 : i64, slot_rows = 64 : i64} : tensor<?xi64>
-  %v = v4a.visible_rows %p {ratio = 128 : i64} : tensor<?xi64> -> tensor<?x?xi32>
+  %v = v4a.visible_rows %p bound %ctx {ratio = 128 : i64} : tensor<?xi64> -> tensor<?x?xi32>
   return %a, %st, %b, %c, %v : tensor<?x8xi32>, tensor<?xi64>, tensor<?xi64>, tensor<?xi64>, tensor<?x?xi32>
 }
 
@@ -140,9 +140,9 @@ func.func @cache_ops(%kv: tensor<?x128xf32>, %ape: tensor<4x128xf32>, %p: tensor
                      %w: tensor<?x2xf32>, %qa: tensor<?x2x80xbf16>, %rows: tensor<?x80xbf16>,
                      %ring: !v4a.kv_cache<bf16, dim = 80, page_size = 8>, %attend: tensor<?x8xi32>,
                      %cmp: !v4a.kv_cache<fp8_model1, dim = 128, page_size = 64>, %sel: tensor<?x4xi32>,
-                     %sink: tensor<2xf32>) -> (tensor<?x64xf32>, tensor<?x?xf32>, tensor<?x2x80xbf16>) {
+                     %sink: tensor<2xf32>, %ctx: tensor<1xi64>) -> (tensor<?x64xf32>, tensor<?x?xf32>, tensor<?x2x80xbf16>) {
   %e = v4a.compressor %kv, %kv, %ape, %p, %p, %state {ratio = 4 : i64, overlap, slot_rows = 8 : i64} : tensor<?x128xf32>, tensor<4x128xf32>, tensor<?xi64>, !v4a.kv_cache<f32, dim = 256, page_size = 8> -> tensor<?x64xf32>
-  %s = v4a.cache_indexer_score %q, %keys, %w, %p, %p {ratio = 4 : i64} : tensor<?x2x32xbf16>, !v4a.kv_cache<index_bf16, dim = 32, page_size = 64>, tensor<?x2xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %s = v4a.cache_indexer_score %q, %keys, %w, %p, %p bound %ctx {ratio = 4 : i64} : tensor<?x2x32xbf16>, !v4a.kv_cache<index_bf16, dim = 32, page_size = 64>, tensor<?x2xf32>, tensor<?xi64> -> tensor<?x?xf32>
   %o = v4a.cache_attention %qa, %rows window %ring[%attend] sink %sink {scale = 0.1 : f64} : tensor<?x2x80xbf16>, tensor<?x80xbf16>, !v4a.kv_cache<bf16, dim = 80, page_size = 8>, tensor<?x8xi32>, tensor<2xf32> -> tensor<?x2x80xbf16>
   return %e, %s, %o : tensor<?x64xf32>, tensor<?x?xf32>, tensor<?x2x80xbf16>
 }

@@ -169,6 +169,7 @@ v4a.model @tiny <{candidate_block_size = 8 : i64, candidate_topk_blocks = 8 : i6
 // CHECK-LABEL: func @batched_step
 func.func @batched_step(%pos: tensor<?xi64>, %slots: tensor<?xi64>,
                         %first: tensor<?xi64>, %last: tensor<?xi64>,
+                        %ctx: tensor<1xi64>,
                         %kv: tensor<?x1024xf32>, %score: tensor<?x1024xf32>,
                         %ape: tensor<4x1024xf32>,
                         %state: !v4a.kv_cache<f32, dim = 2048, page_size = 8>,
@@ -186,16 +187,16 @@ func.func @batched_step(%pos: tensor<?xi64>, %slots: tensor<?xi64>,
   // CHECK: v4a.step_compressed %{{.*}}, %{{.*}} {ratio = 4 : i64, slot_rows = 64 : i64} : tensor<?xi64>
   %base, %complete = v4a.step_compressed %pos, %slots
       {ratio = 4 : i64, slot_rows = 64 : i64} : tensor<?xi64>
-  // CHECK: v4a.visible_rows %{{.*}} {ratio = 128 : i64} : tensor<?xi64> -> tensor<?x?xi32>
-  %visible = v4a.visible_rows %pos {ratio = 128 : i64}
+  // CHECK: v4a.visible_rows %{{.*}} bound %{{.*}} {ratio = 128 : i64} : tensor<?xi64> -> tensor<?x?xi32>
+  %visible = v4a.visible_rows %pos bound %ctx {ratio = 128 : i64}
       : tensor<?xi64> -> tensor<?x?xi32>
   // CHECK: v4a.compressor {{.*}} {overlap, ratio = 4 : i64, slot_rows = 8 : i64} : tensor<?x1024xf32>, tensor<4x1024xf32>, tensor<?xi64>, !v4a.kv_cache<f32, dim = 2048, page_size = 8> -> tensor<?x512xf32>
   %e = v4a.compressor %kv, %score, %ape, %pos, %slots, %state
       {ratio = 4 : i64, overlap, slot_rows = 8 : i64}
       : tensor<?x1024xf32>, tensor<4x1024xf32>, tensor<?xi64>,
         !v4a.kv_cache<f32, dim = 2048, page_size = 8> -> tensor<?x512xf32>
-  // CHECK: v4a.cache_indexer_score {{.*}} {ratio = 4 : i64}
-  %s = v4a.cache_indexer_score %qi, %keys, %w, %pos, %base {ratio = 4 : i64}
+  // CHECK: v4a.cache_indexer_score {{.*}} bound %{{.*}} {ratio = 4 : i64}
+  %s = v4a.cache_indexer_score %qi, %keys, %w, %pos, %base bound %ctx {ratio = 4 : i64}
       : tensor<?x64x128xbf16>,
         !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
         tensor<?x64xf32>, tensor<?xi64> -> tensor<?x?xf32>

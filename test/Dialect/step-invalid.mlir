@@ -48,25 +48,25 @@ func.func @compressor_tokens(%kv: tensor<4x512xf32>, %ape: tensor<128x512xf32>, 
 
 // -----
 
-func.func @index_key_dim(%q: tensor<?x64x128xbf16>, %k: !v4a.kv_cache<index_bf16, dim = 64, page_size = 64>, %w: tensor<?x64xf32>, %p: tensor<?xi64>) {
+func.func @index_key_dim(%q: tensor<?x64x128xbf16>, %k: !v4a.kv_cache<index_bf16, dim = 64, page_size = 64>, %w: tensor<?x64xf32>, %p: tensor<?xi64>, %c: tensor<1xi64>) {
   // expected-error @+1 {{key dim (64) must equal query head width (128)}}
-  %s = v4a.cache_indexer_score %q, %k, %w, %p, %p {ratio = 4 : i64} : tensor<?x64x128xbf16>, !v4a.kv_cache<index_bf16, dim = 64, page_size = 64>, tensor<?x64xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %s = v4a.cache_indexer_score %q, %k, %w, %p, %p bound %c {ratio = 4 : i64} : tensor<?x64x128xbf16>, !v4a.kv_cache<index_bf16, dim = 64, page_size = 64>, tensor<?x64xf32>, tensor<?xi64> -> tensor<?x?xf32>
   return
 }
 
 // -----
 
-func.func @index_weight_heads(%q: tensor<?x64x128xbf16>, %k: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>, %w: tensor<?x32xf32>, %p: tensor<?xi64>) {
+func.func @index_weight_heads(%q: tensor<?x64x128xbf16>, %k: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>, %w: tensor<?x32xf32>, %p: tensor<?xi64>, %c: tensor<1xi64>) {
   // expected-error @+1 {{weight heads (32) must equal query heads (64)}}
-  %s = v4a.cache_indexer_score %q, %k, %w, %p, %p {ratio = 4 : i64} : tensor<?x64x128xbf16>, !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>, tensor<?x32xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %s = v4a.cache_indexer_score %q, %k, %w, %p, %p bound %c {ratio = 4 : i64} : tensor<?x64x128xbf16>, !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>, tensor<?x32xf32>, tensor<?xi64> -> tensor<?x?xf32>
   return
 }
 
 // -----
 
-func.func @index_score_rows(%q: tensor<4x64x128xbf16>, %k: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>, %w: tensor<4x64xf32>, %p: tensor<4xi64>) {
+func.func @index_score_rows(%q: tensor<4x64x128xbf16>, %k: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>, %w: tensor<4x64xf32>, %p: tensor<4xi64>, %c: tensor<1xi64>) {
   // expected-error @+1 {{score rows (5) must equal query rows (4)}}
-  %s = v4a.cache_indexer_score %q, %k, %w, %p, %p {ratio = 4 : i64} : tensor<4x64x128xbf16>, !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>, tensor<4x64xf32>, tensor<4xi64> -> tensor<5x?xf32>
+  %s = v4a.cache_indexer_score %q, %k, %w, %p, %p bound %c {ratio = 4 : i64} : tensor<4x64x128xbf16>, !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>, tensor<4x64xf32>, tensor<4xi64> -> tensor<5x?xf32>
   return
 }
 

@@ -44,7 +44,7 @@
 // CHECK: v4a.cache_store %{{.*}}, %{{.*}}, %[[COMPLETE]] : !v4a.kv_cache<index_bf16, dim = 128
 // ... the indexer's queries and the top-k ...
 // CHECK: v4a.hadamard
-// CHECK: v4a.cache_indexer_score
+// CHECK: v4a.cache_indexer_score {{.*}} bound %{{.*}} {ratio = 4 : i64}
 // CHECK: %[[TOPK:.*]] = v4a.topk %{{.*}} {k = 4 : i64}
 // ... attention before the window store, the inverse RoPE, the output.
 // CHECK: v4a.cache_attention %{{.*}}, %[[KV]] window {{.*}} compressed {{.*}}[%[[TOPK]] : tensor<?x4xi32>]
@@ -54,9 +54,10 @@
 // CHECK: return %{{.*}}, %[[TOPK]]
 // CHECK: func.func @meta_128_1_1_0(
 // CHECK: func.func @step_128_1_1_0(
+// CHECK-SAME: %[[CTX:arg[0-9]+]]: tensor<1xi64> {v4a.bind = "context"}
 // CHECK-SAME: !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64> {v4a.bind = "cache.compressed"}
 // CHECK: v4a.compressor {{.*}} {ratio = 128 : i64, slot_rows = 128 : i64}
-// CHECK: %[[VISIBLE:.*]] = v4a.visible_rows %arg1 {ratio = 128 : i64}
+// CHECK: %[[VISIBLE:.*]] = v4a.visible_rows %arg1 bound %[[CTX]] {ratio = 128 : i64}
 // CHECK: v4a.cache_attention {{.*}}[%[[VISIBLE]] : tensor<?x?xi32>]
 // CHECK-NOT: func.func @step_4_0_1_4
 v4a.model @steps <{compress_rope_theta = 1.6e5 : f64, head_dim = 512 : i64,

@@ -2,7 +2,8 @@
 //
 // The interpreter of GPU host programs, run against a device whose memory
 // is the host's and whose kernels are C++ functions: sizes from argument
-// shapes, temporaries, views, copies, read-backs and launch parameters, and
+// shapes and host arguments, temporaries, views, copies and launch
+// parameters, no read of device memory, and
 // the errors of malformed programs and out-of-range values.
 //
 //===----------------------------------------------------------------------===//
@@ -76,8 +77,10 @@ public:
     std::memcpy(to, from, bytes);
     return true;
   }
+  int readBacks = 0;
   bool readBack(void *host, const void *device, int64_t bytes,
                 std::string &) override {
+    ++readBacks;
     std::memcpy(host, device, bytes);
     return true;
   }
@@ -180,32 +183,63 @@ TEST(HostProgram, AnEmptyGridLaunchesNothing) {
   EXPECT_TRUE(device.launches.empty());
 }
 
-TEST(HostProgram, ReadsADeviceScalarBack) {
-  // n = load(cell[0]) after kernel "seven" wrote it; then a [n] temporary.
+/// n = context[0] (a host argument), then a [n] temporary whose size
+/// kernel "check" sees; with `deviceCell`, n is read from a buffer a kernel
+/// wrote instead.
+step::Function sizedByContext(bool deviceCell) {
   step::Function f;
-  f.name = "readback";
-  f.args = {};
-  f.host.values = 0;
-  int cell = f.host.values++, one = f.host.values++, zero = f.host.values++,
+  f.name = "sized";
+  f.args = {{step::kContextBind, step::Element::I64, {1}, false}};
+  f.host.values = 1;
+  int one = f.host.values++, zero = f.host.values++, cell = f.host.values++,
       n = f.host.values++, tmp = f.host.values++;
-  f.host.ops = {op(Kind::Const, one, {}, {1}),
-                op(Kind::Const, zero, {}, {0}),
-                op(Kind::Alloc, cell, {}, {8, 1, 1}),
-                op(Kind::Launch, -1, {one, one, one, one, one, one, cell},
-                   {kBuffer}, "seven"),
-                op(Kind::Load, n, {cell, zero}, {8}),
-                op(Kind::Alloc, tmp, {n}, {4, 1, -1}),
-                op(Kind::Launch, -1, {one, one, one, one, one, one, tmp},
-                   {kBuffer}, "check")};
+  f.host.ops = {op(Kind::Const, one, {}, {1}), op(Kind::Const, zero, {}, {0}),
+                op(Kind::Alloc, cell, {}, {8, 1, 1})};
+  f.host.ops.push_back(op(Kind::Load, n, {deviceCell ? cell : 0, zero}, {8}));
+  f.host.ops.push_back(op(Kind::Alloc, tmp, {n}, {4, 1, -1}));
+  f.host.ops.push_back(op(Kind::Launch, -1, {one, one, one, one, one, one, tmp},
+                          {kBuffer}, "check"));
+  return f;
+}
+
+TEST(HostProgram, SizesFollowAHostArgumentWithoutADeviceRead) {
   HostMemoryDevice device;
-  device.kernels["seven"] = [](const std::vector<int64_t> &p) {
-    *reinterpret_cast<int64_t *>(p[1]) = 7;
-  };
   int64_t size = -1;
   device.kernels["check"] = [&](const std::vector<int64_t> &p) { size = p[3]; };
+  int64_t context = 7;
   std::string error;
-  ASSERT_TRUE(rt::runHostProgram(f, {}, device, error)) << error;
+  ASSERT_TRUE(rt::runHostProgram(sizedByContext(false), {{&context, {1}}},
+                                 device, error))
+      << error;
   EXPECT_EQ(size, 7);
+  EXPECT_EQ(device.readBacks, 0);
+}
+
+TEST(HostProgram, AReadOfDeviceMemoryIsRefused) {
+  HostMemoryDevice device;
+  device.kernels["check"] = [](const std::vector<int64_t> &) {};
+  int64_t context = 7;
+  std::string error;
+  EXPECT_FALSE(rt::runHostProgram(sizedByContext(true), {{&context, {1}}},
+                                  device, error));
+  EXPECT_NE(error.find("a read of device memory on the host"),
+            std::string::npos)
+      << error;
+  EXPECT_TRUE(device.launches.empty());
+}
+
+TEST(HostProgram, AHostArgumentNeverReachesTheDevice) {
+  step::Function f = sizedByContext(false);
+  // The kernel takes the host argument itself.
+  f.host.ops.back().operands.back() = 0;
+  HostMemoryDevice device;
+  device.kernels["check"] = [](const std::vector<int64_t> &) {};
+  int64_t context = 7;
+  std::string error;
+  EXPECT_FALSE(rt::runHostProgram(f, {{&context, {1}}}, device, error));
+  EXPECT_NE(error.find("the host argument 'context' used on the device"),
+            std::string::npos)
+      << error;
 }
 
 /// Runs `f` with two [2, 4] f32 arguments and returns the error.
@@ -417,6 +451,20 @@ TEST(HostProgram, GemmWithAnF32ResultTakesF32Buffers) {
       << error;
   ASSERT_EQ(device.gemms.size(), 1u);
   EXPECT_EQ(device.gemms[0].type, Op::GemmType::BF16F32);
+}
+
+TEST(StepGemms, TemporariesAreSizedAsTheWorkspacePlacesThem) {
+  std::string error;
+  int64_t bytes = 0;
+  // twice: one [T, 4] f32 temporary.
+  ASSERT_TRUE(rt::stepTemporaryBytes(twiceFunction(), 300, 1, bytes, error))
+      << error;
+  EXPECT_EQ(bytes, rt::workspaceBytes(300 * 16));
+  // sized: an 8-byte cell and a [context] f32 temporary.
+  ASSERT_TRUE(
+      rt::stepTemporaryBytes(sizedByContext(false), 1, 1000, bytes, error))
+      << error;
+  EXPECT_EQ(bytes, rt::workspaceBytes(8) + rt::workspaceBytes(4000));
 }
 
 TEST(StepGemms, RecordsTheProductsOfAStepWithoutRunningIt) {

@@ -375,7 +375,8 @@ bool runProduct(CudaBackend &gpu, GemmCall c, const Options &opts,
     return false;
   if (!r.library)
     return true;
-  gpu.synchronize();
+  if (!gpu.synchronize(error))
+    return false;
   gpu.copyToHost(out.data(), d.data, dBytes);
   auto result = [&](int64_t i) -> double {
     if (f32Result) {
@@ -417,7 +418,8 @@ bool runProduct(CudaBackend &gpu, GemmCall c, const Options &opts,
     if (!gpu.gemm(c, done, error))
       return false;
   }
-  gpu.synchronize();
+  if (!gpu.synchronize(error))
+    return false;
   r.micros = std::chrono::duration<double, std::micro>(
                  std::chrono::steady_clock::now() - begin)
                  .count() /

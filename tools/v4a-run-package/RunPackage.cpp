@@ -70,6 +70,9 @@ struct Options {
   int64_t batch = 0, context = 0, tokens = 0, repeat = 10;
   std::vector<int64_t> lengths, layers;
   bool check = false, bench = false;
+  /// Decode-sized steps as recorded graphs (--graphs on|off); --bench
+  /// also takes both: the stream, then graphs, outputs compared bitwise.
+  bool graphs = true, bothGraphModes = false;
 };
 
 bool parseCount(const std::string &flag, const std::string &value,
@@ -151,6 +154,14 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
                 " prompt lengths";
         return false;
       }
+    } else if (arg == "--graphs") {
+      if (value != "on" && value != "off" && value != "both") {
+        error = "--graphs takes on, off or (with --bench) both, got '" + value +
+                "'";
+        return false;
+      }
+      o.graphs = value != "off";
+      o.bothGraphModes = value == "both";
     } else if (arg == "--tolerance") {
       char *end = nullptr;
       o.tolerance = std::strtod(value.c_str(), &end);
@@ -174,6 +185,10 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
                o.inputs.empty() && o.promptLen == 0 && o.decodeSteps == 0 &&
                o.lengths.empty() && !o.check && o.expected.empty() &&
                o.outputs.empty();
+  if (!o.bench && o.bothGraphModes) {
+    error = "--graphs both goes with --bench";
+    return false;
+  }
   if (!o.bench && (o.batch || o.context || o.tokens || !o.json.empty())) {
     error = "--batch, --context, --tokens and --json go with --bench";
     return false;
@@ -189,9 +204,10 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
             " MODEL.v4apkg (--weights FILE | "
             "--random-weights SEED) ((--inputs FILE | --prompt-len N "
             "--decode-steps M [--lengths L0,L1,..]) [--layers L0,L1,..] "
-            "[--outputs FILE] [--expected FILE | --check] [--tolerance T] | "
-            "--bench --batch B --context C --tokens T [--repeat N] [--json "
-            "FILE])";
+            "[--outputs FILE] [--expected FILE | --check] [--tolerance T] "
+            "[--graphs on|off] | "
+            "--bench --batch B --context C --tokens T [--repeat N] [--graphs "
+            "on|off|both] [--json FILE])";
     return false;
   }
   for (int64_t n : o.lengths)
@@ -271,35 +287,53 @@ int benchmark(const Options &o, rt::Model &model,
         ref::randomActivations(o.batch * o.tokens * dim, layer.id));
   }
   rt::StepBuffers buffers = rt::stepBuffers(step, runs, o.batch, dim);
-  std::vector<double> times;
-  for (int64_t run = 0; run <= o.repeat; ++run) {
-    for (int64_t sequence : sequences)
-      if (!model.restorePosition(sequence, o.context, error))
-        return fail(error);
-    auto start = std::chrono::steady_clock::now();
-    if (!model.step({sequences, step.lengths, o.tokens}, buffers.inputs,
-                    buffers.outputs, error))
-      return fail(error);
-    if (run > 0)
-      times.push_back(secondsSince(start) * 1e3);
-  }
-  std::sort(times.begin(), times.end());
-  double median = times[times.size() / 2];
   std::string ids;
   for (const LayerSpec &layer : layers)
     ids += (ids.empty() ? "" : ",") + std::to_string(layer.id);
-  char line[512];
-  std::snprintf(
-      line, sizeof line,
-      "{\"layers\": [%s], \"batch\": %lld, \"context\": %lld, "
-      "\"tokens\": %lld, \"repeat\": %lld, \"median_ms\": %.4f, "
-      "\"min_ms\": %.4f, \"max_ms\": %.4f}",
-      ids.c_str(), static_cast<long long>(o.batch),
-      static_cast<long long>(o.context), static_cast<long long>(o.tokens),
-      static_cast<long long>(o.repeat), median, times.front(), times.back());
-  std::printf("%s\n", line);
-  if (!o.json.empty() &&
-      !io::writeFile(o.json, std::string(line) + "\n", error))
+  std::string lines;
+  std::vector<std::vector<float>> streamOutputs;
+  for (bool graphs : {false, true}) {
+    if (!o.bothGraphModes && graphs != o.graphs)
+      continue;
+    model.useGraphs(graphs);
+    std::vector<double> times;
+    // Two untimed steps: the first of a key runs on the stream, the second
+    // records its graph.
+    for (int64_t run = 0; run < o.repeat + 2; ++run) {
+      for (int64_t sequence : sequences)
+        if (!model.restorePosition(sequence, o.context, error))
+          return fail(error);
+      auto start = std::chrono::steady_clock::now();
+      if (!model.step({sequences, step.lengths, o.tokens}, buffers.inputs,
+                      buffers.outputs, error))
+        return fail(error);
+      if (run >= 2)
+        times.push_back(secondsSince(start) * 1e3);
+    }
+    std::sort(times.begin(), times.end());
+    double median = times[times.size() / 2];
+    // Every step starts from the same caches and inputs: the last step's
+    // outputs of both modes must be the same bits.
+    std::string same;
+    if (o.bothGraphModes && !graphs)
+      streamOutputs = buffers.out;
+    if (o.bothGraphModes && graphs)
+      same = std::string(", \"bitwise_equal_to_stream\": ") +
+             (buffers.out == streamOutputs ? "true" : "false");
+    char line[640];
+    std::snprintf(line, sizeof line,
+                  "{\"layers\": [%s], \"batch\": %lld, \"context\": %lld, "
+                  "\"tokens\": %lld, \"repeat\": %lld, \"graphs\": %s, "
+                  "\"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f%s}",
+                  ids.c_str(), static_cast<long long>(o.batch),
+                  static_cast<long long>(o.context),
+                  static_cast<long long>(o.tokens),
+                  static_cast<long long>(o.repeat), graphs ? "true" : "false",
+                  median, times.front(), times.back(), same.c_str());
+    std::printf("%s\n", line);
+    lines += std::string(line) + "\n";
+  }
+  if (!o.json.empty() && !io::writeFile(o.json, lines, error))
     return fail(error);
   return 0;
 }
@@ -414,6 +448,7 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
                         batch, std::move(backend), error);
   if (!model)
     return fail(error);
+  model->useGraphs(o.graphs);
   // Every step of the run has its library algorithms before the first; a
   // product the library cannot run is said here, once.
   std::vector<int64_t> counts;

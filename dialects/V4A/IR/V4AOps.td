@@ -41,6 +41,12 @@ def V4A_Float : AnyTypeOf<[BF16, F32]>;
 def V4A_Index : AnyTypeOf<[I32, I64]>;
 def V4A_Positions : TensorRankOf<[I32, I64], [1]>;
 def V4A_Indices : TensorRankOf<[I32], [2]>;
+// A one-element bound the host knows before a step starts.
+def V4A_HostBound : Type<And<[RankedTensorOf<[I64]>.predicate,
+    CPred<"::llvm::cast<::mlir::RankedTensorType>($_self).getShape() == "
+          "::llvm::ArrayRef<int64_t>{1}">]>,
+    "tensor<1xi64>", "::mlir::RankedTensorType">,
+  BuildableType<"::mlir::RankedTensorType::get({1}, $_builder.getI64Type())">;
 
 //===----------------------------------------------------------------------===//
 // Structure: model and layers
@@ -703,19 +709,24 @@ def V4A_StepCompressedOp : V4A_Op<"step_compressed", [Pure,
 def V4A_VisibleRowsOp : V4A_Op<"visible_rows", [Pure]> {
   let summary = "Every compressed row each token sees (layers without top-k)";
   let description = [{
-    result[t, j] = j for j < (positions[t] + 1) / ratio, else -1; the width
-    is the largest count in the step. Rows are local to the token's sequence.
+    result[t, j] = j for j < (positions[t] + 1) / ratio, else -1. The width
+    is context[0] / ratio, where `context` holds a bound of positions[t] + 1
+    over the step that the host knows before the step starts (so no size
+    depends on device data); any bound gives the same rows, padded with -1.
+    Rows are local to the token's sequence.
 
     Example:
     ```mlir
-    %rows = v4a.visible_rows %pos {ratio = 128 : i64}
+    %rows = v4a.visible_rows %pos bound %ctx {ratio = 128 : i64}
         : tensor<?xi64> -> tensor<?x?xi32>
     ```
   }];
-  let arguments = (ins TensorRankOf<[I64], [1]>:$positions, V4A_PosI64:$ratio);
+  let arguments = (ins TensorRankOf<[I64], [1]>:$positions,
+                       V4A_HostBound:$context, V4A_PosI64:$ratio);
   let results = (outs V4A_Indices:$rows);
   let assemblyFormat = [{
-    $positions attr-dict `:` type($positions) `->` type($rows)
+    $positions `bound` $context attr-dict `:` type($positions) `->`
+    type($rows)
   }];
 }
 
@@ -761,11 +772,14 @@ def V4A_CacheIndexerScoreOp : V4A_Op<"cache_indexer_score",
   let description = [{
     As `v4a.indexer_score` with the keys of token t's sequence read from
     rows base[t] + j of `keys`: score(t, j) for local rows j < (p + 1) div
-    ratio, -inf elsewhere; the width is the largest count in the step.
+    ratio, -inf elsewhere. The width is context[0] / ratio, `context`
+    holding a host-known bound of positions[t] + 1 over the step (as in
+    `v4a.visible_rows`); columns past a token's rows are -inf.
 
     Example:
     ```mlir
-    %s = v4a.cache_indexer_score %qi, %keys, %wts, %pos, %base {ratio = 4 : i64}
+    %s = v4a.cache_indexer_score %qi, %keys, %wts, %pos, %base bound %ctx
+        {ratio = 4 : i64}
         : tensor<?x64x128xbf16>,
           !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
           tensor<?x64xf32>, tensor<?xi64> -> tensor<?x?xf32>
@@ -775,10 +789,12 @@ def V4A_CacheIndexerScoreOp : V4A_Op<"cache_indexer_score",
                        Arg<V4A_KVCacheType, "", [MemRead]>:$keys,
                        TensorRankOf<[F32], [2]>:$weights,
                        TensorRankOf<[I64], [1]>:$positions,
-                       TensorRankOf<[I64], [1]>:$base, V4A_PosI64:$ratio);
+                       TensorRankOf<[I64], [1]>:$base,
+                       V4A_HostBound:$context, V4A_PosI64:$ratio);
   let results = (outs TensorRankOf<[F32], [2]>:$scores);
   let assemblyFormat = [{
-    $query `,` $keys `,` $weights `,` $positions `,` $base attr-dict `:`
+    $query `,` $keys `,` $weights `,` $positions `,` $base `bound` $context
+    attr-dict `:`
     type($query) `,` qualified(type($keys)) `,` type($weights) `,`
     type($positions) `->` type($scores)
   }];

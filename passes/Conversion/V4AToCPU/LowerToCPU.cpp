@@ -1648,37 +1648,12 @@ struct LowerStepCompressed : public V4APattern<StepCompressedOp> {
   }
 };
 
-/// The largest number of compressed rows a token of the step sees: a size
-/// that depends on the data, so it passes through a one-element buffer that
-/// whoever allocates (the host of a GPU) reads back.
-/// The largest (position + 1) / ratio over the tokens, read back on the
-/// host. Token-parallel: a parallel loop of atomic maxima into a zeroed
-/// cell (a kernel over the tokens, not a walk on one thread).
-Value maxVisibleRows(LoopEmitter &e, Value positions, int64_t ratio,
-                     bool tokenParallel) {
-  Value zero = e.index(0), one = e.index(1);
-  OpBuilder &b = e.builder();
-  auto type = MemRefType::get({1}, b.getI64Type());
-  Value cell = memref::AllocOp::create(b, e.location(), type);
-  auto visible = [&](Value t) {
-    return e.div(e.add(e.loadIndex(positions, {t}), one), e.index(ratio));
-  };
-  if (tokenParallel) {
-    e.storeInt(zero, cell, {zero});
-    e.parallelLoop(zero, e.dim(positions, 0), [&](Value t) {
-      Value rows = arith::IndexCastOp::create(b, e.location(), b.getI64Type(),
-                                              visible(t));
-      memref::AtomicRMWOp::create(b, e.location(), arith::AtomicRMWKind::maxs,
-                                  rows, cell, ValueRange{zero});
-    });
-    return e.loadIndex(cell, {zero});
-  }
-  Value largest = e.loop(zero, e.dim(positions, 0), {zero},
-                         [&](Value t, ValueRange a) -> SmallVector<Value> {
-                           return {e.max(a[0], visible(t))};
-                         })[0];
-  e.storeInt(largest, cell, {zero});
-  return e.loadIndex(cell, {zero});
+/// The widest compressed row count of the step: context[0] / ratio, from
+/// the bound the host knows (a GPU's host reads it without a device round
+/// trip).
+Value boundRows(LoopEmitter &e, Value context, int64_t ratio) {
+  Value zero = e.index(0);
+  return e.max(e.div(e.loadIndex(context, {zero}), e.index(ratio)), zero);
 }
 
 struct LowerVisibleRows : public V4APattern<VisibleRowsOp> {
@@ -1689,7 +1664,7 @@ struct LowerVisibleRows : public V4APattern<VisibleRowsOp> {
     Value positions = e.buffer(op.getPositions());
     Value tokens = e.dim(positions, 0);
     int64_t ratio = op.getRatio();
-    Value width = maxVisibleRows(e, positions, ratio, tokenParallel);
+    Value width = boundRows(e, e.buffer(op.getContext()), ratio);
     Value out = e.allocShaped(op.getType(), {tokens, width});
     Value zero = e.index(0), one = e.index(1);
     auto fill = [&](Value t, Value j) {
@@ -1852,7 +1827,7 @@ struct LowerCacheIndexerScore : public CachePattern<CacheIndexerScoreOp> {
     Value bases = e.buffer(adaptor.getBase());
     Value tokens = e.dim(q, 0), heads = e.dim(q, 1), width = e.dim(q, 2);
     int64_t ratio = op.getRatio();
-    Value rows = maxVisibleRows(e, positions, ratio, tokenParallel);
+    Value rows = boundRows(e, e.buffer(adaptor.getContext()), ratio);
     auto type = cast<RankedTensorType>(op.getType());
     Value out = e.allocShaped(type, {tokens, rows});
     Value zero = e.index(0), one = e.index(1);
@@ -1861,8 +1836,9 @@ struct LowerCacheIndexerScore : public CachePattern<CacheIndexerScoreOp> {
     Value sharedKey = tokenParallel ? Value() : e.scratch(keyFloats);
     tokenLoop(e, tokenParallel, zero, tokens, [&](Value t) {
       Value key = sharedKey ? sharedKey : e.scratch(keyFloats);
-      Value valid =
-          e.div(e.add(e.loadIndex(positions, {t}), one), e.index(ratio));
+      // A bound below a token's own count truncates, never overruns.
+      Value valid = e.min(
+          e.div(e.add(e.loadIndex(positions, {t}), one), e.index(ratio)), rows);
       Value base = e.loadIndex(bases, {t});
       e.parallelLoop(zero, valid, [&](Value j) {
         e.loop(zero, width, [&](Value i) {
