@@ -4,7 +4,9 @@
 # of decode graphs, beside bench/torch_attention.py in the same call.
 #
 #   bench/graphs.sh prepare   (here: the packages into build/gpu)
-#   bench/graphs.sh           (on the GPU machine; carry build/bin, build/gpu)
+#   bench/graphs.sh [PARTS]   (on the GPU machine; carry build/bin,
+#                             build/gpu; PARTS of: checks bench ncu model
+#                             torch, default all)
 #
 # In one call: the copy and GEMM ceilings; one V4-Flash layer of each
 # sched_meta_key (layers 0, 2, 3 in one step) decoding 1, 32 and 128
@@ -28,12 +30,14 @@ if [[ ${1:-} == prepare ]]; then
 fi
 out=${OUT:-$dir}
 lines=$out/graphs.jsonl
-exec > >(tee "$out/graphs.log") 2>&1
+exec > >(tee -a "$out/graphs.log") 2>&1
+parts=${*:-checks bench ncu model torch}
+has() { [[ " $parts " == *" $1 "* ]]; }
 status=0
 config=examples/v4-flash.json
 run=build/bin/v4a-run-package
 
-python3 bench/ceilings.py | tee -a "$lines"
+has bench && python3 bench/ceilings.py | tee -a "$lines"
 # Shape classes with the reference alongside; graphs replay from the
 # second decode step of a bucket on.
 check() { # name lengths decode
@@ -46,11 +50,13 @@ check() { # name lengths decode
     status=1
   fi
 }
-check one-sequence 9 6
-check varlen-with-empty 40,0,5,1 6
-check boundaries 127,3 6
+if has checks; then
+  check one-sequence 9 6
+  check varlen-with-empty 40,0,5,1 6
+  check boundaries 127,3 6
+fi
 
-for shape in ${SHAPES:-1:65536:1 32:65536:1 128:65536:1 1:0:8192}; do
+has bench && for shape in ${SHAPES:-1:65536:1 32:65536:1 128:65536:1 1:0:8192}; do
   IFS=: read -r batch context tokens <<< "$shape"
   timeout 150 $run "$dir/v4-flash-64k.v4apkg" --random-weights 1 \
     --layers 0,2,3 --bench --batch "$batch" --context "$context" \
@@ -59,11 +65,11 @@ for shape in ${SHAPES:-1:65536:1 32:65536:1 128:65536:1 1:0:8192}; do
 done
 # The GPU time of the 128-sequence step's kernels (three steps: two
 # untimed, one timed), for the launch overhead beside the wall times.
-timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+has ncu && timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
   --print-units base $run "$dir/v4-flash-64k.v4apkg" --random-weights 1 \
   --layers 0,2,3 --bench --batch 128 --context 65536 --tokens 1 --repeat 1 \
   --graphs off 2> /dev/null | sed '/^==PROF==/d' > "$out/ncu-b128.csv"
-python3 - "$out/ncu-b128.csv" <<'PY' | tee -a "$lines"
+has ncu && python3 - "$out/ncu-b128.csv" <<'PY' | tee -a "$lines"
 import csv, json, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1]))
         if r.get("Metric Name") == "gpu__time_duration.sum"]
@@ -71,14 +77,14 @@ total = sum(float(r["Metric Value"]) for r in rows) / 3 / 1e3
 print(json.dumps({"ncu": "b128 c65536 layers 0,2,3", "kernels_per_step": len(rows) // 3,
                   "gpu_ms_per_step": round(total / 1e3, 4)}))
 PY
-timeout 300 $run "$dir/v4-flash-16k.v4apkg" --random-weights 1 --bench \
+has model && timeout 300 $run "$dir/v4-flash-16k.v4apkg" --random-weights 1 --bench \
   --batch 32 --context 16384 --tokens 1 --repeat 5 --graphs both |
   sed -u 's/^{"layers": \[[0-9,]*\]/{"layers": "all"/' | tee -a "$lines" ||
   { echo "whole model: FAIL"; status=1; }
 
-timeout 200 python3 bench/torch_attention.py $config --layers 0,2,3 \
+has torch && timeout 200 python3 bench/torch_attention.py $config --layers 0,2,3 \
   --batches 1,32,128 --context 65536 --prefill 8192 | tee -a "$lines"
-timeout 240 python3 bench/torch_attention.py $config --compile \
+has torch && timeout 240 python3 bench/torch_attention.py $config --compile \
   --layers 0,2,3 --batches 32,128 --context 65536 --prefill 0 |
   tee -a "$lines"
 exit $status
