@@ -37,7 +37,7 @@ status=0
 config=examples/v4-flash.json
 run=build/bin/v4a-run-package
 
-has bench && python3 bench/ceilings.py | tee -a "$lines"
+python3 bench/ceilings.py | tee -a "$lines"
 # Shape classes with the reference alongside; graphs replay from the
 # second decode step of a bucket on.
 check() { # name lengths decode
@@ -56,32 +56,46 @@ if has checks; then
   check boundaries 127,3 6
 fi
 
-has bench && for shape in ${SHAPES:-1:65536:1 32:65536:1 128:65536:1 1:0:8192}; do
-  IFS=: read -r batch context tokens <<< "$shape"
-  timeout 150 $run "$dir/v4-flash-64k.v4apkg" --random-weights 1 \
-    --layers 0,2,3 --bench --batch "$batch" --context "$context" \
-    --tokens "$tokens" --repeat 10 --graphs both | tee -a "$lines" ||
-    { echo "bench $shape: FAIL"; status=1; }
-done
-# The GPU time of the 128-sequence step's kernels (three steps: two
-# untimed, one timed), for the launch overhead beside the wall times.
-has ncu && timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-  --print-units base $run "$dir/v4-flash-64k.v4apkg" --random-weights 1 \
-  --layers 0,2,3 --bench --batch 128 --context 65536 --tokens 1 --repeat 1 \
-  --graphs off 2> /dev/null | sed '/^==PROF==/d' > "$out/ncu-b128.csv"
-has ncu && python3 - "$out/ncu-b128.csv" <<'PY' | tee -a "$lines"
-import csv, json, sys
-rows = [r for r in csv.DictReader(open(sys.argv[1]))
+if has bench; then
+  for shape in ${SHAPES:-1:65536:1 32:65536:1 128:65536:1 1:0:8192}; do
+    IFS=: read -r batch context tokens <<< "$shape"
+    timeout 150 $run "$dir/v4-flash-64k.v4apkg" --random-weights 1 \
+      --layers 0,2,3 --bench --batch "$batch" --context "$context" \
+      --tokens "$tokens" --repeat 10 --graphs both | tee -a "$lines"
+    [[ ${PIPESTATUS[0]} == 0 ]] || { echo "bench $shape: FAIL"; status=1; }
+  done
+fi
+# The GPU time of the steps' kernels as they run back to back (no cache
+# flush, clocks as found; three steps: two untimed, one timed), beside the
+# wall times: what is left is launch gaps, the inputs' and outputs' copies
+# and the host's conversions.
+if has ncu; then
+  for batch in ${NCU_BATCHES:-32 128}; do
+    timeout 200 ncu --clock-control none --cache-control none \
+      --metrics gpu__time_duration.sum --csv --print-units base \
+      $run "$dir/v4-flash-64k.v4apkg" --random-weights 1 --layers 0,2,3 \
+      --bench --batch "$batch" --context 65536 --tokens 1 --repeat 1 \
+      --graphs off > "$out/ncu-b$batch.csv" 2> /dev/null
+    python3 - "$out/ncu-b$batch.csv" "$batch" <<'PY' | tee -a "$lines"
+import csv, io, json, sys
+text = open(sys.argv[1]).read().splitlines()
+start = next((i for i, l in enumerate(text) if l.startswith('"ID"')), len(text))
+rows = [r for r in csv.DictReader(io.StringIO("\n".join(text[start:])))
         if r.get("Metric Name") == "gpu__time_duration.sum"]
-total = sum(float(r["Metric Value"]) for r in rows) / 3 / 1e3
-print(json.dumps({"ncu": "b128 c65536 layers 0,2,3", "kernels_per_step": len(rows) // 3,
-                  "gpu_ms_per_step": round(total / 1e3, 4)}))
+ns = sum(float(r["Metric Value"].replace(",", "")) for r in rows)
+print(json.dumps({"ncu": "kernels back to back", "layers": [0, 2, 3],
+                  "batch": int(sys.argv[2]), "context": 65536,
+                  "kernels_per_step": len(rows) / 3,
+                  "gpu_ms_per_step": round(ns / 3 / 1e6, 4)}))
 PY
-has model && timeout 300 $run "$dir/v4-flash-16k.v4apkg" --random-weights 1 --bench \
-  --batch 32 --context 16384 --tokens 1 --repeat 5 --graphs both |
-  sed -u 's/^{"layers": \[[0-9,]*\]/{"layers": "all"/' | tee -a "$lines" ||
-  { echo "whole model: FAIL"; status=1; }
-
+  done
+fi
+if has model; then
+  timeout 300 $run "$dir/v4-flash-16k.v4apkg" --random-weights 1 --bench \
+    --batch 32 --context 16384 --tokens 1 --repeat 5 --graphs both |
+    sed -u 's/^{"layers": \[[0-9,]*\]/{"layers": "all"/' | tee -a "$lines"
+  [[ ${PIPESTATUS[0]} == 0 ]] || { echo "whole model: FAIL"; status=1; }
+fi
 has torch && timeout 200 python3 bench/torch_attention.py $config --layers 0,2,3 \
   --batches 1,32,128 --context 65536 --prefill 8192 | tee -a "$lines"
 has torch && timeout 240 python3 bench/torch_attention.py $config --compile \
