@@ -1015,8 +1015,7 @@ void feedCompressor(LoopEmitter &e, const CompressorSlots &state, int64_t ratio,
                     const std::function<Value(Value)> &kv,
                     const std::function<Value(Value)> &score, Value ape,
                     const std::function<void(Value, Value)> &emit,
-                    const std::function<void()> &completed = {},
-                    Value only = {}) {
+                    const std::function<void()> &completed = {}) {
   Value zero = e.index(0), one = e.index(1), r = e.index(ratio);
   Value d = overlap ? e.div(width, e.index(2)) : width;
   Value current = overlap ? r : zero;
@@ -1027,21 +1026,11 @@ void feedCompressor(LoopEmitter &e, const CompressorSlots &state, int64_t ratio,
   auto store = [&](Value v, const std::pair<Value, SmallVector<Value>> &at) {
     e.store(v, at.first, at.second);
   };
-  // Every state column, or those of feature `only`.
   auto forColumns = [&](const std::function<void(Value)> &body) {
-    if (!only) {
-      e.loop(zero, width, body);
-      return;
-    }
-    body(only);
-    if (overlap)
-      body(e.add(d, only));
+    e.loop(zero, width, body);
   };
   auto forFeatures = [&](const std::function<void(Value)> &body) {
-    if (only)
-      body(only);
-    else
-      e.loop(zero, d, body);
+    e.loop(zero, d, body);
   };
   Value inGroup = e.rem(position, r);
   Value row = e.add(current, inGroup);
@@ -1702,35 +1691,118 @@ struct CachePattern : public OpConversionPattern<OpTy> {
   bool tokenParallel;
 };
 
-/// body(u) for u = first, first + 1, ... while u < end and inRun(u).
-void forEachOfRun(LoopEmitter &e, Value first, Value end,
-                  const std::function<Value(Value)> &inRun,
-                  const std::function<void(Value)> &body) {
+/// The compressor over the packed tokens without a walk: what each
+/// completing token pools, and the state each sequence ends with, follow
+/// from the step's rows and the state the step starts from. The first
+/// parallel loop (token, feature) pools every group a token completes; the
+/// second (token, column) has each sequence's last token write the state
+/// rows it ends with (each thread reads its rows before it writes them).
+/// The sums run in the order of feedCompressor's, so the results are the
+/// same bits as the tokens fed in order.
+void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
+                    Value positions, Value slotIds, Value state, Value out,
+                    int64_t ratio, bool overlap, Value stateFloats) {
   OpBuilder &b = e.builder();
   Location loc = e.location();
-  auto loop = scf::WhileOp::create(b, loc, TypeRange{b.getIndexType()},
-                                   ValueRange{first});
-  {
-    OpBuilder::InsertionGuard guard(b);
-    Block *before =
-        b.createBlock(&loop.getBefore(), {}, {b.getIndexType()}, {loc});
-    Value u = before->getArgument(0);
-    Value inRange = e.cmp(IP::slt, u, end);
-    auto check = scf::IfOp::create(b, loc, TypeRange{b.getI1Type()}, inRange,
-                                   /*withElse=*/true);
-    b.setInsertionPointToStart(check.thenBlock());
-    scf::YieldOp::create(b, loc, inRun(u));
-    b.setInsertionPointToStart(check.elseBlock());
-    scf::YieldOp::create(
-        b, loc,
-        arith::ConstantOp::create(b, loc, b.getBoolAttr(false)).getResult());
-    b.setInsertionPointAfter(check);
-    scf::ConditionOp::create(b, loc, check.getResult(0), ValueRange{u});
-    Block *after =
-        b.createBlock(&loop.getAfter(), {}, {b.getIndexType()}, {loc});
-    body(after->getArgument(0));
-    scf::YieldOp::create(b, loc, e.add(after->getArgument(0), e.index(1)));
-  }
+  Value zero = e.index(0), one = e.index(1), r = e.index(ratio);
+  Value tokens = e.dim(kv, 0), width = e.dim(kv, 1);
+  Value d = overlap ? e.div(width, e.index(2)) : width;
+  Value slotCount = e.index(overlap ? 2 * ratio : ratio);
+  Value current = overlap ? r : zero;
+  auto both = [&](Value x, Value y) {
+    return arith::AndIOp::create(b, loc, x, y).getResult();
+  };
+  // Token t's view of its sequence: whether position q is a token of this
+  // step (packed at t - (p - q)), and the row it reads.
+  struct Token {
+    Value t, p, slot, base, scoreBase;
+  };
+  auto tokenAt = [&](Value t) {
+    Token k{t, e.loadIndex(positions, {t}), e.loadIndex(slotIds, {t}), {}, {}};
+    k.base = e.mul(k.slot, stateFloats);
+    k.scoreBase = e.add(k.base, e.mul(slotCount, width));
+    return k;
+  };
+  auto packedIndex = [&](const Token &k, Value q) {
+    return e.max(e.sub(k.t, e.sub(k.p, q)), zero);
+  };
+  auto inStep = [&](const Token &k, Value q) {
+    Value u = e.sub(k.t, e.sub(k.p, q));
+    Value at = e.max(u, zero);
+    return both(both(e.cmp(IP::sge, u, zero),
+                     e.cmp(IP::eq, e.loadIndex(slotIds, {at}), k.slot)),
+                e.cmp(IP::eq, e.loadIndex(positions, {at}), q));
+  };
+  // (kv, score + ape) of position q = group * ratio + i in column c: the
+  // step's row, or the state's. A token before the step sits in the
+  // state's current rows when it shares a group with the step's first
+  // token, else in its previous rows; that first token shares q's group
+  // exactly when the group's last position is in the step or after p.
+  auto valueAt = [&](const Token &k, Value group, Value i,
+                     Value c) -> std::pair<Value, Value> {
+    Value q = e.add(e.mul(group, r), i);
+    Value u = packedIndex(k, q);
+    Value stepKv = e.load(kv, {u, c});
+    Value stepScore = e.add(e.load(score, {u, c}), e.load(ape, {i, c}));
+    Value last = e.sub(e.mul(e.add(group, one), r), one);
+    Value sameGroup = arith::OrIOp::create(b, loc, e.cmp(IP::sge, last, k.p),
+                                           inStep(k, last));
+    Value row = e.add(e.select(sameGroup, current, zero), i);
+    Value at = e.add(e.mul(row, width), c);
+    Value stateKv = e.load(state, {e.add(k.base, at)});
+    Value stateScore = e.load(state, {e.add(k.scoreBase, at)});
+    Value fromStep = inStep(k, q);
+    return {e.select(fromStep, stepKv, stateKv),
+            e.select(fromStep, stepScore, stateScore)};
+  };
+  e.parallelLoop(tokens, d, [&](Value t, Value f) {
+    Token k = tokenAt(t);
+    Value group = e.div(k.p, r);
+    Value completes = e.cmp(IP::eq, e.rem(k.p, r), e.sub(r, one));
+    e.store(e.f32(0.0), out, {t, f});
+    e.ifThen(completes, [&] {
+      Value pooled = pool(e, slotCount, [&](Value s) {
+        if (!overlap)
+          return valueAt(k, group, s, f);
+        // Previous group's rows in columns [0, d), current's in [d, 2d).
+        Value previous = e.cmp(IP::slt, s, r);
+        Value g = e.select(previous, e.sub(group, one), group);
+        Value i = e.select(previous, s, e.sub(s, r));
+        Value c = e.select(previous, f, e.add(d, f));
+        return valueAt(k, g, i, c);
+      });
+      e.store(pooled, out, {t, f});
+    });
+  });
+  e.parallelLoop(tokens, width, [&](Value t, Value c) {
+    Token k = tokenAt(t);
+    Value next = e.min(e.add(t, one), e.sub(tokens, one));
+    Value last = arith::OrIOp::create(
+        b, loc, e.cmp(IP::eq, t, e.sub(tokens, one)),
+        e.cmp(IP::ne, e.loadIndex(slotIds, {next}), k.slot));
+    e.ifThen(last, [&] {
+      // The group after the last token: its rows up to the last token, and
+      // (overlap) the whole group before it.
+      Value group = e.div(e.add(k.p, one), r);
+      e.loop(zero, r, [&](Value i) {
+        Value seen = e.cmp(IP::sle, e.add(e.mul(group, r), i), k.p);
+        auto [curKv, curScore] = valueAt(k, group, i, c);
+        std::pair<Value, Value> previous;
+        if (overlap)
+          previous = valueAt(k, e.sub(group, one), i, c);
+        Value at = e.add(e.mul(e.add(current, i), width), c);
+        e.store(e.select(seen, curKv, e.f32(0.0)), state,
+                {e.add(k.base, at)});
+        e.store(e.select(seen, curScore, e.f32(kNegInf)), state,
+                {e.add(k.scoreBase, at)});
+        if (overlap) {
+          Value before = e.add(e.mul(i, width), c);
+          e.store(previous.first, state, {e.add(k.base, before)});
+          e.store(previous.second, state, {e.add(k.scoreBase, before)});
+        }
+      });
+    });
+  });
 }
 
 struct LowerCompressor : public CachePattern<CompressorOp> {
@@ -1755,9 +1827,9 @@ struct LowerCompressor : public CachePattern<CompressorOp> {
     // A sequence's state: its kv slots [slots, width], then its score slots.
     Value stateFloats =
         e.index(op.getSlotRows() * op.getState().getType().getDim());
-    // Tokens of a sequence feed its state in order; with token-parallel
-    // loops each feature walks the tokens on its own instead.
-    auto feed = [&](Value t, Value only) {
+    // Tokens of a sequence feed its state in order; token-parallel loops
+    // compute the same from the step's rows and the starting state.
+    auto feed = [&](Value t) {
       Value base = e.mul(e.loadIndex(slotIds, {t}), stateFloats);
       Value scoreBase = e.add(base, e.mul(slotCount, width));
       CompressorSlots slots;
@@ -1769,10 +1841,7 @@ struct LowerCompressor : public CachePattern<CompressorOp> {
         return std::pair{state, SmallVector<Value>{e.add(
                                     scoreBase, e.add(e.mul(s, width), f))}};
       };
-      if (only)
-        e.store(e.f32(0.0), out, {t, only});
-      else
-        e.loop(zero, d, [&](Value f) { e.store(e.f32(0.0), out, {t, f}); });
+      e.loop(zero, d, [&](Value f) { e.store(e.f32(0.0), out, {t, f}); });
       feedCompressor(
           e, slots, ratio, overlap, width, e.loadIndex(positions, {t}),
           [&](Value f) {
@@ -1784,31 +1853,13 @@ struct LowerCompressor : public CachePattern<CompressorOp> {
           ape,
           [&](Value f, Value pooled) {
             e.store(pooled, out, {t, f});
-          },
-          {}, only);
+          });
     };
     if (tokenParallel)
-      // A parallel iteration per (token, feature); the first token of each
-      // sequence (packed tokens of one sequence are adjacent and share its
-      // state slot) walks that sequence's tokens in order.
-      e.parallelLoop(tokens, d, [&](Value t, Value f) {
-        Value slot = e.loadIndex(slotIds, {t});
-        Value previous =
-            e.loadIndex(slotIds, {e.max(e.sub(t, e.index(1)), zero)});
-        Value first =
-            arith::OrIOp::create(rewriter, op.getLoc(), e.cmp(IP::eq, t, zero),
-                                 e.cmp(IP::ne, previous, slot));
-        e.ifThen(first, [&] {
-          forEachOfRun(
-              e, t, tokens,
-              [&](Value u) {
-                return e.cmp(IP::eq, e.loadIndex(slotIds, {u}), slot);
-              },
-              [&](Value u) { feed(u, f); });
-        });
-      });
+      poolInParallel(e, kv, score, ape, positions, slotIds, state, out,
+                     ratio, overlap, stateFloats);
     else
-      e.loop(zero, tokens, [&](Value t) { feed(t, Value()); });
+      e.loop(zero, tokens, [&](Value t) { feed(t); });
     rewriter.replaceOp(op, e.tensor(out, type));
     return success();
   }
