@@ -40,10 +40,8 @@ namespace {
 constexpr int64_t kMinBlockThreads = 128;
 /// The widest team: rows up to 8 * 1024 elements.
 constexpr int64_t kMaxTeam = 1024;
-/// Threads resident on the targeted GPUs at once (132 SMs of 2048 threads,
-/// H100/H200 SXM): a grid of more row groups than fit takes several per
-/// block, each block loading its next group before it reduces the current.
-constexpr int64_t kResidentThreads = 132 * 2048;
+/// Grid extent beyond which blocks take several row groups.
+constexpr int64_t kGridLimit = 1 << 20;
 /// Rows a team holds at once (their loads in flight together): two for
 /// grids of many wide rows (head vectors of 512 and more), one otherwise.
 /// Measured on the H200 (bench/kernels-notes.md): two rows per team took
@@ -460,8 +458,7 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
   if (heads)
     rows = arith::MulIOp::create(b, loc, rows, heads);
   Value groups = arith::CeilDivSIOp::create(b, loc, rows, c(rowsPerBlock));
-  Value blocks = arith::MinSIOp::create(
-      b, loc, groups, c(std::max<int64_t>(1, kResidentThreads / threads)));
+  Value blocks = arith::MinSIOp::create(b, loc, groups, c(kGridLimit));
 
   Operation *func = last->getParentOfType<func::FuncOp>();
   mlir::gpu::LaunchOp launch =
@@ -486,79 +483,59 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
                        ? Value(launch.getWorkgroupAttributions()[0])
                        : Value();
   Value lastRow = arith::SubIOp::create(b, loc, rows, c(1));
-  // The team's rows of a group: their places, whether they exist, and
-  // (load) each thread's elements, every load issued before any is used.
-  struct GroupRows {
-    std::vector<RowThread> threads;
-    SmallVector<Value> valid;
-    SmallVector<Value> loaded;
-  };
-  auto rowsOf = [&](OpBuilder &nb, Location l, Value group, bool load) {
-    GroupRows g;
-    for (int64_t k = 0; k < rowsAtOnce; ++k) {
-      Value row = arith::AddIOp::create(
-          nb, l, arith::MulIOp::create(nb, l, group, c(rowsPerBlock)),
-          arith::AddIOp::create(nb, l, teamIndex, c(k * teamsPerBlock)));
-      Value inRange =
-          arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, row, rows);
-      g.valid.push_back(arith::AndIOp::create(nb, l, inRange, laneInRow));
-      // Rows past the end read the last row's place (in bounds) and store
-      // nothing.
-      Value clamped = arith::MinUIOp::create(nb, l, row, lastRow);
-      SmallVector<Value> lead;
-      if (heads)
-        lead = {arith::DivUIOp::create(nb, l, clamped, heads),
-                arith::RemUIOp::create(nb, l, clamped, heads)};
-      else
-        lead = {clamped};
-      g.threads.emplace_back(RowThread{nb, l, width, team, lane, threadId,
-                                       lead, column, laneInRow, partials});
-      if (load)
-        llvm::append_range(g.loaded,
-                           loadChunk(nb, l, input, g.threads[k].at(column),
-                                     kChunk, g.valid[k]));
-    }
-    return g;
-  };
-  Value firstGroup = launch.getBlockIds().x;
-  Value stride = launch.getGridSize().x;
-  GroupRows first = rowsOf(b, loc, firstGroup, /*load=*/true);
   scf::ForOp::create(
-      b, loc, firstGroup, groups, stride, first.loaded,
-      [&](OpBuilder &nb, Location l, Value group, ValueRange loaded) {
+      b, loc, launch.getBlockIds().x, groups, launch.getGridSize().x,
+      ValueRange{}, [&](OpBuilder &nb, Location l, Value group, ValueRange) {
         // The cache's rows, addressed from the loop body's builder.
         cpu::LoopEmitter emitter(nb, l);
         std::optional<CacheRows> cache;
         if (store)
           cache.emplace(emitter, cacheBytes, store.getCache().getType());
-        GroupRows current = rowsOf(nb, l, group, /*load=*/false);
-        // The next group's loads go out before this group's reductions.
-        Value next = arith::AddIOp::create(nb, l, group, stride);
-        GroupRows ahead = rowsOf(nb, l, next, /*load=*/true);
+        // The team's rows of this group: all loads first, so that each
+        // thread has rowsAtOnce accesses in flight.
+        SmallVector<RowThread> threadsOf;
+        SmallVector<Value> valid;
         SmallVector<Values> v;
-        for (int64_t k = 0; k < rowsAtOnce; ++k)
-          v.push_back(Values(loaded.begin() + k * kChunk,
-                             loaded.begin() + (k + 1) * kChunk));
+        for (int64_t k = 0; k < rowsAtOnce; ++k) {
+          Value row = arith::AddIOp::create(
+              nb, l, arith::MulIOp::create(nb, l, group, c(rowsPerBlock)),
+              arith::AddIOp::create(nb, l, teamIndex, c(k * teamsPerBlock)));
+          Value inRange = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::ult, row, rows);
+          valid.push_back(arith::AndIOp::create(nb, l, inRange, laneInRow));
+          // Rows past the end read the last row's place (in bounds) and
+          // store nothing.
+          Value clamped = arith::MinUIOp::create(nb, l, row, lastRow);
+          SmallVector<Value> lead;
+          if (heads)
+            lead = {arith::DivUIOp::create(nb, l, clamped, heads),
+                    arith::RemUIOp::create(nb, l, clamped, heads)};
+          else
+            lead = {clamped};
+          threadsOf.push_back(RowThread{nb, l, width, team, lane, threadId,
+                                        lead, column, laneInRow, partials});
+          v.push_back(loadChunk(nb, l, input, threadsOf[k].at(column), kChunk,
+                                valid[k]));
+        }
         for (auto [i, op] : llvm::enumerate(chain))
           for (int64_t k = 0; k < rowsAtOnce; ++k)
-            v[k] = applyRowOp(current.threads[k], op, v[k], extras[i],
-                              freqs[i]);
+            v[k] = applyRowOp(threadsOf[k], op, v[k], extras[i], freqs[i]);
         for (int64_t k = 0; k < rowsAtOnce; ++k) {
-          RowThread &t = current.threads[k];
+          RowThread &t = threadsOf[k];
           if (store) {
             Value id = arith::IndexCastOp::create(
                 nb, l, nb.getIndexType(),
                 memref::LoadOp::create(nb, l, rowIds, ValueRange{t.lead[0]}));
             Value stored = arith::AndIOp::create(
-                nb, l, current.valid[k],
+                nb, l, valid[k],
                 arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, id,
                                       c(0)));
             storeToCache(t, *cache, v[k], id, stored);
           } else {
-            storeChunk(nb, l, v[k], output, t.at(column), current.valid[k]);
+            storeChunk(nb, l, v[k], output, t.at(column), valid[k]);
           }
         }
-        scf::YieldOp::create(nb, l, ahead.loaded);
+        scf::YieldOp::create(nb, l);
       });
   b.setInsertionPointAfter(launch);
   if (store) {
