@@ -21,9 +21,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 dir=build/gpu
 if [[ ${1:-} == prepare ]]; then
-  mkdir -p "$dir"
-  build/bin/v4a-compile examples/v4-flash.json --context 65792 \
-    --target=sm_90a -o "$dir/v4-flash-64k.v4apkg" || exit 1
+  # The 64K package is the kernel profile's.
+  bench/kernels-profile.sh prepare || exit 1
   build/bin/v4a-compile examples/v4-flash.json --context 16640 \
     --target=sm_90a -o "$dir/v4-flash-16k.v4apkg" || exit 1
   exit 0

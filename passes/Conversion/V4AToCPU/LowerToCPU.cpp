@@ -1791,8 +1791,7 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
         if (overlap)
           previous = valueAt(k, e.sub(group, one), i, c);
         Value at = e.add(e.mul(e.add(current, i), width), c);
-        e.store(e.select(seen, curKv, e.f32(0.0)), state,
-                {e.add(k.base, at)});
+        e.store(e.select(seen, curKv, e.f32(0.0)), state, {e.add(k.base, at)});
         e.store(e.select(seen, curScore, e.f32(kNegInf)), state,
                 {e.add(k.scoreBase, at)});
         if (overlap) {
@@ -1856,8 +1855,8 @@ struct LowerCompressor : public CachePattern<CompressorOp> {
           });
     };
     if (tokenParallel)
-      poolInParallel(e, kv, score, ape, positions, slotIds, state, out,
-                     ratio, overlap, stateFloats);
+      poolInParallel(e, kv, score, ape, positions, slotIds, state, out, ratio,
+                     overlap, stateFloats);
     else
       e.loop(zero, tokens, [&](Value t) { feed(t); });
     rewriter.replaceOp(op, e.tensor(out, type));
