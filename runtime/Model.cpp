@@ -1098,7 +1098,18 @@ bool Model::step(const StepBatch &batch,
                   tokens <= static_cast<int64_t>(m.sequences.size());
   m.contextBound = m.boundOf(context, recorded);
   m.backend->copyToDevice(m.workspaceBase(), staged.data(), layout.inputBytes);
-  if (!m.runStep(layout, recorded, error) || !m.backend->synchronize(error)) {
+  bool queued = m.runStep(layout, recorded, error);
+  bool ran = queued && m.backend->synchronize(error);
+  if (queued && !ran) {
+    // The queued work failed after its launch: the step, not one call.
+    std::string layers;
+    for (const LayerSpec &layer : m.layers)
+      layers += (layers.empty() ? "" : ",") + std::to_string(layer.id);
+    error = "the step of layers " + layers + (recorded ? " (a graph)" : "") +
+            " failed on the device: " + error +
+            " (V4A_TRACE_LAUNCHES=1 names the kernel)";
+  }
+  if (!ran) {
     // The caches may be half-written and the device state unknown.
     m.fault = error;
     return false;

@@ -1,0 +1,151 @@
+//===- ModelTest.cpp - what a step asks of its backend --------------------===//
+//
+// The runtime's Model over a backend that records every call: a step copies
+// its inputs in once, queues its calls, waits once and copies its outputs
+// back once, with no allocation, release or read in between; the widths'
+// context bound reaches the functions in host memory; a step that fails on
+// the device stops the model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Model.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+using namespace v4a;
+
+namespace {
+
+/// Host memory that counts what the model asks of it; run() records the
+/// arguments instead of running a function.
+class RecordingBackend : public rt::Backend {
+public:
+  struct Counts {
+    int allocations = 0, releases = 0, toDevice = 0, toHost = 0, runs = 0,
+        waits = 0;
+  };
+  Counts counts;
+  /// The context bound and positions the last run saw.
+  int64_t context = -1;
+  std::vector<int64_t> positions;
+  /// The next wait reports a device fault.
+  bool faultOnWait = false;
+
+  const char *name() const override { return "recording"; }
+  void *allocate(int64_t bytes, std::string &) override {
+    ++counts.allocations;
+    return std::calloc(bytes > 0 ? bytes : 1, 1);
+  }
+  void release(void *memory) override {
+    ++counts.releases;
+    std::free(memory);
+  }
+  void copyToDevice(void *device, const void *host, int64_t bytes) override {
+    ++counts.toDevice;
+    std::memcpy(device, host, bytes);
+  }
+  void copyToHost(void *host, const void *device, int64_t bytes) override {
+    ++counts.toHost;
+    std::memcpy(host, device, bytes);
+  }
+  bool run(const step::Function &function,
+           const std::vector<rt::BufferArg> &args, std::string &) override {
+    ++counts.runs;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const step::Arg &arg = function.args[i];
+      if (step::isHostArg(arg))
+        context = *static_cast<const int64_t *>(args[i].data);
+      if (arg.bind == "positions") {
+        const auto *p = static_cast<const int64_t *>(args[i].data);
+        positions.assign(p, p + args[i].shape[0]);
+      }
+    }
+    return true;
+  }
+  bool synchronize(std::string &error) override {
+    ++counts.waits;
+    if (!faultOnWait)
+      return true;
+    faultOnWait = false;
+    error = "an illegal memory access was encountered";
+    return false;
+  }
+};
+
+/// A model of no selected attention layer whose step is one metadata call
+/// taking the token ids and the context bound.
+std::unique_ptr<rt::Model> metadataModel(RecordingBackend *&backend,
+                                         std::string &error) {
+  ModelConfig config;
+  config.hiddenSize = 64;
+  config.numHiddenLayers = 1;
+  config.compressRatios = {0};
+  step::Function meta;
+  meta.name = "meta";
+  for (const char *bind : {"positions", "slots", "first", "last"})
+    meta.args.push_back({bind, step::Element::I64, {-1}, false});
+  meta.args.push_back({step::kContextBind, step::Element::I64, {1}, false});
+  meta.args.push_back({"window.attend", step::Element::I32, {-1, 8}, true});
+  rt::StepProgram program;
+  program.functions = {meta};
+  program.calls = {{0, -1, -1}};
+  plan::Plan plan;
+  plan.options.contextTokens = 256;
+  auto recording = std::make_unique<RecordingBackend>();
+  backend = recording.get();
+  return rt::Model::create(config, {}, program,
+                           std::vector<rt::LayerTensors>(1), plan, 4,
+                           std::move(recording), error);
+}
+
+TEST(Model, AStepCopiesInOnceWaitsOnceAndAllocatesNothing) {
+  RecordingBackend *backend = nullptr;
+  std::string error;
+  auto model = metadataModel(backend, error);
+  ASSERT_TRUE(model) << error;
+  int64_t a = model->addSequence(error), b = model->addSequence(error);
+  ASSERT_TRUE(model->restorePosition(a, 5, error)) << error;
+  std::vector<const float *> in(1, nullptr);
+  std::vector<float *> out(1, nullptr);
+  backend->counts = {};
+  ASSERT_TRUE(model->step({{a, b}, {3, 1}, 3}, in, out, error)) << error;
+  EXPECT_EQ(backend->counts.allocations, 0);
+  EXPECT_EQ(backend->counts.releases, 0);
+  EXPECT_EQ(backend->counts.toDevice, 1);
+  EXPECT_EQ(backend->counts.runs, 1);
+  EXPECT_EQ(backend->counts.waits, 1);
+  EXPECT_EQ(backend->counts.toHost, 1);
+  EXPECT_EQ(backend->positions, (std::vector<int64_t>{5, 6, 7, 0}));
+  // The longest sequence's length, as the host knows it.
+  EXPECT_EQ(backend->context, 8);
+  // Another shape of step reuses the same workspace.
+  backend->counts = {};
+  ASSERT_TRUE(model->step({{b}, {2}, 2}, in, out, error)) << error;
+  EXPECT_EQ(backend->counts.allocations, 0);
+  EXPECT_EQ(backend->context, 3);
+}
+
+TEST(Model, ADeviceFaultStopsTheModel) {
+  RecordingBackend *backend = nullptr;
+  std::string error;
+  auto model = metadataModel(backend, error);
+  ASSERT_TRUE(model) << error;
+  int64_t a = model->addSequence(error);
+  std::vector<const float *> in(1, nullptr);
+  std::vector<float *> out(1, nullptr);
+  backend->faultOnWait = true;
+  EXPECT_FALSE(model->step({{a}, {1}, 1}, in, out, error));
+  EXPECT_NE(error.find("failed on the device: an illegal memory access"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos);
+  int runs = backend->counts.runs;
+  EXPECT_FALSE(model->step({{a}, {1}, 1}, in, out, error));
+  EXPECT_NE(error.find("refuses further steps"), std::string::npos) << error;
+  EXPECT_EQ(backend->counts.runs, runs) << "nothing runs after a fault";
+}
+
+} // namespace
