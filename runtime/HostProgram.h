@@ -2,7 +2,7 @@
 //
 // A step function compiled for a GPU is a host program (core/StepSignature.h):
 // sizes computed from the arguments' shapes, temporary buffers, shape views,
-// copies, reads of device scalars and kernel launches. This interprets it
+// copies, reads of host arguments and kernel launches. This interprets it
 // over any device that can allocate, copy and launch, checking every size,
 // index and launch extent first, so a bad program or a bad argument is an
 // error line and never a wild access. Plain C++.
@@ -28,7 +28,8 @@ public:
   virtual void release(void *memory) = 0;
   virtual bool copyOnDevice(void *to, const void *from, int64_t bytes,
                             std::string &error) = 0;
-  /// Waits for the queued work, then copies `bytes` to the host.
+  /// Waits for the queued work, then copies `bytes` to the host (only the
+  /// GEMM comparison does: a host program never reads the device).
   virtual bool readBack(void *host, const void *device, int64_t bytes,
                         std::string &error) = 0;
   virtual bool launchKernel(const std::string &kernel,
