@@ -379,7 +379,7 @@ struct Model::Impl {
   /// Every step's buffers and temporaries: the step region (the largest
   /// StepLayout reserved), then the host programs' temporaries.
   DeviceBuffer workspace;
-  int64_t workspaceTokens = 0, stepRegionBytes = 0;
+  int64_t workspaceTokens = 0;
   /// The context bound of the running step, in host memory (the steps'
   /// "context" argument).
   int64_t contextBound = 0;
@@ -818,7 +818,6 @@ bool Model::Impl::reserveWorkspace(int64_t tokens, std::string &error) {
     return false;
   workspace = DeviceBuffer(backend.get(), memory, bytes, {bytes});
   workspaceTokens = tokens;
-  stepRegionBytes = region;
   backend->setTemporaries(workspaceBase() + region, temporaries);
   return true;
 }
