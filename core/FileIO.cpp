@@ -46,11 +46,14 @@ bool fitsInMemory(double bytes, const std::string &what, std::string &error) {
   std::optional<uint64_t> memory = physicalMemory();
   if (!memory || bytes <= static_cast<double>(*memory))
     return true;
-  error = what + " needs " +
-          (bytes >= 1e18 ? std::string("more than 1 EiB")
-                         : formatBytes(static_cast<uint64_t>(bytes))) +
-          ", more than this machine's " + formatBytes(*memory) + " of memory";
+  error = what + " needs " + formatSize(bytes) + ", more than this machine's " +
+          formatBytes(*memory) + " of memory";
   return false;
+}
+
+std::string formatSize(double bytes) {
+  return bytes >= 1e18 ? std::string("more than 1 EiB")
+                       : formatBytes(static_cast<uint64_t>(bytes));
 }
 
 std::string formatBytes(uint64_t bytes) {

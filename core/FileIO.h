@@ -34,6 +34,9 @@ bool fitsInMemory(double bytes, const std::string &what, std::string &error);
 
 /// "12.5 GiB" style text for a byte count.
 std::string formatBytes(uint64_t bytes);
+/// formatBytes of a size computed in floating point ("more than 1 EiB" for
+/// absurd ones).
+std::string formatSize(double bytes);
 
 /// An open file being read from the start: a regular file knows its size,
 /// a device or FIFO does not.

@@ -142,6 +142,11 @@ struct HostOp {
     Uge,
   };
   enum class ParamKind { I64, I32, Buffer };
+  /// Whether an op of `kind` hands its buffers to the device (a host
+  /// argument may not be one of them).
+  static bool actsOnDevice(Kind kind) {
+    return kind == Kind::Launch || kind == Kind::Copy || kind == Kind::Gemm;
+  }
   Kind kind = Kind::Const;
   int result = -1;
   std::vector<int> operands;

@@ -100,8 +100,6 @@ struct CudaBackend::Driver {
   /// own allocations).
   char *temporaries = nullptr;
   int64_t temporaryBytes = 0;
-  /// Whether the stream is being captured into a graph.
-  bool capturing = false;
 
   /// Makes the device's context current on the calling thread (the runtime
   /// uploads weights from several threads).
@@ -588,14 +586,12 @@ bool CudaBackend::beginGraph(std::string &error) {
     error = d.describe("cannot record a graph on " + d.deviceName, result);
     return false;
   }
-  d.capturing = true;
   return true;
 }
 
 void *CudaBackend::endGraph(std::string &error) {
   Driver &d = *driver;
   d.bind();
-  d.capturing = false;
   CUgraph_st *graph = nullptr;
   CUresult result = d.streamEndCapture(d.stream, &graph);
   if (result != kSuccess) {

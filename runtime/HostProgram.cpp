@@ -697,8 +697,7 @@ bool validateHostProgram(const step::Function &function, std::string &error) {
       return fail(error, function.name, at,
                   "a read of device memory on the host (only host arguments "
                   "may be read)");
-    bool onDevice = op.kind == Kind::Launch || op.kind == Kind::Copy ||
-                    op.kind == Kind::Gemm;
+    bool onDevice = Op::actsOnDevice(op.kind);
     for (int id : op.operands)
       if (onDevice && id < static_cast<int>(argCount) &&
           step::isHostArg(function.args[id]))

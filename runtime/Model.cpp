@@ -544,13 +544,11 @@ Model::create(ModelConfig config, std::vector<LayerSpec> layers,
       weightBytes += tensor.type == HostTensor::Type::F32
                          ? 4.0 * static_cast<double>(tensor.f32.size())
                          : static_cast<double>(tensor.bytes.size());
-  auto size = [](double bytes) {
-    return io::formatBytes(static_cast<uint64_t>(bytes));
-  };
   if (!impl->fitsDevice(static_cast<double>(total) + weightBytes + workspace,
-                        "the plan (KV caches " + size(total) + ", weights " +
-                            size(weightBytes) + ", step workspace " +
-                            size(workspace) + ")",
+                        "the plan (KV caches " + io::formatSize(total) +
+                            ", weights " + io::formatSize(weightBytes) +
+                            ", step workspace " + io::formatSize(workspace) +
+                            ")",
                         error))
     return nullptr;
   void *arena = impl->backend->allocate(total, error);
@@ -775,10 +773,8 @@ bool Model::Impl::fitsDevice(double bytes, const std::string &what,
     return io::fitsInMemory(bytes, what, error);
   if (bytes <= static_cast<double>(free))
     return true;
-  error = what + " needs " +
-          (bytes >= 1e18 ? std::string("more than 1 EiB")
-                         : io::formatBytes(static_cast<uint64_t>(bytes))) +
-          " of device memory; " + backend->name() + " device 0 has " +
+  error = what + " needs " + io::formatSize(bytes) + " of device memory; " +
+          backend->name() + " device 0 has " +
           io::formatBytes(static_cast<uint64_t>(free)) + " free of " +
           io::formatBytes(static_cast<uint64_t>(total));
   return false;

@@ -131,8 +131,7 @@ private:
                     std::string kernel = "") {
     step::HostOp hostOp;
     hostOp.kind = kind;
-    bool onDevice =
-        kind == Kind::Launch || kind == Kind::Copy || kind == Kind::Gemm;
+    bool onDevice = step::HostOp::actsOnDevice(kind);
     for (Value operand : operands) {
       if (onDevice && isHostArgument(operand))
         return op->emitError("v4a host program: the host-memory argument '")

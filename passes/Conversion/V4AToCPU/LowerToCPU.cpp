@@ -1026,20 +1026,14 @@ void feedCompressor(LoopEmitter &e, const CompressorSlots &state, int64_t ratio,
   auto store = [&](Value v, const std::pair<Value, SmallVector<Value>> &at) {
     e.store(v, at.first, at.second);
   };
-  auto forColumns = [&](const std::function<void(Value)> &body) {
-    e.loop(zero, width, body);
-  };
-  auto forFeatures = [&](const std::function<void(Value)> &body) {
-    e.loop(zero, d, body);
-  };
   Value inGroup = e.rem(position, r);
   Value row = e.add(current, inGroup);
-  forColumns([&](Value f) {
+  e.loop(zero, width, [&](Value f) {
     store(kv(f), state.kv(row, f));
     store(e.add(score(f), e.load(ape, {inGroup, f})), state.score(row, f));
   });
   e.ifThen(e.cmp(IP::eq, inGroup, e.sub(r, one)), [&] {
-    forFeatures([&](Value f) {
+    e.loop(zero, d, [&](Value f) {
       Value pooled = pool(e, slots, [&](Value s) -> std::pair<Value, Value> {
         Value feature =
             overlap ? e.select(e.cmp(IP::sge, s, r), e.add(d, f), f) : f;
@@ -1051,7 +1045,7 @@ void feedCompressor(LoopEmitter &e, const CompressorSlots &state, int64_t ratio,
       completed();
     // The completed group becomes the previous one; current slots reset.
     e.loop(zero, r, [&](Value s) {
-      forColumns([&](Value f) {
+      e.loop(zero, width, [&](Value f) {
         Value cur = e.add(current, s);
         if (overlap) {
           store(load(state.kv(cur, f)), state.kv(s, f));
