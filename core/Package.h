@@ -29,8 +29,9 @@
 
 namespace v4a::pkg {
 
-/// Version 2: host programs may hand matrix products to a GEMM library.
-constexpr uint32_t kFormatVersion = 2;
+/// Version 3: launches name their dynamic shared memory (version 2: host
+/// programs may hand matrix products to a GEMM library).
+constexpr uint32_t kFormatVersion = 3;
 constexpr const char *kCompilerVersion = "v4a 0.11";
 /// The largest package the loader reads.
 constexpr uint64_t kMaxPackageBytes = uint64_t(1) << 30;

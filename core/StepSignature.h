@@ -75,8 +75,9 @@ struct HostOp {
     /// data = {element bytes}: a host argument (isHostArg), read in host
     /// memory; a host program never reads the device.
     Load,
-    /// Launches `kernel`: operands = grid x y z, block x y z, then the
-    /// kernel's arguments; data = one ParamKind per argument.
+    /// Launches `kernel`: operands = grid x y z, block x y z, dynamic
+    /// shared memory bytes (kLaunchExtents in all), then the kernel's
+    /// arguments; data = one ParamKind per argument.
     Launch,
     /// A matrix product a GEMM library may run: for each batch i, rows
     /// n < N and columns m < M (row-major, leading dimensions and batch
@@ -89,6 +90,8 @@ struct HostOp {
     /// library ran the product and runs otherwise.
     Gemm,
   };
+  /// Operands of a Launch before the kernel's arguments.
+  static constexpr size_t kLaunchExtents = 7;
   enum class GemmType {
     /// A, B and D bf16.
     BF16,

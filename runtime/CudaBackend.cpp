@@ -33,6 +33,10 @@ constexpr CUresult kSuccess = 0;
 /// break a capture on this one.
 constexpr int kCaptureThreadLocal = 1;
 constexpr int kComputeCapabilityMajor = 75, kComputeCapabilityMinor = 76;
+/// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, and the dynamic shared
+/// memory any kernel may take without it.
+constexpr int kMaxDynamicSharedAttribute = 8;
+constexpr unsigned kDefaultSharedBytes = 48 * 1024;
 
 } // namespace
 
@@ -66,6 +70,7 @@ struct CudaBackend::Driver {
   CUresult (*launchKernel)(CUfunc_st *, unsigned, unsigned, unsigned, unsigned,
                            unsigned, unsigned, unsigned, CUstream_st *, void **,
                            void **) = nullptr;
+  CUresult (*funcSetAttribute)(CUfunc_st *, int, int) = nullptr;
   CUresult (*getErrorString)(CUresult, const char **) = nullptr;
   CUresult (*memGetInfo)(size_t *, size_t *) = nullptr;
   CUresult (*streamBeginCapture)(CUstream_st *, int) = nullptr;
@@ -83,6 +88,8 @@ struct CudaBackend::Driver {
   /// The module step functions' kernels come from, and its functions.
   CUmod_st *kernels = nullptr;
   std::map<std::string, CUfunc_st *> functions;
+  /// Kernels allowed more dynamic shared memory than the default window.
+  std::set<std::string> sharedOptIn;
   std::string deviceName;
   int computeCapability = 0;
   /// The GEMM library, loaded at the first Gemm op; null when absent.
@@ -143,6 +150,7 @@ struct CudaBackend::Driver {
         {"cuModuleUnload", reinterpret_cast<void **>(&moduleUnload)},
         {"cuModuleGetFunction", reinterpret_cast<void **>(&moduleGetFunction)},
         {"cuLaunchKernel", reinterpret_cast<void **>(&launchKernel)},
+        {"cuFuncSetAttribute", reinterpret_cast<void **>(&funcSetAttribute)},
         {"cuGetErrorString", reinterpret_cast<void **>(&getErrorString)},
         {"cuMemGetInfo_v2", reinterpret_cast<void **>(&memGetInfo)},
         {"cuStreamBeginCapture_v2",
@@ -303,8 +311,8 @@ public:
   bool readBack(void *host, const void *device, int64_t bytes,
                 std::string &error) override;
   bool launchKernel(const std::string &kernel, std::array<unsigned, 3> grid,
-                    std::array<unsigned, 3> block, std::vector<void *> params,
-                    std::string &error) override;
+                    std::array<unsigned, 3> block, unsigned sharedBytes,
+                    std::vector<void *> params, std::string &error) override;
   bool gemm(const GemmCall &call, bool &done, std::string &error) override;
 
 private:
@@ -363,6 +371,7 @@ bool CudaHostDevice::readBack(void *host, const void *device, int64_t bytes,
 bool CudaHostDevice::launchKernel(const std::string &kernel,
                                   std::array<unsigned, 3> grid,
                                   std::array<unsigned, 3> block,
+                                  unsigned sharedBytes,
                                   std::vector<void *> params,
                                   std::string &error) {
   auto it = d.functions.find(kernel);
@@ -377,6 +386,21 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
     }
     it = d.functions.emplace(kernel, function).first;
   }
+  // Past the default window a kernel must ask for its dynamic shared memory;
+  // a kernel's amount is fixed by the compiler, so asking once is enough.
+  if (sharedBytes > kDefaultSharedBytes &&
+      d.sharedOptIn.insert(kernel).second) {
+    CUresult result = d.funcSetAttribute(it->second, kMaxDynamicSharedAttribute,
+                                         static_cast<int>(sharedBytes));
+    if (result != kSuccess) {
+      d.sharedOptIn.erase(kernel);
+      error = d.describe("kernel " + kernel + " cannot have " +
+                             std::to_string(sharedBytes) +
+                             " bytes of shared memory on " + d.deviceName,
+                         result);
+      return false;
+    }
+  }
   // V4A_TRACE_LAUNCHES=1 prints each launch and waits for it, so that a
   // failing or hanging kernel is named.
   bool trace = tracing();
@@ -385,7 +409,7 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
                  grid[0], grid[1], grid[2], block[0]);
   CUresult result =
       d.launchKernel(it->second, grid[0], grid[1], grid[2], block[0], block[1],
-                     block[2], 0, d.stream, params.data(), nullptr);
+                     block[2], sharedBytes, d.stream, params.data(), nullptr);
   if (result == kSuccess && trace)
     result = d.streamSynchronize(d.stream);
   if (result != kSuccess)
@@ -490,6 +514,7 @@ bool CudaBackend::loadKernels(const std::string &image, std::string &error) {
     return false;
   driver->kernels = static_cast<CUmod_st *>(module);
   driver->functions.clear();
+  driver->sharedOptIn.clear();
   return true;
 }
 

@@ -31,6 +31,8 @@ constexpr int64_t kMaxRank = 8;
 /// Launch extents of the GPUs v4a targets.
 constexpr int64_t kMaxGrid[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
 constexpr int64_t kMaxBlockThreads = 1024;
+/// Shared memory a block of sm_90 may have (227 KiB).
+constexpr int64_t kMaxSharedBytes = 227 * 1024;
 
 /// A value of the program: an integer, or a row-major buffer.
 struct Value {
@@ -113,8 +115,8 @@ bool checkShape(const Op &op, std::string &why) {
                      op.data[0] == 8),
                 "a load takes a buffer, indices and element bytes");
   case Kind::Launch:
-    if (!need(!op.kernel.empty() && operands == 6 + data,
-              "a launch takes a kernel, 6 extents and one kind per argument"))
+    if (!need(!op.kernel.empty() && operands == Op::kLaunchExtents + data,
+              "a launch takes a kernel, 7 extents and one kind per argument"))
       return false;
     for (int64_t kind : op.data)
       if (!need(kind >= 0 &&
@@ -155,8 +157,9 @@ bool operandIsBuffer(const Op &op, size_t i) {
   case Kind::Load:
     return i == 0;
   case Kind::Launch:
-    return i >= 6 &&
-           op.data[i - 6] == static_cast<int64_t>(Op::ParamKind::Buffer);
+    return i >= Op::kLaunchExtents &&
+           op.data[i - Op::kLaunchExtents] ==
+               static_cast<int64_t>(Op::ParamKind::Buffer);
   default:
     return false;
   }
@@ -459,8 +462,8 @@ bool Interpreter::shapeOf(size_t at, const Op &op, size_t prefix,
 }
 
 bool Interpreter::launch(size_t at, const Op &op) {
-  int64_t extents[6];
-  for (int i = 0; i < 6; ++i)
+  int64_t extents[Op::kLaunchExtents];
+  for (size_t i = 0; i < Op::kLaunchExtents; ++i)
     extents[i] = values[op.operands[i]].scalar;
   for (int i = 0; i < 3; ++i)
     if (extents[i] == 0)
@@ -484,7 +487,12 @@ bool Interpreter::launch(size_t at, const Op &op) {
   // Every argument slot is 8 bytes wide (an i32 uses the low half); the
   // storage never moves once the pointers are taken.
   size_t slots = 0;
-  for (size_t i = 6; i < op.operands.size(); ++i) {
+  int64_t sharedBytes = extents[6];
+  if (sharedBytes < 0 || sharedBytes > kMaxSharedBytes)
+    return fail(at, op.kernel + ": " + std::to_string(sharedBytes) +
+                        " bytes of dynamic shared memory, outside 0.." +
+                        std::to_string(kMaxSharedBytes));
+  for (size_t i = Op::kLaunchExtents; i < op.operands.size(); ++i) {
     const Value &v = values[op.operands[i]];
     slots += v.buffer ? 3 + 2 * v.sizes.size() : 1;
   }
@@ -495,9 +503,9 @@ bool Interpreter::launch(size_t at, const Op &op) {
     storage.push_back(value);
     params.push_back(&storage.back());
   };
-  for (size_t i = 6; i < op.operands.size(); ++i) {
+  for (size_t i = Op::kLaunchExtents; i < op.operands.size(); ++i) {
     const Value &v = values[op.operands[i]];
-    auto kind = static_cast<Op::ParamKind>(op.data[i - 6]);
+    auto kind = static_cast<Op::ParamKind>(op.data[i - Op::kLaunchExtents]);
     if (kind != Op::ParamKind::Buffer) {
       if (kind == Op::ParamKind::I32) {
         int32_t narrow = static_cast<int32_t>(v.scalar);
@@ -532,7 +540,7 @@ bool Interpreter::launch(size_t at, const Op &op) {
            static_cast<unsigned>(extents[2])},
           {static_cast<unsigned>(extents[3]), static_cast<unsigned>(extents[4]),
            static_cast<unsigned>(extents[5])},
-          params, why))
+          static_cast<unsigned>(sharedBytes), params, why))
     return fail(at, why);
   return true;
 }

@@ -34,7 +34,7 @@ public:
                         std::string &error) = 0;
   virtual bool launchKernel(const std::string &kernel,
                             std::array<unsigned, 3> grid,
-                            std::array<unsigned, 3> block,
+                            std::array<unsigned, 3> block, unsigned sharedBytes,
                             std::vector<void *> params, std::string &error) = 0;
   /// Runs a checked Gemm op (core/StepSignature.h) on a GEMM library and
   /// sets `done`, or leaves `done` false for the program's own kernel (no

@@ -33,7 +33,7 @@ public:
     return true;
   }
   bool launchKernel(const std::string &, std::array<unsigned, 3>,
-                    std::array<unsigned, 3>, std::vector<void *>,
+                    std::array<unsigned, 3>, unsigned, std::vector<void *>,
                     std::string &) override {
     return true;
   }

@@ -73,7 +73,8 @@ std::string binaryPipeline(const std::string &chip,
                            const std::string &toolkit) {
   return "nvvm-attach-target{chip=" + chip +
          " features=+ptx80},gpu.module(expand-strided-metadata,lower-affine,"
-         "convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,"
+         "convert-scf-to-cf,convert-gpu-to-nvvm,convert-nvvm-to-llvm,"
+         "canonicalize,"
          "reconcile-unrealized-casts),gpu-module-to-binary{format=isa "
          "toolkit=" +
          toolkit + "}";
@@ -126,11 +127,9 @@ private:
     }
     return it->second;
   }
-  LogicalResult add(Operation *op, Kind kind, ValueRange operands,
-                    std::vector<int64_t> data, Value result = Value(),
-                    std::string kernel = "") {
-    step::HostOp hostOp;
-    hostOp.kind = kind;
+  /// The host values of `operands`, appended to `ids`.
+  LogicalResult resolve(Operation *op, Kind kind, ValueRange operands,
+                        std::vector<int> &resolved) {
     bool onDevice = step::HostOp::actsOnDevice(kind);
     for (Value operand : operands) {
       if (onDevice && isHostArgument(operand))
@@ -140,8 +139,35 @@ private:
       FailureOr<int> id = use(op, operand);
       if (failed(id))
         return failure();
-      hostOp.operands.push_back(*id);
+      resolved.push_back(*id);
     }
+    return success();
+  }
+  /// A host value holding `value`.
+  int constant(int64_t value) {
+    step::HostOp hostOp;
+    hostOp.kind = Kind::Const;
+    hostOp.data = {value};
+    int id = program.values++;
+    hostOp.result = id;
+    program.ops.push_back(std::move(hostOp));
+    return id;
+  }
+  LogicalResult add(Operation *op, Kind kind, ValueRange operands,
+                    std::vector<int64_t> data, Value result = Value(),
+                    std::string kernel = "") {
+    std::vector<int> resolved;
+    if (failed(resolve(op, kind, operands, resolved)))
+      return failure();
+    return add(kind, std::move(resolved), std::move(data), result,
+               std::move(kernel));
+  }
+  LogicalResult add(Kind kind, std::vector<int> operands,
+                    std::vector<int64_t> data, Value result,
+                    std::string kernel) {
+    step::HostOp hostOp;
+    hostOp.kind = kind;
+    hostOp.operands = std::move(operands);
     hostOp.data = std::move(data);
     hostOp.kernel = std::move(kernel);
     if (result)
@@ -272,13 +298,22 @@ LogicalResult HostProgramBuilder::addShape(Operation *op, Kind kind,
 }
 
 LogicalResult HostProgramBuilder::addLaunch(gpu::LaunchFuncOp launch) {
-  if (launch.hasClusterSize() || launch.getDynamicSharedMemorySize())
-    return launch.emitError("v4a host program: clusters or dynamic shared "
-                            "memory");
-  SmallVector<Value> operands;
+  if (launch.hasClusterSize())
+    return launch.emitError("v4a host program: clusters");
   gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
   gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
-  operands.append({grid.x, grid.y, grid.z, block.x, block.y, block.z});
+  std::vector<int> extents;
+  if (failed(resolve(launch, Kind::Launch,
+                     {grid.x, grid.y, grid.z, block.x, block.y, block.z},
+                     extents)))
+    return failure();
+  if (Value shared = launch.getDynamicSharedMemorySize()) {
+    if (failed(resolve(launch, Kind::Launch, shared, extents)))
+      return failure();
+  } else {
+    extents.push_back(constant(0));
+  }
+  SmallVector<Value> operands;
   std::vector<int64_t> kinds;
   for (Value arg : launch.getKernelOperands()) {
     Type type = arg.getType();
@@ -302,7 +337,9 @@ LogicalResult HostProgramBuilder::addLaunch(gpu::LaunchFuncOp launch) {
         static_cast<int64_t>(program.ops.size() - *pendingGemm);
     pendingGemm.reset();
   }
-  return add(launch, Kind::Launch, operands, std::move(kinds), Value(),
+  if (failed(resolve(launch, Kind::Launch, operands, extents)))
+    return failure();
+  return add(Kind::Launch, std::move(extents), std::move(kinds), Value(),
              launch.getKernelName().str());
 }
 

@@ -132,3 +132,57 @@ func.func @two_rows_per_team(%q: tensor<?x8x512xbf16>, %pos: tensor<?xi64>) -> t
   %r = v4a.rope %q, %pos {rope_dim = 64 : i64, theta = 1.0e+04 : f64, inverse} : tensor<?x8x512xbf16>, tensor<?xi64>
   return %r : tensor<?x8x512xbf16>
 }
+
+// -----
+
+// cache_attention with bf16 rows: the attention family, one block of two
+// warpgroups per (token, group of 64 heads) with 201.5 KiB of dynamic shared
+// memory (width 512); gathers by cp.async, Q.K^T as 32 m64n32k16 MMAs of
+// K-major operands, P.V as 4 m64n256k16 MMAs reading the rows MN-major.
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[BLOCKS:.*]] = arith.muli %{{.*}}, %c2
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %[[BLOCKS]], {{.*}} threads({{.*}}) in (%{{.*}} = %c256{{.*}} dynamic_shared_memory_size %c206336_i32 module(@v4a_gpu) function(@attention_attention0)
+// CHECK: gpu.dynamic_shared_memory
+// CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
+// CHECK: scf.for
+// CHECK: nvvm.fence.proxy
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-32: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 32, k = 16>, D[<f32>, {{.*}}], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: math.exp2
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 256, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// CHECK: gpu.terminator
+// CHECK-NOT: v4a.cache_attention
+func.func @attention(%q: tensor<?x128x512xbf16>, %kv: tensor<?x512xbf16>,
+    %win: !v4a.kv_cache<bf16, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,
+    %cmp: !v4a.kv_cache<bf16, dim = 512, page_size = 64>, %crows: tensor<?x?xi32>,
+    %base: tensor<?xi64>, %sink: tensor<128xf32>) -> tensor<?x128x512xbf16> {
+  %o = v4a.cache_attention %q, %kv window %win[%wrows]
+      compressed %cmp : !v4a.kv_cache<bf16, dim = 512, page_size = 64>
+          [%crows : tensor<?x?xi32>] base %base : tensor<?xi64>
+      sink %sink {scale = 0.0441941738 : f64}
+      : tensor<?x128x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<128xf32> -> tensor<?x128x512xbf16>
+  return %o : tensor<?x128x512xbf16>
+}
+
+// -----
+
+// fp8 MODEL1 rows are not the family's: the op stays for the loop path.
+// CHECK-LABEL: func.func @attention_fp8_rows
+// CHECK-NOT: gpu.launch
+// CHECK: v4a.cache_attention
+func.func @attention_fp8_rows(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>,
+    %win: !v4a.kv_cache<bf16, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,
+    %cmp: !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>, %crows: tensor<?x512xi32>,
+    %base: tensor<?xi64>, %sink: tensor<64xf32>) -> tensor<?x64x512xbf16> {
+  %o = v4a.cache_attention %q, %kv window %win[%wrows]
+      compressed %cmp : !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>
+          [%crows : tensor<?x512xi32>] base %base : tensor<?xi64>
+      sink %sink {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  return %o : tensor<?x64x512xbf16>
+}

@@ -85,8 +85,8 @@ public:
     return true;
   }
   bool launchKernel(const std::string &kernel, std::array<unsigned, 3> grid,
-                    std::array<unsigned, 3> block, std::vector<void *> params,
-                    std::string &error) override {
+                    std::array<unsigned, 3> block, unsigned,
+                    std::vector<void *> params, std::string &error) override {
     Launch launch{kernel, grid, block, {}};
     for (void *param : params)
       launch.params.push_back(*static_cast<int64_t *>(param));
@@ -125,14 +125,16 @@ step::Function twiceFunction() {
             {"y", step::Element::F32, {-1, 4}, true}};
   f.host.values = 2;
   auto value = [&] { return f.host.values++; };
-  int t = value(), c128 = value(), grid = value(), one = value(), tmp = value();
+  int t = value(), c128 = value(), grid = value(), one = value(), tmp = value(),
+      none = value();
   f.host.ops = {
       op(Kind::Dim, t, {0}, {0}),
       op(Kind::Const, c128, {}, {128}),
       op(Kind::Arith, grid, {t, c128}, {arith(Op::Arith::CeilDivS)}),
       op(Kind::Const, one, {}, {1}),
       op(Kind::Alloc, tmp, {t}, {4, 2, -1, 4}),
-      op(Kind::Launch, -1, {grid, one, one, c128, one, one, 0, tmp, t},
+      op(Kind::Const, none, {}, {0}),
+      op(Kind::Launch, -1, {grid, one, one, c128, one, one, none, 0, tmp, t},
          {kBuffer, kBuffer, kI64}, "twice"),
       op(Kind::Copy, -1, {tmp, 1}, {}),
   };
@@ -197,8 +199,9 @@ step::Function sizedByContext(bool deviceCell) {
                 op(Kind::Alloc, cell, {}, {8, 1, 1})};
   f.host.ops.push_back(op(Kind::Load, n, {deviceCell ? cell : 0, zero}, {8}));
   f.host.ops.push_back(op(Kind::Alloc, tmp, {n}, {4, 1, -1}));
-  f.host.ops.push_back(op(Kind::Launch, -1, {one, one, one, one, one, one, tmp},
-                          {kBuffer}, "check"));
+  f.host.ops.push_back(op(Kind::Launch, -1,
+                          {one, one, one, one, one, one, zero, tmp}, {kBuffer},
+                          "check"));
   return f;
 }
 
@@ -335,7 +338,7 @@ step::Function gemmFunction() {
       op(Kind::Gemm, -1,
          {1, 0, 2, two, t, three, three, three, two, one, zero, zero, zero},
          {static_cast<int64_t>(Op::GemmType::BF16), 1}),
-      op(Kind::Launch, -1, {one, one, one, one, one, one, 0, 1, 2, t},
+      op(Kind::Launch, -1, {one, one, one, one, one, one, zero, 0, 1, 2, t},
          {kBuffer, kBuffer, kBuffer, kI64}, "project"),
   };
   return f;

@@ -175,7 +175,8 @@ Value roundTo(OpBuilder &b, Location loc, Value value, Type element) {
 
 mlir::gpu::LaunchOp createLaunch(OpBuilder &b, Location loc, StringRef name,
                                  Value blocks, int64_t threads,
-                                 int64_t sharedFloats) {
+                                 int64_t sharedFloats,
+                                 int64_t dynamicSharedBytes) {
   Value one = constantIndex(b, loc, 1);
   Value block = constantIndex(b, loc, threads);
   SmallVector<Type> shared;
@@ -185,8 +186,12 @@ mlir::gpu::LaunchOp createLaunch(OpBuilder &b, Location loc, StringRef name,
         mlir::gpu::AddressSpaceAttr::get(
             b.getContext(),
             mlir::gpu::GPUDialect::getWorkgroupAddressSpace())));
+  Value dynamicShared;
+  if (dynamicSharedBytes > 0)
+    dynamicShared = arith::ConstantOp::create(
+        b, loc, b.getI32IntegerAttr(static_cast<int32_t>(dynamicSharedBytes)));
   auto launch = mlir::gpu::LaunchOp::create(
-      b, loc, blocks, one, one, block, one, one, /*dynamicSharedMemorySize=*/{},
+      b, loc, blocks, one, one, block, one, one, dynamicShared,
       /*asyncTokenType=*/{}, /*asyncDependencies=*/{}, shared);
   launch.setModuleAttr(FlatSymbolRefAttr::get(b.getContext(), "v4a_gpu"));
   launch.setFunctionAttr(FlatSymbolRefAttr::get(b.getContext(), name));

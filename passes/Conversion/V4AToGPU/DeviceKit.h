@@ -74,12 +74,13 @@ mlir::Value roundTo(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
                     mlir::Type element);
 
 /// A launch of `threads` threads per block over `blocks` blocks (host
-/// values), with one workgroup buffer of `sharedFloats` f32 when non-zero,
-/// named `name` in the kernel module `v4a_gpu`; the builder is left at the
-/// start of its body.
+/// values), with one workgroup buffer of `sharedFloats` f32 when non-zero
+/// and `dynamicSharedBytes` of dynamic shared memory, named `name` in the
+/// kernel module `v4a_gpu`; the builder is left at the start of its body.
 mlir::gpu::LaunchOp createLaunch(mlir::OpBuilder &b, mlir::Location loc,
                                  llvm::StringRef name, mlir::Value blocks,
-                                 int64_t threads, int64_t sharedFloats = 0);
+                                 int64_t threads, int64_t sharedFloats = 0,
+                                 int64_t dynamicSharedBytes = 0);
 
 /// The next kernel name of family `family` in `func`: `<func>_<family><n>`,
 /// n counting the launches of that family the function already has.

@@ -12,6 +12,7 @@
 
 #include "dialects/V4A/IR/V4AOps.h"
 #include "passes/Conversion/V4AToGPU/RowRegions.h"
+#include "passes/Conversion/V4AToGPU/SparseAttention.h"
 
 #include "mlir/IR/PatternMatch.h"
 
@@ -98,9 +99,14 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
     for (auto func : llvm::to_vector(getOperation().getOps<func::FuncOp>())) {
       if (func.isExternal())
         continue;
-      for (ArrayRef<Operation *> unit : kernelUnits(func))
+      for (ArrayRef<Operation *> unit : kernelUnits(func)) {
         for (const RowChain &chain : rowChains(unit))
           v4a::gpu::lowerRowChain(rewriter, chain.ops, chain.store);
+        for (Operation *op : unit)
+          if (auto attention = dyn_cast<CacheAttentionOp>(op);
+              attention && v4a::gpu::isAttentionCovered(attention))
+            v4a::gpu::lowerCacheAttention(rewriter, attention);
+      }
     }
   }
 };

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The attention kernel family on the H200: each kernel's own time (Nsight
+# Compute, gpu__time_duration) inside real steps of V4-Flash and V4-Pro
+# layers, as TFLOP/s by FlashMLA's count 2 * tokens * heads * rows *
+# (512 + 512), beside the same run's bf16 GEMM ceiling.
+#
+#   bench/attention.sh prepare   (here: the packages, into build/gpu)
+#   bench/attention.sh [SHAPES]  (there; SHAPES as batch:context:tokens,
+#                                 default the decode and prefill points)
+#
+# Caches are filled with random finite values and the top-k of an indexer
+# layer picks real rows, so every slot of a long-history step holds a row.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+dir=build/gpu
+if [[ ${1:-} == prepare ]]; then
+  mkdir -p "$dir"
+  build/bin/v4a-compile examples/v4-flash.json --context 65792 \
+    --target=sm_90a -o "$dir/v4-flash-64k.v4apkg" || exit 1
+  build/bin/v4a-compile examples/v4-pro.json --context 65792 \
+    --target=sm_90a -o "$dir/v4-pro-64k.v4apkg" || exit 1
+  exit 0
+fi
+out=${OUT:-$dir}
+lines=$out/attention.jsonl
+exec > >(tee -a "$out/attention.log") 2>&1
+python3 bench/ceilings.py | tee -a "$lines"
+shapes=${*:-32:65536:1 64:65536:1 128:65536:1 128:65536:2 1:0:8192 1:8192:4096}
+for model in v4-flash v4-pro; do
+  # Layers: no compression, ratio 4 (indexer top-k), ratio 128.
+  case $model in
+    v4-flash) layers=0,2,3 ;;
+    v4-pro) layers=0,2 ;;
+  esac
+  for shape in $shapes; do
+    IFS=: read -r batch context tokens <<< "$shape"
+    csv=$out/attention-$model-b$batch-c$context-t$tokens.csv
+    timeout 240 ncu --clock-control none --kernel-name regex:attention \
+      --metrics gpu__time_duration.sum --csv --print-units base \
+      build/bin/v4a-run-package "$dir/$model-64k.v4apkg" --random-weights 1 \
+      --layers "$layers" --bench --batch "$batch" --context "$context" \
+      --tokens "$tokens" --repeat 1 --graphs off > "$csv" 2> /dev/null ||
+      echo "$model $shape: ncu failed"
+    python3 bench/attention_report.py "$csv" "examples/$model.json" \
+      "$batch" "$context" "$tokens" | tee -a "$lines"
+  done
+done

@@ -1,0 +1,626 @@
+//===- SparseAttention.cpp - the attention kernel family ------------------===//
+//
+// One block per (query token, group of 64 heads): two warpgroups, 256
+// threads. The token's slots (its window rows, then its compressed rows)
+// are walked in blocks of 64:
+// - the rows of the next block are gathered into the other of two shared
+//   stages with 16-byte cp.async (a slot of -1 or past the token's slots is
+//   zero-filled and masked) while this block is computed;
+// - S = Q.K^T: warpgroup w multiplies the 64 query heads by rows
+//   32w..32w+31 of the block (m64n32, K = the head width);
+// - the online softmax in base 2: block maxima meet through shared memory,
+//   the unnormalized probabilities are rounded to bf16 for P.V (spec 2b)
+//   while the denominators keep them in f32;
+// - O += P.V: warpgroup w takes dims w*D/2 .. (w+1)*D/2 - 1 of all 64 heads,
+//   reading the same stage MN-major (V equals K).
+// At the end the denominators are summed across lanes and warpgroups in a
+// fixed order, the sink joins them, and heads past the head count are never
+// stored. A token's result depends only on its own slots, never on the
+// batch around it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Conversion/V4AToGPU/SparseAttention.h"
+
+#include "core/CacheLayout.h"
+#include "dialects/V4A/IR/V4AOps.h"
+#include "passes/Conversion/V4AToCPU/CacheRows.h"
+#include "passes/Conversion/V4AToCPU/LoopEmitter.h"
+#include "passes/Conversion/V4AToGPU/DeviceKit.h"
+#include "passes/Conversion/V4AToGPU/Warpgroup.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace v4a::gpu {
+
+namespace {
+
+/// Row slots per block, warpgroups per block and their threads.
+constexpr int64_t kSlotsPerBlock = 64;
+constexpr int64_t kWarpgroups = 2;
+constexpr int64_t kThreads = kWarpgroups * kWarpgroupThreads;
+/// Shared memory a block of sm_90 may have.
+constexpr int64_t kMaxSharedBytes = 227 * 1024;
+constexpr int64_t kChunkBytes = 16;
+constexpr double kLog2E = 1.4426950408889634;
+
+/// Byte offsets in the dynamic shared memory.
+struct SharedPlan {
+  int64_t width = 0;  // D
+  int64_t chunks = 0; // 16-byte chunks of a bf16 row
+  int64_t query = 0;  // the 64 x D query tile
+  int64_t stages[2] = {0, 0};
+  int64_t probabilities = 0; // P, 64 heads x 64 slots of bf16
+  int64_t addresses = 0;     // per stage, each slot's row address (0: none)
+  int64_t exchange = 0;      // per warpgroup, a f32 per head
+  int64_t total = 0;
+};
+
+std::optional<SharedPlan> planShared(int64_t width) {
+  // 64 rows x D by 256 threads in 16-byte chunks: D/32 chunks per thread;
+  // P.V splits D in two halves, each a valid N (a multiple of 8, <= 256).
+  if (width < 32 || width % 32 != 0 || width > 512)
+    return std::nullopt;
+  SharedPlan plan;
+  plan.width = width;
+  plan.chunks = width * 2 / kChunkBytes;
+  int64_t tile = kMmaM * width * 2;
+  plan.query = 0;
+  plan.stages[0] = tile;
+  plan.stages[1] = 2 * tile;
+  plan.probabilities = 3 * tile;
+  plan.addresses = plan.probabilities + kMmaM * kSlotsPerBlock * 2;
+  plan.exchange = plan.addresses + 2 * kSlotsPerBlock * 8;
+  plan.total = plan.exchange + kWarpgroups * kMmaM * 4;
+  if (plan.total > kMaxSharedBytes)
+    return std::nullopt;
+  return plan;
+}
+
+bool hasBF16Rows(KVCacheType type, int64_t width) {
+  std::optional<layout::RowLayout> row =
+      layout::describeRow(toRowKind(type.getLayout()), type.getDim());
+  return row && row->kind == layout::RowKind::BF16 && row->dim == width;
+}
+
+/// The kernel body's builder and the values every piece uses.
+struct Kernel {
+  OpBuilder &b;
+  Location loc;
+  SharedPlan plan;
+  int64_t heads;
+  /// Thread coordinates: in the block, its warpgroup, warp in the
+  /// warpgroup and lane.
+  Value thread, warpgroup, warp, lane;
+  /// Shared addresses (i64): the window's base.
+  Value sharedBase;
+  /// Views of the shared slot addresses, exchange slots and P.
+  Value slotAddresses, exchange, probabilities;
+
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value i64(int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  }
+  Value f32(double v) {
+    return arith::ConstantOp::create(b, loc,
+                                     b.getF32FloatAttr(static_cast<float>(v)));
+  }
+  Value toI64(Value v) {
+    return arith::IndexCastOp::create(b, loc, b.getI64Type(), v);
+  }
+  Value add(Value x, Value y) {
+    if (isa<FloatType>(x.getType()))
+      return arith::AddFOp::create(b, loc, x, y);
+    return arith::AddIOp::create(b, loc, x, y);
+  }
+  Value mul(Value x, Value y) {
+    if (isa<FloatType>(x.getType()))
+      return arith::MulFOp::create(b, loc, x, y);
+    return arith::MulIOp::create(b, loc, x, y);
+  }
+  Value div(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
+  Value rem(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
+  Value maxf(Value x, Value y) {
+    return arith::MaximumFOp::create(b, loc, x, y);
+  }
+  Value ult(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
+  }
+  Value select(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, c, x, y);
+  }
+  Value exp2(Value x) { return math::Exp2Op::create(b, loc, x); }
+  Value isNegInf(Value x) {
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x,
+                                 f32(-INFINITY));
+  }
+  void barrier() { mlir::gpu::BarrierOp::create(b, loc); }
+  void ifThen(Value condition, function_ref<void()> body) {
+    scf::IfOp::create(b, loc, condition, [&](OpBuilder &, Location) {
+      body();
+      scf::YieldOp::create(b, loc);
+    });
+  }
+  Value shuffleXor(Value v, int64_t mask) {
+    return v4a::gpu::shuffleXor(b, loc, v, mask);
+  }
+
+  /// The shared address of stage `stage` (an index, 0 or 1).
+  Value stageAddress(Value stage) {
+    return add(sharedBase,
+               select(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                            stage, index(0)),
+                      i64(plan.stages[0]), i64(plan.stages[1])));
+  }
+
+  /// Copies a 64-row tile into the core-matrix layout at shared address
+  /// `tile`: `source(row)` gives a row's global address and whether it
+  /// exists. Consecutive threads take the 8 rows of one chunk, so each
+  /// warp writes whole core matrices (no bank conflicts) and reads 64
+  /// contiguous bytes of each of 8 rows.
+  void copyTile(Value tile, function_ref<std::pair<Value, Value>(Value)> source,
+                Value fallback) {
+    int64_t chunks = plan.chunks;
+    for (int64_t i = 0; i < kMmaM * chunks / kThreads; ++i) {
+      Value linear = add(index(i * kThreads), thread);
+      Value group = div(linear, index(8));
+      Value row =
+          add(mul(div(group, index(chunks)), index(8)), rem(linear, index(8)));
+      Value chunk = rem(group, index(chunks));
+      auto [address, valid] = source(row);
+      Value from = select(
+          valid, add(address, toI64(mul(chunk, index(kChunkBytes)))), fallback);
+      Value to = add(tile, toI64(mul(linear, index(kChunkBytes))));
+      copyAsync16(b, loc, to, from, valid);
+    }
+  }
+
+  /// The row of register `r` of this thread's fragments (0..63) and its
+  /// column within the MMA's N.
+  FragmentPlace place(int64_t r) {
+    return fragmentPlace(b, loc, warp, lane, r);
+  }
+
+  /// Element offset of (head, slot) in P's core-matrix layout (K = 64).
+  Value probabilityElement(Value head, Value slot) {
+    Value core = add(mul(div(head, index(8)), index(kSlotsPerBlock / 8)),
+                     div(slot, index(8)));
+    return add(add(mul(core, index(kCoreMatrixBytes / 2)),
+                   mul(rem(head, index(8)), index(8))),
+               rem(slot, index(8)));
+  }
+};
+
+/// A bf16 pair of two f32 values.
+Value bf16Pair(OpBuilder &b, Location loc, Value x, Value y) {
+  auto type = VectorType::get({2}, b.getBF16Type());
+  return vector::FromElementsOp::create(
+      b, loc, type,
+      ValueRange{arith::TruncFOp::create(b, loc, b.getBF16Type(), x),
+                 arith::TruncFOp::create(b, loc, b.getBF16Type(), y)});
+}
+
+} // namespace
+
+bool isAttentionCovered(CacheAttentionOp op) {
+  auto query = cast<RankedTensorType>(op.getQuery().getType());
+  auto kv = cast<RankedTensorType>(op.getKv().getType());
+  auto result = cast<RankedTensorType>(op.getType());
+  if (!query.getElementType().isBF16() || !kv.getElementType().isBF16() ||
+      !result.getElementType().isBF16())
+    return false;
+  int64_t heads = query.getDimSize(1), width = query.getDimSize(2);
+  if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(width) ||
+      !planShared(width))
+    return false;
+  if (!hasBF16Rows(op.getWindow().getType(), width))
+    return false;
+  return !op.getCompressed() ||
+         hasBF16Rows(op.getCompressed().getType(), width);
+}
+
+void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
+  Location loc = op.getLoc();
+  OpBuilder &b = rewriter;
+  b.setInsertionPoint(op);
+  auto queryType = cast<RankedTensorType>(op.getQuery().getType());
+  int64_t heads = queryType.getDimSize(1), width = queryType.getDimSize(2);
+  SharedPlan plan = *planShared(width);
+  auto buffer = [&](Value tensor) {
+    auto type = cast<RankedTensorType>(tensor.getType());
+    return bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()), tensor,
+        /*readOnly=*/b.getUnitAttr());
+  };
+  auto bytesOf = [&](Value cache) {
+    return UnrealizedConversionCastOp::create(
+               b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type()),
+               cache)
+        .getResult(0);
+  };
+  Value query = buffer(op.getQuery()), kv = buffer(op.getKv());
+  Value windowRows = buffer(op.getWindowRows()), sink = buffer(op.getSink());
+  Value windowBytes = bytesOf(op.getWindow());
+  Value compressedBytes, compressedRows, bases;
+  if (op.getCompressed()) {
+    compressedBytes = bytesOf(op.getCompressed());
+    compressedRows = buffer(op.getCompressedRows());
+    bases = buffer(op.getBase());
+  }
+  Value tokens = memref::DimOp::create(b, loc, query, 0);
+  auto outputType = MemRefType::get(queryType.getShape(), b.getBF16Type());
+  Value output =
+      memref::AllocOp::create(b, loc, outputType, ValueRange{tokens});
+  int64_t groups = llvm::divideCeil(heads, kMmaM);
+  Value blocks = arith::MulIOp::create(
+      b, loc, tokens, arith::ConstantIndexOp::create(b, loc, groups));
+
+  Operation *func = op->getParentOfType<func::FuncOp>();
+  mlir::gpu::LaunchOp launch =
+      createLaunch(b, loc, kernelName(func, "attention"), blocks, kThreads,
+                   /*sharedFloats=*/0, plan.total);
+  Kernel k{b, loc, plan, heads, {}, {}, {}, {}, {}, {}, {}, {}};
+  k.thread = launch.getThreadIds().x;
+  Value block = launch.getBlockIds().x;
+  Value token = k.div(block, k.index(groups));
+  Value headBase = k.mul(k.rem(block, k.index(groups)), k.index(kMmaM));
+  k.warpgroup = k.div(k.thread, k.index(kWarpgroupThreads));
+  k.warp =
+      k.div(k.rem(k.thread, k.index(kWarpgroupThreads)), k.index(kWarpLanes));
+  k.lane = k.rem(k.thread, k.index(kWarpLanes));
+  Value shared = dynamicShared(b, loc);
+  k.sharedBase = addressOf(b, loc, shared);
+  k.slotAddresses = sharedView(b, loc, shared, plan.addresses, b.getI64Type(),
+                               2 * kSlotsPerBlock);
+  k.exchange = sharedView(b, loc, shared, plan.exchange, b.getF32Type(),
+                          kWarpgroups * kMmaM);
+  k.probabilities = sharedView(b, loc, shared, plan.probabilities,
+                               b.getBF16Type(), kMmaM * kSlotsPerBlock);
+
+  // Where the rows are: one function of (cache, row) per cache.
+  cpu::LoopEmitter emitter(b, loc);
+  CacheRows window(emitter, windowBytes, op.getWindow().getType());
+  std::optional<CacheRows> compressed;
+  if (compressedBytes)
+    compressed.emplace(emitter, compressedBytes, op.getCompressed().getType());
+  Value queryAddress = addressOf(b, loc, query);
+  Value kvAddress = addressOf(b, loc, kv);
+  Value windowAddress = addressOf(b, loc, windowBytes);
+  Value compressedAddress =
+      compressedBytes ? addressOf(b, loc, compressedBytes) : Value();
+  Value windowSlots = memref::DimOp::create(b, loc, windowRows, 1);
+  Value slots = windowSlots;
+  if (compressedRows)
+    slots = k.add(slots, memref::DimOp::create(b, loc, compressedRows, 1));
+  Value slotBlocks =
+      arith::CeilDivUIOp::create(b, loc, slots, k.index(kSlotsPerBlock));
+  Value rowBytes = k.i64(width * 2);
+  Type i64Type = b.getI64Type();
+
+  // Slot `slot`'s row address, 0 when it has none.
+  auto rowAddress = [&](Value slot) -> Value {
+    auto indexAt = [&](Value rows, Value column) {
+      Value raw =
+          memref::LoadOp::create(b, loc, rows, ValueRange{token, column});
+      return arith::IndexCastOp::create(b, loc, b.getIndexType(), raw)
+          .getResult();
+    };
+    auto windowRow = [&]() -> Value {
+      Value row = indexAt(windowRows, slot);
+      Value used = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, row,
+                                         k.index(0));
+      Value fromStep = k.ult(row, tokens);
+      Value stepRow = k.add(kvAddress, k.mul(k.toI64(row), rowBytes));
+      Value ring = arith::SubIOp::create(b, loc, row, tokens);
+      Value safeRing = k.select(fromStep, k.index(0), ring);
+      Value ringRow =
+          k.add(windowAddress, k.toI64(window.valueOffset(safeRing)));
+      return k.select(used, k.select(fromStep, stepRow, ringRow), k.i64(0));
+    };
+    auto compressedRow = [&]() -> Value {
+      Value row = indexAt(compressedRows,
+                          arith::SubIOp::create(b, loc, slot, windowSlots));
+      Value used = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, row,
+                                         k.index(0));
+      Value base = arith::IndexCastOp::create(
+          b, loc, b.getIndexType(),
+          memref::LoadOp::create(b, loc, bases, ValueRange{token}));
+      Value global = k.add(base, k.select(used, row, k.index(0)));
+      Value address =
+          k.add(compressedAddress, k.toI64(compressed->valueOffset(global)));
+      return k.select(used, address, k.i64(0));
+    };
+    auto inRange = scf::IfOp::create(b, loc, TypeRange{i64Type},
+                                     k.ult(slot, slots), /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(inRange.thenBlock());
+      Value address;
+      if (!compressed) {
+        address = windowRow();
+      } else {
+        auto which = scf::IfOp::create(b, loc, TypeRange{i64Type},
+                                       k.ult(slot, windowSlots), true);
+        b.setInsertionPointToStart(which.thenBlock());
+        scf::YieldOp::create(b, loc, windowRow());
+        b.setInsertionPointToStart(which.elseBlock());
+        scf::YieldOp::create(b, loc, compressedRow());
+        b.setInsertionPointAfter(which);
+        address = which.getResult(0);
+      }
+      scf::YieldOp::create(b, loc, address);
+      b.setInsertionPointToStart(inRange.elseBlock());
+      scf::YieldOp::create(b, loc, k.i64(0));
+    }
+    return inRange.getResult(0);
+  };
+  // The first 64 threads place the slot addresses of block `slotBlock` in
+  // stage `stage`'s table.
+  auto placeAddresses = [&](Value slotBlock, Value stage, Value when) {
+    Value slotInBlock = k.thread;
+    k.ifThen(arith::AndIOp::create(b, loc, when,
+                                   k.ult(slotInBlock, k.index(kSlotsPerBlock))),
+             [&] {
+               Value slot = k.add(k.mul(slotBlock, k.index(kSlotsPerBlock)),
+                                  slotInBlock);
+               memref::StoreOp::create(
+                   b, loc, rowAddress(slot), k.slotAddresses,
+                   ValueRange{k.add(k.mul(stage, k.index(kSlotsPerBlock)),
+                                    slotInBlock)});
+             });
+  };
+  auto slotAddress = [&](Value stage, Value slotInBlock) {
+    return memref::LoadOp::create(
+               b, loc, k.slotAddresses,
+               ValueRange{
+                   k.add(k.mul(stage, k.index(kSlotsPerBlock)), slotInBlock)})
+        .getResult();
+  };
+  auto copyBlock = [&](Value stage) {
+    k.copyTile(
+        k.stageAddress(stage),
+        [&](Value row) -> std::pair<Value, Value> {
+          Value address = slotAddress(stage, row);
+          Value valid = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                              address, k.i64(0));
+          return {address, valid};
+        },
+        queryAddress);
+  };
+
+  // Prologue: the query tile and the first block of rows.
+  Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  placeAddresses(k.index(0), k.index(0), always);
+  k.barrier();
+  Value queryTile = k.add(k.sharedBase, k.i64(plan.query));
+  k.copyTile(
+      queryTile,
+      [&](Value row) -> std::pair<Value, Value> {
+        Value head = k.add(headBase, row);
+        Value valid = k.ult(head, k.index(heads));
+        Value element =
+            k.mul(k.add(k.mul(token, k.index(heads)), head), k.index(width));
+        return {k.add(queryAddress, k.mul(k.toI64(element), k.i64(2))), valid};
+      },
+      queryAddress);
+  copyBlock(k.index(0));
+  commitCopies(b, loc);
+
+  int64_t outputN = width / kWarpgroups;
+  Value negInf = k.f32(-INFINITY);
+  Value zero = k.f32(0.0);
+  Value scale2 = k.f32(op.getScale().convertToDouble() * kLog2E);
+  int64_t coreStride = plan.chunks * kCoreMatrixBytes;
+  SmallVector<Value> init = {zeroAccumulator(b, loc, outputN), negInf, negInf,
+                             zero, zero};
+  auto loop =
+      scf::ForOp::create(b, loc, k.index(0), slotBlocks, k.index(1), init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value slotBlock = loop.getInductionVar();
+    Value accumulator = loop.getRegionIterArgs()[0];
+    Value maxima[2] = {loop.getRegionIterArgs()[1],
+                       loop.getRegionIterArgs()[2]};
+    Value sums[2] = {loop.getRegionIterArgs()[3], loop.getRegionIterArgs()[4]};
+    Value stage = k.rem(slotBlock, k.index(2));
+    Value nextStage = arith::SubIOp::create(b, loc, k.index(1), stage);
+    Value nextBlock = k.add(slotBlock, k.index(1));
+    Value hasNext = k.ult(nextBlock, slotBlocks);
+
+    // Gather the next block while this one is computed.
+    placeAddresses(nextBlock, nextStage, hasNext);
+    k.barrier();
+    k.ifThen(hasNext, [&] { copyBlock(nextStage); });
+    commitCopies(b, loc);
+    waitCopies(b, loc, 1);
+    fenceSharedForMma(b, loc);
+    k.barrier();
+
+    // S = Q.K^T over this warpgroup's 32 rows.
+    Value rows = k.stageAddress(stage);
+    Value ownRows =
+        k.add(rows, k.mul(k.toI64(k.warpgroup), k.i64(4 * coreStride)));
+    // The accumulator's registers are written before the fence.
+    Value scores = zeroAccumulator(b, loc, 32);
+    mmaFence(b, loc);
+    for (int64_t step = 0; step < width / kMmaK; ++step) {
+      Value a = matrixDescriptor(
+          b, loc, k.add(queryTile, k.i64(step * 2 * kCoreMatrixBytes)),
+          kCoreMatrixBytes, coreStride);
+      Value bDesc = matrixDescriptor(
+          b, loc, k.add(ownRows, k.i64(step * 2 * kCoreMatrixBytes)),
+          kCoreMatrixBytes, coreStride);
+      scores = mmaBF16(b, loc, a, bDesc, scores, 32, /*transposeB=*/false,
+                       /*accumulate=*/step > 0);
+    }
+    mmaCommit(b, loc);
+    mmaWait(b, loc, 0);
+
+    // Logits in base 2; slots without a row are -inf.
+    SmallVector<Value> s = unpackAccumulator(b, loc, scores);
+    Value slotBase = k.mul(k.warpgroup, k.index(32));
+    for (size_t r = 0; r < s.size(); ++r) {
+      Value slotInBlock = k.add(slotBase, k.place(r).column);
+      Value present =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                slotAddress(stage, slotInBlock), k.i64(0));
+      s[r] = k.select(present, k.mul(s[r], scale2), negInf);
+    }
+    Value headRow[2] = {k.place(0).row, k.place(2).row};
+    Value blockMax[2];
+    for (int half = 0; half < 2; ++half) {
+      Value m = negInf;
+      for (size_t r = 0; r < s.size(); ++r)
+        if (static_cast<int>(r % 4) / 2 == half)
+          m = k.maxf(m, s[r]);
+      m = k.maxf(m, k.shuffleXor(m, 1));
+      m = k.maxf(m, k.shuffleXor(m, 2));
+      blockMax[half] = m;
+    }
+    Value quadLead =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                              k.rem(k.lane, k.index(4)), k.index(0));
+    Value ownSlot = k.mul(k.warpgroup, k.index(kMmaM));
+    k.ifThen(quadLead, [&] {
+      for (int half = 0; half < 2; ++half)
+        memref::StoreOp::create(b, loc, blockMax[half], k.exchange,
+                                ValueRange{k.add(ownSlot, headRow[half])});
+    });
+    k.barrier();
+    Value newMax[2], alpha[2], used[2];
+    for (int half = 0; half < 2; ++half) {
+      Value both = k.maxf(
+          memref::LoadOp::create(b, loc, k.exchange, ValueRange{headRow[half]}),
+          memref::LoadOp::create(
+              b, loc, k.exchange,
+              ValueRange{k.add(headRow[half], k.index(kMmaM))}));
+      newMax[half] = k.maxf(maxima[half], both);
+      // Before any row, exponents are taken against 0 (every term is 0).
+      used[half] = k.select(k.isNegInf(newMax[half]), zero, newMax[half]);
+      alpha[half] =
+          k.exp2(arith::SubFOp::create(b, loc, maxima[half], used[half]));
+      sums[half] = k.mul(sums[half], alpha[half]);
+    }
+    SmallVector<Value> p(s.size());
+    for (size_t r = 0; r < s.size(); ++r) {
+      int half = static_cast<int>(r % 4) / 2;
+      p[r] = k.exp2(arith::SubFOp::create(b, loc, s[r], used[half]));
+      sums[half] = k.add(sums[half], p[r]);
+    }
+    // P in bf16 to shared memory, a pair of slots per store.
+    for (size_t r = 0; r < s.size(); r += 2) {
+      FragmentPlace at = k.place(r);
+      Value slotInBlock = k.add(slotBase, at.column);
+      vector::StoreOp::create(
+          b, loc, bf16Pair(b, loc, p[r], p[r + 1]), k.probabilities,
+          ValueRange{k.probabilityElement(at.row, slotInBlock)},
+          /*nontemporal=*/false, llvm::MaybeAlign(4));
+    }
+    fenceSharedForMma(b, loc);
+    SmallVector<Value> o = unpackAccumulator(b, loc, accumulator);
+    for (size_t r = 0; r < o.size(); ++r)
+      o[r] = k.mul(o[r], alpha[(r % 4) / 2]);
+    accumulator = packAccumulator(b, loc, o);
+    k.barrier();
+
+    // O += P.V over this warpgroup's half of the dims.
+    Value pTile = k.add(k.sharedBase, k.i64(plan.probabilities));
+    Value ownDims =
+        k.add(rows, k.mul(k.toI64(k.warpgroup),
+                          k.i64(plan.chunks / 2 * kCoreMatrixBytes)));
+    mmaFence(b, loc);
+    for (int64_t step = 0; step < kSlotsPerBlock / kMmaK; ++step) {
+      Value a = matrixDescriptor(
+          b, loc, k.add(pTile, k.i64(step * 2 * kCoreMatrixBytes)),
+          kCoreMatrixBytes, kSlotsPerBlock / 8 * kCoreMatrixBytes);
+      Value bDesc =
+          matrixDescriptor(b, loc, k.add(ownDims, k.i64(step * 2 * coreStride)),
+                           coreStride, kCoreMatrixBytes);
+      accumulator = mmaBF16(b, loc, a, bDesc, accumulator, outputN,
+                            /*transposeB=*/true, /*accumulate=*/true);
+    }
+    mmaCommit(b, loc);
+    mmaWait(b, loc, 0);
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{accumulator, newMax[0], newMax[1], sums[0], sums[1]});
+  }
+
+  // Denominators: lanes of a quad, then the two warpgroups, in that order.
+  Value headRow[2] = {k.place(0).row, k.place(2).row};
+  Value quadLead = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                         k.rem(k.lane, k.index(4)), k.index(0));
+  Value ownSlot = k.mul(k.warpgroup, k.index(kMmaM));
+  Value sums[2];
+  for (int half = 0; half < 2; ++half) {
+    Value l = loop.getResult(3 + half);
+    l = k.add(l, k.shuffleXor(l, 1));
+    sums[half] = k.add(l, k.shuffleXor(l, 2));
+  }
+  k.barrier();
+  k.ifThen(quadLead, [&] {
+    for (int half = 0; half < 2; ++half)
+      memref::StoreOp::create(b, loc, sums[half], k.exchange,
+                              ValueRange{k.add(ownSlot, headRow[half])});
+  });
+  k.barrier();
+  // Per head: the denominator, or -inf for an empty selection (its result
+  // is 0: the sink takes all the mass).
+  Value denominators[2], stored[2], head[2];
+  for (int half = 0; half < 2; ++half) {
+    Value total = k.add(
+        memref::LoadOp::create(b, loc, k.exchange, ValueRange{headRow[half]}),
+        memref::LoadOp::create(
+            b, loc, k.exchange,
+            ValueRange{k.add(headRow[half], k.index(kMmaM))}));
+    head[half] = k.add(headBase, headRow[half]);
+    stored[half] = k.ult(head[half], k.index(heads));
+    Value safeHead =
+        arith::MinUIOp::create(b, loc, head[half], k.index(heads - 1));
+    Value sink2 =
+        k.mul(memref::LoadOp::create(b, loc, sink, ValueRange{safeHead}),
+              k.f32(kLog2E));
+    Value m = loop.getResult(1 + half);
+    Value empty = k.isNegInf(m);
+    Value denominator = k.add(
+        total,
+        k.exp2(arith::SubFOp::create(b, loc, sink2, k.select(empty, zero, m))));
+    denominators[half] = k.select(empty, negInf, denominator);
+  }
+  SmallVector<Value> o = unpackAccumulator(b, loc, loop.getResult(0));
+  Value dimBase = k.mul(k.warpgroup, k.index(outputN));
+  for (size_t r = 0; r < o.size(); r += 2) {
+    int half = static_cast<int>(r % 4) / 2;
+    FragmentPlace at = k.place(r);
+    // -inf marks an empty selection: the result is 0.
+    Value empty = k.isNegInf(denominators[half]);
+    auto value = [&](Value acc) {
+      return k.select(empty, zero,
+                      arith::DivFOp::create(b, loc, acc, denominators[half]));
+    };
+    Value pair = bf16Pair(b, loc, value(o[r]), value(o[r + 1]));
+    k.ifThen(stored[half], [&] {
+      vector::StoreOp::create(
+          b, loc, pair, output,
+          ValueRange{token, head[half], k.add(dimBase, at.column)},
+          /*nontemporal=*/false, llvm::MaybeAlign(4));
+    });
+  }
+
+  b.setInsertionPointAfter(launch);
+  Value result = bufferization::ToTensorOp::create(
+      b, loc, op.getType(), output, /*restrict=*/true, /*writable=*/true);
+  rewriter.replaceOp(op, result);
+}
+
+} // namespace v4a::gpu

@@ -1,0 +1,31 @@
+//===- SparseAttention.h - the attention kernel family ----------*- C++ -*-===//
+//
+// v4a.cache_attention on tensor cores: a block of two warpgroups per query
+// token and group of 64 heads (the MMA's M), the token's row slots walked
+// in blocks of 64 gathered rows, S = Q.K^T and O += P.V on wgmma with f32
+// accumulators and an online softmax between them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_PASSES_CONVERSION_V4ATOGPU_SPARSEATTENTION_H
+#define V4A_PASSES_CONVERSION_V4ATOGPU_SPARSEATTENTION_H
+
+#include "mlir/IR/PatternMatch.h"
+
+namespace v4a {
+class CacheAttentionOp;
+} // namespace v4a
+
+namespace v4a::gpu {
+
+/// Whether the family computes `op`: bf16 query, kv and results, bf16
+/// cache rows, a static head width that is a multiple of 32 and at most
+/// 512 (its shared memory within the block's limit).
+bool isAttentionCovered(CacheAttentionOp op);
+
+/// Replaces `op` with the family's kernel launch over buffers.
+void lowerCacheAttention(mlir::RewriterBase &rewriter, CacheAttentionOp op);
+
+} // namespace v4a::gpu
+
+#endif // V4A_PASSES_CONVERSION_V4ATOGPU_SPARSEATTENTION_H

@@ -1,0 +1,172 @@
+//===- Warpgroup.cpp - tensor-core and async-copy pieces of the kit -------===//
+
+#include "passes/Conversion/V4AToGPU/Warpgroup.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+
+namespace v4a::gpu {
+
+namespace {
+
+/// Address spaces of the NVPTX target.
+constexpr unsigned kGlobalSpace = 1, kSharedSpace = 3;
+/// Descriptor fields hold byte counts >> 4 in 14 bits.
+constexpr int64_t kDescriptorFieldMask = 0x3FFF;
+
+Value i64Constant(OpBuilder &b, Location loc, int64_t value) {
+  return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(value));
+}
+
+Value pointerIn(OpBuilder &b, Location loc, Value address, unsigned space) {
+  return LLVM::IntToPtrOp::create(
+      b, loc, LLVM::LLVMPointerType::get(b.getContext(), space), address);
+}
+
+Attribute workgroupSpace(MLIRContext *context) {
+  return mlir::gpu::AddressSpaceAttr::get(
+      context, mlir::gpu::GPUDialect::getWorkgroupAddressSpace());
+}
+
+LLVM::LLVMStructType accumulatorType(MLIRContext *context, int64_t n) {
+  SmallVector<Type> fields(n / 2, Float32Type::get(context));
+  return LLVM::LLVMStructType::getLiteral(context, fields);
+}
+
+} // namespace
+
+Value dynamicShared(OpBuilder &b, Location loc) {
+  auto type = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                              MemRefLayoutAttrInterface(),
+                              workgroupSpace(b.getContext()));
+  return mlir::gpu::DynamicSharedMemoryOp::create(b, loc, type);
+}
+
+Value sharedView(OpBuilder &b, Location loc, Value shared, int64_t offset,
+                 Type element, int64_t count) {
+  auto type = MemRefType::get({count}, element, MemRefLayoutAttrInterface(),
+                              workgroupSpace(b.getContext()));
+  return memref::ViewOp::create(b, loc, type, shared,
+                                arith::ConstantIndexOp::create(b, loc, offset),
+                                ValueRange{});
+}
+
+Value addressOf(OpBuilder &b, Location loc, Value buffer) {
+  Value index = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
+  return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), index);
+}
+
+void copyAsync16(OpBuilder &b, Location loc, Value to, Value from,
+                 Value valid) {
+  Value bytes = arith::SelectOp::create(
+      b, loc, valid, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)),
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
+  NVVM::CpAsyncOp::create(b, loc, pointerIn(b, loc, to, kSharedSpace),
+                          pointerIn(b, loc, from, kGlobalSpace),
+                          /*size=*/16, NVVM::LoadCacheModifierKind::CG, bytes);
+}
+
+void commitCopies(OpBuilder &b, Location loc) {
+  NVVM::CpAsyncCommitGroupOp::create(b, loc);
+}
+
+void waitCopies(OpBuilder &b, Location loc, int32_t pending) {
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, pending);
+}
+
+void fenceSharedForMma(OpBuilder &b, Location loc) {
+  NVVM::FenceProxyOp::create(
+      b, loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(b.getContext(),
+                                 NVVM::SharedSpace::shared_cta));
+}
+
+Value matrixDescriptor(OpBuilder &b, Location loc, Value address,
+                       int64_t leading, int64_t stride) {
+  assert(leading % 16 == 0 && stride % 16 == 0 &&
+         (leading >> 4) <= kDescriptorFieldMask &&
+         (stride >> 4) <= kDescriptorFieldMask);
+  Value start = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, address, i64Constant(b, loc, 4)),
+      i64Constant(b, loc, kDescriptorFieldMask));
+  int64_t fields = ((leading >> 4) << 16) | ((stride >> 4) << 32);
+  return arith::OrIOp::create(b, loc, start, i64Constant(b, loc, fields));
+}
+
+Value zeroAccumulator(OpBuilder &b, Location loc, int64_t n) {
+  SmallVector<Value> zeros(
+      n / 2, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f)));
+  return packAccumulator(b, loc, zeros);
+}
+
+SmallVector<Value> unpackAccumulator(OpBuilder &b, Location loc,
+                                     Value accumulator) {
+  auto type = cast<LLVM::LLVMStructType>(accumulator.getType());
+  SmallVector<Value> values;
+  for (int64_t i = 0, e = type.getBody().size(); i < e; ++i)
+    values.push_back(LLVM::ExtractValueOp::create(b, loc, accumulator, i));
+  return values;
+}
+
+Value packAccumulator(OpBuilder &b, Location loc, ArrayRef<Value> values) {
+  Value accumulator = LLVM::UndefOp::create(
+      b, loc, accumulatorType(b.getContext(), 2 * values.size()));
+  for (auto [i, v] : llvm::enumerate(values))
+    accumulator = LLVM::InsertValueOp::create(b, loc, accumulator, v, i);
+  return accumulator;
+}
+
+FragmentPlace fragmentPlace(OpBuilder &b, Location loc, Value warp, Value lane,
+                            int64_t r) {
+  // Warp w holds rows 16w..16w+15; lane l the rows l/4 and l/4 + 8 of them,
+  // columns 2(l%4) and 2(l%4)+1 of each 8-column chunk, 4 registers a chunk.
+  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  Value row = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, warp, c(16)),
+      arith::AddIOp::create(b, loc, arith::DivUIOp::create(b, loc, lane, c(4)),
+                            c((r % 4) / 2 * 8)));
+  Value column = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(b, loc, arith::RemUIOp::create(b, loc, lane, c(4)),
+                            c(2)),
+      c(r / 4 * 8 + r % 2));
+  return {row, column};
+}
+
+Value mmaBF16(OpBuilder &b, Location loc, Value descA, Value descB,
+              Value accumulator, int64_t n, bool transposeB, bool accumulate) {
+  MLIRContext *context = b.getContext();
+  auto bf16 = NVVM::WGMMATypesAttr::get(context, NVVM::WGMMATypes::bf16);
+  auto one = NVVM::WGMMAScaleInAttr::get(context, NVVM::WGMMAScaleIn::one);
+  return NVVM::WgmmaMmaAsyncOp::create(
+      b, loc, accumulator.getType(), accumulator, descA, descB,
+      NVVM::MMAShapeAttr::get(context, kMmaM, n, kMmaK), bf16, bf16,
+      NVVM::WGMMATypesAttr::get(context, NVVM::WGMMATypes::f32),
+      NVVM::WGMMAScaleOutAttr::get(context, accumulate
+                                                ? NVVM::WGMMAScaleOut::one
+                                                : NVVM::WGMMAScaleOut::zero),
+      one, one, NVVM::MMALayoutAttr::get(context, NVVM::MMALayout::row),
+      // B "row" is the MN-major (transposed) operand, "col" K-major.
+      NVVM::MMALayoutAttr::get(context, transposeB ? NVVM::MMALayout::row
+                                                   : NVVM::MMALayout::col),
+      NVVM::MMAIntOverflowAttr());
+}
+
+void mmaFence(OpBuilder &b, Location loc) {
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+}
+
+void mmaCommit(OpBuilder &b, Location loc) {
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+}
+
+void mmaWait(OpBuilder &b, Location loc, int64_t pending) {
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, pending);
+}
+
+} // namespace v4a::gpu

@@ -1,0 +1,102 @@
+//===- Warpgroup.h - tensor-core and async-copy pieces of the kit -*- C++
+//-*-===//
+//
+// The sm_90 pieces kernel families share for matrix products: warpgroup MMAs
+// (wgmma) on operands in shared memory, their matrix descriptors over the
+// unswizzled core-matrix layout, accumulator fragments and their
+// coordinates, 16-byte cp.async copies with zero fill, and views of the
+// dynamic shared memory. Each builds ops at the builder's insertion point
+// inside a gpu.launch body.
+//
+// The core-matrix layout: a tile of R rows by C 16-byte chunks keeps each
+// group of 8 rows by one chunk (a core matrix, 128 contiguous bytes) at
+// byte ((row / 8) * C + chunk) * 128 + (row % 8) * 16. The same bytes serve
+// as a K-major operand (rows as M or N, chunks along K) and as an MN-major
+// one (rows along K, chunks along N), which is what lets attention use one
+// tile of rows for Q.K^T and for P.V.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_PASSES_CONVERSION_V4ATOGPU_WARPGROUP_H
+#define V4A_PASSES_CONVERSION_V4ATOGPU_WARPGROUP_H
+
+#include "mlir/IR/Builders.h"
+
+namespace v4a::gpu {
+
+/// Threads of a warpgroup, and the M of its MMAs.
+inline constexpr int64_t kWarpgroupThreads = 128;
+inline constexpr int64_t kMmaM = 64;
+/// K of one bf16 MMA, and bytes of a core matrix.
+inline constexpr int64_t kMmaK = 16;
+inline constexpr int64_t kCoreMatrixBytes = 128;
+
+/// The block's dynamic shared memory (memref<?xi8, workgroup>).
+mlir::Value dynamicShared(mlir::OpBuilder &b, mlir::Location loc);
+
+/// A view of `count` elements of `element` at byte `offset` of `shared`.
+mlir::Value sharedView(mlir::OpBuilder &b, mlir::Location loc,
+                       mlir::Value shared, int64_t offset, mlir::Type element,
+                       int64_t count);
+
+/// The address (i64) of the first element of `buffer`: the shared-window
+/// offset for workgroup memory, the global address for device memory.
+mlir::Value addressOf(mlir::OpBuilder &b, mlir::Location loc,
+                      mlir::Value buffer);
+
+/// Copies 16 bytes from global address `from` to shared address `to`
+/// (i64 each) without waiting; with `valid` false it reads nothing and
+/// writes zeros (`from` must still be a mapped address).
+void copyAsync16(mlir::OpBuilder &b, mlir::Location loc, mlir::Value to,
+                 mlir::Value from, mlir::Value valid);
+/// Closes the copies issued so far into a group; waits until at most
+/// `pending` groups of this thread are in flight.
+void commitCopies(mlir::OpBuilder &b, mlir::Location loc);
+void waitCopies(mlir::OpBuilder &b, mlir::Location loc, int32_t pending);
+
+/// Makes this thread's generic writes to shared memory visible to the
+/// tensor cores (the async proxy); a barrier must follow before an MMA of
+/// another thread reads them.
+void fenceSharedForMma(mlir::OpBuilder &b, mlir::Location loc);
+
+/// The matrix descriptor of an unswizzled operand at shared address
+/// `address` (i64): `leading` bytes between core matrices along K for a
+/// K-major operand (along K too for MN-major: the next 8 rows), `stride`
+/// bytes between them along M or N (MN-major: the next 8 columns).
+mlir::Value matrixDescriptor(mlir::OpBuilder &b, mlir::Location loc,
+                             mlir::Value address, int64_t leading,
+                             int64_t stride);
+
+/// An m64nNk16 accumulator of f32 (!llvm.struct of N/2 f32), all zeros.
+mlir::Value zeroAccumulator(mlir::OpBuilder &b, mlir::Location loc, int64_t n);
+/// The accumulator's registers, and an accumulator of `values`.
+llvm::SmallVector<mlir::Value> unpackAccumulator(mlir::OpBuilder &b,
+                                                 mlir::Location loc,
+                                                 mlir::Value accumulator);
+mlir::Value packAccumulator(mlir::OpBuilder &b, mlir::Location loc,
+                            llvm::ArrayRef<mlir::Value> values);
+
+/// Where register `r` of an m64nN f32 accumulator sits for `lane` of its
+/// warp `warp` (in the warpgroup): row (M) and column (N).
+struct FragmentPlace {
+  mlir::Value row;
+  mlir::Value column;
+};
+FragmentPlace fragmentPlace(mlir::OpBuilder &b, mlir::Location loc,
+                            mlir::Value warp, mlir::Value lane, int64_t r);
+
+/// D += A.B over one k16 step of bf16 operands in shared memory, f32
+/// accumulator `accumulator` of N = `n`; `transposeB` reads B MN-major.
+/// `accumulate` false ignores the accumulator's values (D = A.B).
+mlir::Value mmaBF16(mlir::OpBuilder &b, mlir::Location loc, mlir::Value descA,
+                    mlir::Value descB, mlir::Value accumulator, int64_t n,
+                    bool transposeB, bool accumulate);
+/// Orders register accesses before the MMAs that follow; closes the MMAs
+/// issued so far into a group; waits until at most `pending` are in flight.
+void mmaFence(mlir::OpBuilder &b, mlir::Location loc);
+void mmaCommit(mlir::OpBuilder &b, mlir::Location loc);
+void mmaWait(mlir::OpBuilder &b, mlir::Location loc, int64_t pending);
+
+} // namespace v4a::gpu
+
+#endif // V4A_PASSES_CONVERSION_V4ATOGPU_WARPGROUP_H
