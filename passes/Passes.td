@@ -205,13 +205,13 @@ def LowerToGPU : Pass<"v4a-lower-to-gpu", "::mlir::ModuleOp"> {
     over `ceil(T / 2)` blocks, `function(@<func>_rows0)`.
 
     The attention family (`attention`): `cache_attention` with bf16 query,
-    kv and cache rows and a head width that is a multiple of 32 (at most
+    kv and cache rows and a head width that is a multiple of 128 (at most
     512), on tensor cores (sm_90a `wgmma`). A block of two warpgroups per
     query token and group of 64 heads; the token's slots in blocks of 64
     rows gathered by 16-byte `cp.async` into two shared stages; S = Q.K^T
     and O += P.V with f32 accumulators, an online softmax in base 2 between
     them (P rounded to bf16, denominators in f32), the sink in the
-    denominator. Its dynamic shared memory (201.5 KiB at width 512) is part
+    denominator. Its dynamic shared memory (202.5 KiB at width 512) is part
     of the launch.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect",

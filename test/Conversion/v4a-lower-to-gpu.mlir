@@ -136,12 +136,14 @@ func.func @two_rows_per_team(%q: tensor<?x8x512xbf16>, %pos: tensor<?xi64>) -> t
 // -----
 
 // cache_attention with bf16 rows: the attention family, one block of two
-// warpgroups per (token, group of 64 heads) with 201.5 KiB of dynamic shared
-// memory (width 512); gathers by cp.async, Q.K^T as 32 m64n32k16 MMAs of
-// K-major operands, P.V as 4 m64n256k16 MMAs reading the rows MN-major.
+// warpgroups per (token, group of 64 heads) with 202.5 KiB of dynamic shared
+// memory at width 512 (a spare swizzle atom for alignment); gathers by
+// cp.async, Q.K^T as 32 m64n32k16 MMAs of K-major operands, P.V as 4
+// m64n256k16 MMAs reading the same rows MN-major, all in the 128-byte
+// swizzle layout.
 // CHECK-LABEL: func.func @attention
 // CHECK: %[[BLOCKS:.*]] = arith.muli %{{.*}}, %c2
-// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %[[BLOCKS]], {{.*}} threads({{.*}}) in (%{{.*}} = %c256{{.*}} dynamic_shared_memory_size %c206336_i32 module(@v4a_gpu) function(@attention_attention0)
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %[[BLOCKS]], {{.*}} threads({{.*}}) in (%{{.*}} = %c256{{.*}} dynamic_shared_memory_size %c207376_i32 module(@v4a_gpu) function(@attention_attention0)
 // CHECK: gpu.dynamic_shared_memory
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
 // CHECK: scf.for

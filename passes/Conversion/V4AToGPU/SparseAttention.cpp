@@ -5,7 +5,9 @@
 // are walked in blocks of 64:
 // - the rows of the next block are gathered into the other of two shared
 //   stages with 16-byte cp.async (a slot of -1 or past the token's slots is
-//   zero-filled and masked) while this block is computed;
+//   zero-filled and masked) while this block is computed, in the 128-byte
+//   swizzle layout (Warpgroup.h; measured on the H200, V4-Flash decode of 128
+//   sequences at 64K: 65.0 us unswizzled, 45.8 us swizzled);
 // - S = Q.K^T: warpgroup w multiplies the 64 query heads by rows
 //   32w..32w+31 of the block (m64n32, K = the head width);
 // - the online softmax in base 2: block maxima meet through shared memory,
@@ -31,6 +33,7 @@
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -62,25 +65,29 @@ struct SharedPlan {
   int64_t probabilities = 0; // P, 64 heads x 64 slots of bf16
   int64_t addresses = 0;     // per stage, each slot's row address (0: none)
   int64_t exchange = 0;      // per warpgroup, a f32 per head
+  int64_t masks = 0;         // per stage and warpgroup, a bit per slot
   int64_t total = 0;
 };
 
 std::optional<SharedPlan> planShared(int64_t width) {
-  // 64 rows x D by 256 threads in 16-byte chunks: D/32 chunks per thread;
-  // P.V splits D in two halves, each a valid N (a multiple of 8, <= 256).
-  if (width < 32 || width % 32 != 0 || width > 512)
+  // Rows are 128-byte swizzle atoms of 64 dims, and P.V splits D in two
+  // halves of whole atoms, each a valid N (<= 256).
+  if (width < 128 || width % 128 != 0 || width > 512)
     return std::nullopt;
   SharedPlan plan;
   plan.width = width;
   plan.chunks = width * 2 / kChunkBytes;
   int64_t tile = kMmaM * width * 2;
+  // The tiles start at multiples of the atom (the swizzle XORs address
+  // bits); the window's base is aligned up to one, hence the spare atom.
   plan.query = 0;
   plan.stages[0] = tile;
   plan.stages[1] = 2 * tile;
   plan.probabilities = 3 * tile;
   plan.addresses = plan.probabilities + kMmaM * kSlotsPerBlock * 2;
   plan.exchange = plan.addresses + 2 * kSlotsPerBlock * 8;
-  plan.total = plan.exchange + kWarpgroups * kMmaM * 4;
+  plan.masks = plan.exchange + kWarpgroups * kMmaM * 4;
+  plan.total = plan.masks + 2 * kWarpgroups * 4 + kSwizzleAtomBytes;
   if (plan.total > kMaxSharedBytes)
     return std::nullopt;
   return plan;
@@ -103,8 +110,8 @@ struct Kernel {
   Value thread, warpgroup, warp, lane;
   /// Shared addresses (i64): the window's base.
   Value sharedBase;
-  /// Views of the shared slot addresses, exchange slots and P.
-  Value slotAddresses, exchange, probabilities;
+  /// Views of the shared slot addresses and masks, exchange slots and P.
+  Value slotAddresses, slotMasks, exchange, probabilities;
 
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
   Value i64(int64_t v) {
@@ -154,6 +161,9 @@ struct Kernel {
     return v4a::gpu::shuffleXor(b, loc, v, mask);
   }
 
+  /// Swizzle atoms across a row of D dims.
+  int64_t rowAtoms() const { return plan.width / 64; }
+
   /// The shared address of stage `stage` (an index, 0 or 1).
   Value stageAddress(Value stage) {
     return add(sharedBase,
@@ -162,25 +172,37 @@ struct Kernel {
                       i64(plan.stages[0]), i64(plan.stages[1])));
   }
 
-  /// Copies a 64-row tile into the core-matrix layout at shared address
+  /// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of the
+  /// 128-byte swizzle layout (Warpgroup.h) `atoms` atoms wide.
+  Value tileByte(Value row, Value chunk, int64_t atoms) {
+    Value atom =
+        add(mul(div(row, index(8)), index(atoms)), div(chunk, index(8)));
+    Value rowInAtom = rem(row, index(8));
+    Value place =
+        arith::XOrIOp::create(b, loc, rem(chunk, index(8)), rowInAtom);
+    return add(add(mul(atom, index(kSwizzleAtomBytes)),
+                   mul(rowInAtom, index(kSwizzleRowBytes))),
+               mul(place, index(kChunkBytes)));
+  }
+
+  /// Copies a 64-row tile into the swizzled layout at shared address
   /// `tile`: `source(row)` gives a row's global address and whether it
-  /// exists. Consecutive threads take the 8 rows of one chunk, so each
-  /// warp writes whole core matrices (no bank conflicts) and reads 64
-  /// contiguous bytes of each of 8 rows.
+  /// exists. The 8 lanes of a quarter warp take the 8 chunks of 128
+  /// contiguous bytes of one row: whole sectors from memory, and one
+  /// swizzled atom row (all 32 banks) in shared memory.
   void copyTile(Value tile, function_ref<std::pair<Value, Value>(Value)> source,
                 Value fallback) {
-    int64_t chunks = plan.chunks;
-    for (int64_t i = 0; i < kMmaM * chunks / kThreads; ++i) {
+    for (int64_t i = 0; i < kMmaM * plan.chunks / kThreads; ++i) {
       Value linear = add(index(i * kThreads), thread);
-      Value group = div(linear, index(8));
-      Value row =
-          add(mul(div(group, index(chunks)), index(8)), rem(linear, index(8)));
-      Value chunk = rem(group, index(chunks));
+      Value rest = div(linear, index(8));
+      Value row = rem(rest, index(kMmaM));
+      Value chunk =
+          add(mul(div(rest, index(kMmaM)), index(8)), rem(linear, index(8)));
       auto [address, valid] = source(row);
       Value from = select(
           valid, add(address, toI64(mul(chunk, index(kChunkBytes)))), fallback);
-      Value to = add(tile, toI64(mul(linear, index(kChunkBytes))));
-      copyAsync16(b, loc, to, from, valid);
+      copyAsync16(b, loc, add(tile, toI64(tileByte(row, chunk, rowAtoms()))),
+                  from, valid);
     }
   }
 
@@ -190,13 +212,10 @@ struct Kernel {
     return fragmentPlace(b, loc, warp, lane, r);
   }
 
-  /// Element offset of (head, slot) in P's core-matrix layout (K = 64).
+  /// Element offset of (head, slot) in P (64 slots: one atom a row).
   Value probabilityElement(Value head, Value slot) {
-    Value core = add(mul(div(head, index(8)), index(kSlotsPerBlock / 8)),
-                     div(slot, index(8)));
-    return add(add(mul(core, index(kCoreMatrixBytes / 2)),
-                   mul(rem(head, index(8)), index(8))),
-               rem(slot, index(8)));
+    Value byte = tileByte(head, div(slot, index(8)), 1);
+    return add(div(byte, index(2)), rem(slot, index(8)));
   }
 };
 
@@ -268,7 +287,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   mlir::gpu::LaunchOp launch =
       createLaunch(b, loc, kernelName(func, "attention"), blocks, kThreads,
                    /*sharedFloats=*/0, plan.total);
-  Kernel k{b, loc, plan, heads, {}, {}, {}, {}, {}, {}, {}, {}};
+  Kernel k{b, loc, plan, heads, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   k.thread = launch.getThreadIds().x;
   Value block = launch.getBlockIds().x;
   Value token = k.div(block, k.index(groups));
@@ -278,13 +297,22 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       k.div(k.rem(k.thread, k.index(kWarpgroupThreads)), k.index(kWarpLanes));
   k.lane = k.rem(k.thread, k.index(kWarpLanes));
   Value shared = dynamicShared(b, loc);
-  k.sharedBase = addressOf(b, loc, shared);
-  k.slotAddresses = sharedView(b, loc, shared, plan.addresses, b.getI64Type(),
-                               2 * kSlotsPerBlock);
-  k.exchange = sharedView(b, loc, shared, plan.exchange, b.getF32Type(),
-                          kWarpgroups * kMmaM);
-  k.probabilities = sharedView(b, loc, shared, plan.probabilities,
-                               b.getBF16Type(), kMmaM * kSlotsPerBlock);
+  Value unaligned = addressOf(b, loc, shared);
+  k.sharedBase = arith::AndIOp::create(
+      b, loc, k.add(unaligned, k.i64(kSwizzleAtomBytes - 1)),
+      k.i64(-kSwizzleAtomBytes));
+  Value pad = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(),
+      arith::SubIOp::create(b, loc, k.sharedBase, unaligned));
+  auto view = [&](int64_t offset, Type element, int64_t count) {
+    return sharedView(b, loc, shared, k.add(pad, k.index(offset)), element,
+                      count);
+  };
+  k.slotAddresses = view(plan.addresses, b.getI64Type(), 2 * kSlotsPerBlock);
+  k.exchange = view(plan.exchange, b.getF32Type(), kWarpgroups * kMmaM);
+  k.slotMasks = view(plan.masks, b.getI32Type(), 2 * kWarpgroups);
+  k.probabilities =
+      view(plan.probabilities, b.getBF16Type(), kMmaM * kSlotsPerBlock);
 
   // Where the rows are: one function of (cache, row) per cache.
   cpu::LoopEmitter emitter(b, loc);
@@ -365,18 +393,50 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   };
   // The first 64 threads place the slot addresses of block `slotBlock` in
   // stage `stage`'s table.
-  auto placeAddresses = [&](Value slotBlock, Value stage, Value when) {
-    Value slotInBlock = k.thread;
-    k.ifThen(arith::AndIOp::create(b, loc, when,
-                                   k.ult(slotInBlock, k.index(kSlotsPerBlock))),
-             [&] {
-               Value slot = k.add(k.mul(slotBlock, k.index(kSlotsPerBlock)),
-                                  slotInBlock);
-               memref::StoreOp::create(
-                   b, loc, rowAddress(slot), k.slotAddresses,
-                   ValueRange{k.add(k.mul(stage, k.index(kSlotsPerBlock)),
-                                    slotInBlock)});
-             });
+  // The first 64 threads each own a slot of every block: the row address
+  // of their slot of block `slotBlock` (0 for the others, or when not
+  // `when`), and its place in stage `stage`'s table. The addresses are
+  // computed a block before they are placed, so that the index loads are
+  // in flight while a block is computed.
+  Value ownsSlot = k.ult(k.thread, k.index(kSlotsPerBlock));
+  auto ownAddress = [&](Value slotBlock, Value when) {
+    auto guarded =
+        scf::IfOp::create(b, loc, TypeRange{i64Type},
+                          arith::AndIOp::create(b, loc, when, ownsSlot),
+                          /*withElse=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(guarded.thenBlock());
+    scf::YieldOp::create(
+        b, loc,
+        rowAddress(k.add(k.mul(slotBlock, k.index(kSlotsPerBlock)), k.thread)));
+    b.setInsertionPointToStart(guarded.elseBlock());
+    scf::YieldOp::create(b, loc, k.i64(0));
+    return guarded.getResult(0);
+  };
+  // Each owner warp also leaves a bit per slot (set: the slot has a row)
+  // for the softmax's masks: warp w's word covers the 32 slots that
+  // warpgroup w multiplies.
+  auto placeAddress = [&](Value address, Value stage, Value when) {
+    k.ifThen(arith::AndIOp::create(b, loc, when, ownsSlot), [&] {
+      memref::StoreOp::create(
+          b, loc, address, k.slotAddresses,
+          ValueRange{k.add(k.mul(stage, k.index(kSlotsPerBlock)), k.thread)});
+      Value present = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                            address, k.i64(0));
+      Value bits = NVVM::VoteSyncOp::create(
+          b, loc, b.getI32Type(),
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(-1)), present,
+          NVVM::VoteSyncKind::ballot);
+      Value warpInBlock = k.div(k.thread, k.index(kWarpLanes));
+      k.ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, k.lane,
+                                     k.index(0)),
+               [&] {
+                 memref::StoreOp::create(
+                     b, loc, bits, k.slotMasks,
+                     ValueRange{k.add(k.mul(stage, k.index(kWarpgroups)),
+                                      warpInBlock)});
+               });
+    });
   };
   auto slotAddress = [&](Value stage, Value slotInBlock) {
     return memref::LoadOp::create(
@@ -399,7 +459,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
 
   // Prologue: the query tile and the first block of rows.
   Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-  placeAddresses(k.index(0), k.index(0), always);
+  placeAddress(ownAddress(k.index(0), always), k.index(0), always);
+  Value firstPending = ownAddress(k.index(1), k.ult(k.index(1), slotBlocks));
   k.barrier();
   Value queryTile = k.add(k.sharedBase, k.i64(plan.query));
   k.copyTile(
@@ -419,9 +480,18 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   Value negInf = k.f32(-INFINITY);
   Value zero = k.f32(0.0);
   Value scale2 = k.f32(op.getScale().convertToDouble() * kLog2E);
-  int64_t coreStride = plan.chunks * kCoreMatrixBytes;
-  SmallVector<Value> init = {zeroAccumulator(b, loc, outputN), negInf, negInf,
-                             zero, zero};
+  // Bytes between 8-row groups of a row tile, and the place of K step
+  // `step` (16 elements, 32 bytes) in its row of atoms.
+  int64_t groupStride = k.rowAtoms() * kSwizzleAtomBytes;
+  auto kStep = [&](int64_t step) {
+    return step / 4 * kSwizzleAtomBytes + step % 4 * 2 * kMmaK;
+  };
+  SmallVector<Value> init = {zeroAccumulator(b, loc, outputN),
+                             negInf,
+                             negInf,
+                             zero,
+                             zero,
+                             firstPending};
   auto loop =
       scf::ForOp::create(b, loc, k.index(0), slotBlocks, k.index(1), init);
   {
@@ -438,10 +508,11 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     Value hasNext = k.ult(nextBlock, slotBlocks);
 
     // Gather the next block while this one is computed.
-    placeAddresses(nextBlock, nextStage, hasNext);
+    placeAddress(ownAddress(nextBlock, hasNext), nextStage, hasNext);
     k.barrier();
     k.ifThen(hasNext, [&] { copyBlock(nextStage); });
     commitCopies(b, loc);
+    Value pending = loop.getRegionIterArgs()[5];
     waitCopies(b, loc, 1);
     fenceSharedForMma(b, loc);
     k.barrier();
@@ -449,17 +520,15 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     // S = Q.K^T over this warpgroup's 32 rows.
     Value rows = k.stageAddress(stage);
     Value ownRows =
-        k.add(rows, k.mul(k.toI64(k.warpgroup), k.i64(4 * coreStride)));
+        k.add(rows, k.mul(k.toI64(k.warpgroup), k.i64(4 * groupStride)));
     // The accumulator's registers are written before the fence.
     Value scores = zeroAccumulator(b, loc, 32);
     mmaFence(b, loc);
     for (int64_t step = 0; step < width / kMmaK; ++step) {
-      Value a = matrixDescriptor(
-          b, loc, k.add(queryTile, k.i64(step * 2 * kCoreMatrixBytes)),
-          kCoreMatrixBytes, coreStride);
-      Value bDesc = matrixDescriptor(
-          b, loc, k.add(ownRows, k.i64(step * 2 * kCoreMatrixBytes)),
-          kCoreMatrixBytes, coreStride);
+      Value a = matrixDescriptor(b, loc, k.add(queryTile, k.i64(kStep(step))),
+                                 kChunkBytes, groupStride);
+      Value bDesc = matrixDescriptor(b, loc, k.add(ownRows, k.i64(kStep(step))),
+                                     kChunkBytes, groupStride);
       scores = mmaBF16(b, loc, a, bDesc, scores, 32, /*transposeB=*/false,
                        /*accumulate=*/step > 0);
     }
@@ -469,11 +538,14 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     // Logits in base 2; slots without a row are -inf.
     SmallVector<Value> s = unpackAccumulator(b, loc, scores);
     Value slotBase = k.mul(k.warpgroup, k.index(32));
+    Value mask = memref::LoadOp::create(
+        b, loc, k.slotMasks,
+        ValueRange{k.add(k.mul(stage, k.index(kWarpgroups)), k.warpgroup)});
     for (size_t r = 0; r < s.size(); ++r) {
-      Value slotInBlock = k.add(slotBase, k.place(r).column);
-      Value present =
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                                slotAddress(stage, slotInBlock), k.i64(0));
+      Value bit =
+          arith::IndexCastOp::create(b, loc, b.getI32Type(), k.place(r).column);
+      Value present = arith::TruncIOp::create(
+          b, loc, b.getI1Type(), arith::ShRUIOp::create(b, loc, mask, bit));
       s[r] = k.select(present, k.mul(s[r], scale2), negInf);
     }
     Value headRow[2] = {k.place(0).row, k.place(2).row};
@@ -535,25 +607,27 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
 
     // O += P.V over this warpgroup's half of the dims.
     Value pTile = k.add(k.sharedBase, k.i64(plan.probabilities));
+    // This warpgroup's dims: the second half of the atoms of each row.
     Value ownDims =
         k.add(rows, k.mul(k.toI64(k.warpgroup),
-                          k.i64(plan.chunks / 2 * kCoreMatrixBytes)));
+                          k.i64(k.rowAtoms() / 2 * kSwizzleAtomBytes)));
     mmaFence(b, loc);
     for (int64_t step = 0; step < kSlotsPerBlock / kMmaK; ++step) {
-      Value a = matrixDescriptor(
-          b, loc, k.add(pTile, k.i64(step * 2 * kCoreMatrixBytes)),
-          kCoreMatrixBytes, kSlotsPerBlock / 8 * kCoreMatrixBytes);
-      Value bDesc =
-          matrixDescriptor(b, loc, k.add(ownDims, k.i64(step * 2 * coreStride)),
-                           coreStride, kCoreMatrixBytes);
+      // P: one atom per 8 heads; V: K step `step` is row groups 2 step and
+      // 2 step + 1.
+      Value a = matrixDescriptor(b, loc, k.add(pTile, k.i64(kStep(step))),
+                                 kChunkBytes, kSwizzleAtomBytes);
+      Value bDesc = matrixDescriptor(
+          b, loc, k.add(ownDims, k.i64(2 * step * groupStride)),
+          kSwizzleAtomBytes, groupStride);
       accumulator = mmaBF16(b, loc, a, bDesc, accumulator, outputN,
                             /*transposeB=*/true, /*accumulate=*/true);
     }
     mmaCommit(b, loc);
     mmaWait(b, loc, 0);
-    scf::YieldOp::create(
-        b, loc,
-        ValueRange{accumulator, newMax[0], newMax[1], sums[0], sums[1]});
+    scf::YieldOp::create(b, loc,
+                         ValueRange{accumulator, newMax[0], newMax[1], sums[0],
+                                    sums[1], pending});
   }
 
   // Denominators: lanes of a quad, then the two warpgroups, in that order.

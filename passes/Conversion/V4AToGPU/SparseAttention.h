@@ -19,7 +19,7 @@ class CacheAttentionOp;
 namespace v4a::gpu {
 
 /// Whether the family computes `op`: bf16 query, kv and results, bf16
-/// cache rows, a static head width that is a multiple of 32 and at most
+/// cache rows, a static head width that is a multiple of 128 and at most
 /// 512 (its shared memory within the block's limit).
 bool isAttentionCovered(CacheAttentionOp op);
 

@@ -18,6 +18,8 @@ namespace {
 constexpr unsigned kGlobalSpace = 1, kSharedSpace = 3;
 /// Descriptor fields hold byte counts >> 4 in 14 bits.
 constexpr int64_t kDescriptorFieldMask = 0x3FFF;
+/// The descriptor's layout code (bits 62-63) of the 128-byte swizzle.
+constexpr int64_t kSwizzle128 = 1;
 
 Value i64Constant(OpBuilder &b, Location loc, int64_t value) {
   return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(value));
@@ -47,13 +49,11 @@ Value dynamicShared(OpBuilder &b, Location loc) {
   return mlir::gpu::DynamicSharedMemoryOp::create(b, loc, type);
 }
 
-Value sharedView(OpBuilder &b, Location loc, Value shared, int64_t offset,
+Value sharedView(OpBuilder &b, Location loc, Value shared, Value offset,
                  Type element, int64_t count) {
   auto type = MemRefType::get({count}, element, MemRefLayoutAttrInterface(),
                               workgroupSpace(b.getContext()));
-  return memref::ViewOp::create(b, loc, type, shared,
-                                arith::ConstantIndexOp::create(b, loc, offset),
-                                ValueRange{});
+  return memref::ViewOp::create(b, loc, type, shared, offset, ValueRange{});
 }
 
 Value addressOf(OpBuilder &b, Location loc, Value buffer) {
@@ -94,7 +94,8 @@ Value matrixDescriptor(OpBuilder &b, Location loc, Value address,
   Value start = arith::AndIOp::create(
       b, loc, arith::ShRUIOp::create(b, loc, address, i64Constant(b, loc, 4)),
       i64Constant(b, loc, kDescriptorFieldMask));
-  int64_t fields = ((leading >> 4) << 16) | ((stride >> 4) << 32);
+  int64_t fields =
+      ((leading >> 4) << 16) | ((stride >> 4) << 32) | (kSwizzle128 << 62);
   return arith::OrIOp::create(b, loc, start, i64Constant(b, loc, fields));
 }
 

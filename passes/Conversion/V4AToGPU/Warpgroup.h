@@ -8,12 +8,14 @@
 // dynamic shared memory. Each builds ops at the builder's insertion point
 // inside a gpu.launch body.
 //
-// The core-matrix layout: a tile of R rows by C 16-byte chunks keeps each
-// group of 8 rows by one chunk (a core matrix, 128 contiguous bytes) at
-// byte ((row / 8) * C + chunk) * 128 + (row % 8) * 16. The same bytes serve
-// as a K-major operand (rows as M or N, chunks along K) and as an MN-major
-// one (rows along K, chunks along N), which is what lets attention use one
-// tile of rows for Q.K^T and for P.V.
+// The 128-byte swizzle layout of a tile of rows of bf16: an atom holds 8
+// rows by 64 elements (1 KiB, 1 KiB-aligned), row r of the atom at byte
+// 128 r, its 16-byte chunk c at chunk position c ^ r; the atoms of a row
+// group follow each other along the row, the row groups follow each other.
+// The same bytes serve as a K-major operand (rows as M or N, elements along
+// K) and as an MN-major one (rows along K, elements along N), which is what
+// lets attention use one tile of rows for Q.K^T and for P.V; and a row's
+// 128 contiguous bytes land on all 32 banks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,17 +29,19 @@ namespace v4a::gpu {
 /// Threads of a warpgroup, and the M of its MMAs.
 inline constexpr int64_t kWarpgroupThreads = 128;
 inline constexpr int64_t kMmaM = 64;
-/// K of one bf16 MMA, and bytes of a core matrix.
+/// K of one bf16 MMA; bytes of a swizzle atom and of one of its rows.
 inline constexpr int64_t kMmaK = 16;
-inline constexpr int64_t kCoreMatrixBytes = 128;
+inline constexpr int64_t kSwizzleAtomBytes = 1024;
+inline constexpr int64_t kSwizzleRowBytes = 128;
 
 /// The block's dynamic shared memory (memref<?xi8, workgroup>).
 mlir::Value dynamicShared(mlir::OpBuilder &b, mlir::Location loc);
 
-/// A view of `count` elements of `element` at byte `offset` of `shared`.
+/// A view of `count` elements of `element` at byte `offset` (an index)
+/// of `shared`.
 mlir::Value sharedView(mlir::OpBuilder &b, mlir::Location loc,
-                       mlir::Value shared, int64_t offset, mlir::Type element,
-                       int64_t count);
+                       mlir::Value shared, mlir::Value offset,
+                       mlir::Type element, int64_t count);
 
 /// The address (i64) of the first element of `buffer`: the shared-window
 /// offset for workgroup memory, the global address for device memory.
@@ -59,10 +63,11 @@ void waitCopies(mlir::OpBuilder &b, mlir::Location loc, int32_t pending);
 /// another thread reads them.
 void fenceSharedForMma(mlir::OpBuilder &b, mlir::Location loc);
 
-/// The matrix descriptor of an unswizzled operand at shared address
-/// `address` (i64): `leading` bytes between core matrices along K for a
-/// K-major operand (along K too for MN-major: the next 8 rows), `stride`
-/// bytes between them along M or N (MN-major: the next 8 columns).
+/// The matrix descriptor of an operand in the 128-byte swizzle layout at
+/// shared address `address` (i64, inside a 1 KiB-aligned atom): for a
+/// K-major operand `stride` bytes between 8-row groups along M or N
+/// (`leading` unused); for an MN-major one `leading` bytes between atoms
+/// along N and `stride` between 8-row groups along K.
 mlir::Value matrixDescriptor(mlir::OpBuilder &b, mlir::Location loc,
                              mlir::Value address, int64_t leading,
                              int64_t stride);
