@@ -33,6 +33,7 @@ public:
   struct Launch {
     std::string kernel;
     std::array<unsigned, 3> grid, block;
+    unsigned sharedBytes = 0;
     std::vector<int64_t> params;
   };
   std::vector<Launch> launches;
@@ -85,9 +86,9 @@ public:
     return true;
   }
   bool launchKernel(const std::string &kernel, std::array<unsigned, 3> grid,
-                    std::array<unsigned, 3> block, unsigned,
+                    std::array<unsigned, 3> block, unsigned sharedBytes,
                     std::vector<void *> params, std::string &error) override {
-    Launch launch{kernel, grid, block, {}};
+    Launch launch{kernel, grid, block, sharedBytes, {}};
     for (void *param : params)
       launch.params.push_back(*static_cast<int64_t *>(param));
     launches.push_back(launch);
@@ -126,15 +127,15 @@ step::Function twiceFunction() {
   f.host.values = 2;
   auto value = [&] { return f.host.values++; };
   int t = value(), c128 = value(), grid = value(), one = value(), tmp = value(),
-      none = value();
+      shared = value();
   f.host.ops = {
       op(Kind::Dim, t, {0}, {0}),
       op(Kind::Const, c128, {}, {128}),
       op(Kind::Arith, grid, {t, c128}, {arith(Op::Arith::CeilDivS)}),
       op(Kind::Const, one, {}, {1}),
       op(Kind::Alloc, tmp, {t}, {4, 2, -1, 4}),
-      op(Kind::Const, none, {}, {0}),
-      op(Kind::Launch, -1, {grid, one, one, c128, one, one, none, 0, tmp, t},
+      op(Kind::Const, shared, {}, {0}),
+      op(Kind::Launch, -1, {grid, one, one, c128, one, one, shared, 0, tmp, t},
          {kBuffer, kBuffer, kI64}, "twice"),
       op(Kind::Copy, -1, {tmp, 1}, {}),
   };
@@ -162,6 +163,7 @@ TEST(HostProgram, RunsSizesTemporariesLaunchesAndCopies) {
   const auto &launch = device.launches[0];
   EXPECT_EQ(launch.grid, (std::array<unsigned, 3>{3, 1, 1}));
   EXPECT_EQ(launch.block, (std::array<unsigned, 3>{128, 1, 1}));
+  EXPECT_EQ(launch.sharedBytes, 0u);
   // x: allocated, aligned, offset, sizes, strides; tmp likewise; then T.
   ASSERT_EQ(launch.params.size(), 15u);
   EXPECT_EQ(launch.params[0], reinterpret_cast<int64_t>(x.data()));
@@ -276,8 +278,29 @@ TEST(HostProgram, MalformedProgramsAreErrors) {
   EXPECT_NE(errorOf(f).find("defined twice"), std::string::npos);
 }
 
+TEST(HostProgram, ALaunchTakesItsDynamicSharedMemory) {
+  step::Function f = twiceFunction();
+  f.host.ops[5].data = {200 * 1024};
+  HostMemoryDevice device;
+  device.kernels["twice"] = [](const std::vector<int64_t> &) {};
+  std::vector<float> x(8), y(8);
+  std::string error;
+  ASSERT_TRUE(rt::runHostProgram(f, {{x.data(), {2, 4}}, {y.data(), {2, 4}}},
+                                 device, error))
+      << error;
+  ASSERT_EQ(device.launches.size(), 1u);
+  EXPECT_EQ(device.launches[0].sharedBytes, 200u * 1024);
+}
+
 TEST(HostProgram, BadValuesAreErrors) {
   step::Function f = twiceFunction();
+  f.host.ops[5].data = {228 * 1024}; // past sm_90's 227 KiB
+  EXPECT_NE(errorOf(f).find("twice: 233472 bytes of dynamic shared memory, "
+                            "outside 0..232448"),
+            std::string::npos)
+      << errorOf(f);
+
+  f = twiceFunction();
   f.host.ops[1].data = {2048}; // a block of 2048 threads
   EXPECT_NE(errorOf(f).find("block extent 2048 outside 1..1024"),
             std::string::npos)
