@@ -92,6 +92,9 @@ struct HostOp {
   };
   /// Operands of a Launch before the kernel's arguments.
   static constexpr size_t kLaunchExtents = 7;
+  /// The dynamic shared memory a launch may ask for: what a block of
+  /// sm_90 may have (227 KiB).
+  static constexpr int64_t kMaxSharedBytes = 227 * 1024;
   enum class GemmType {
     /// A, B and D bf16.
     BF16,

@@ -31,8 +31,6 @@ constexpr int64_t kMaxRank = 8;
 /// Launch extents of the GPUs v4a targets.
 constexpr int64_t kMaxGrid[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
 constexpr int64_t kMaxBlockThreads = 1024;
-/// Shared memory a block of sm_90 may have (227 KiB).
-constexpr int64_t kMaxSharedBytes = 227 * 1024;
 
 /// A value of the program: an integer, or a row-major buffer.
 struct Value {
@@ -488,10 +486,10 @@ bool Interpreter::launch(size_t at, const Op &op) {
   // storage never moves once the pointers are taken.
   size_t slots = 0;
   int64_t sharedBytes = extents[6];
-  if (sharedBytes < 0 || sharedBytes > kMaxSharedBytes)
+  if (sharedBytes < 0 || sharedBytes > Op::kMaxSharedBytes)
     return fail(at, op.kernel + ": " + std::to_string(sharedBytes) +
                         " bytes of dynamic shared memory, outside 0.." +
-                        std::to_string(kMaxSharedBytes));
+                        std::to_string(Op::kMaxSharedBytes));
   for (size_t i = Op::kLaunchExtents; i < op.operands.size(); ++i) {
     const Value &v = values[op.operands[i]];
     slots += v.buffer ? 3 + 2 * v.sizes.size() : 1;

@@ -25,6 +25,7 @@
 #include "passes/Conversion/V4AToGPU/SparseAttention.h"
 
 #include "core/CacheLayout.h"
+#include "core/StepSignature.h"
 #include "dialects/V4A/IR/V4AOps.h"
 #include "passes/Conversion/V4AToCPU/CacheRows.h"
 #include "passes/Conversion/V4AToCPU/LoopEmitter.h"
@@ -51,8 +52,6 @@ namespace {
 constexpr int64_t kSlotsPerBlock = 64;
 constexpr int64_t kWarpgroups = 2;
 constexpr int64_t kThreads = kWarpgroups * kWarpgroupThreads;
-/// Shared memory a block of sm_90 may have.
-constexpr int64_t kMaxSharedBytes = 227 * 1024;
 constexpr int64_t kChunkBytes = 16;
 constexpr double kLog2E = 1.4426950408889634;
 
@@ -88,7 +87,7 @@ std::optional<SharedPlan> planShared(int64_t width) {
   plan.exchange = plan.addresses + 2 * kSlotsPerBlock * 8;
   plan.masks = plan.exchange + kWarpgroups * kMmaM * 4;
   plan.total = plan.masks + 2 * kWarpgroups * 4 + kSwizzleAtomBytes;
-  if (plan.total > kMaxSharedBytes)
+  if (plan.total > step::HostOp::kMaxSharedBytes)
     return std::nullopt;
   return plan;
 }
