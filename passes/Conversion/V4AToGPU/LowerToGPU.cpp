@@ -100,12 +100,16 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
       if (func.isExternal())
         continue;
       for (ArrayRef<Operation *> unit : kernelUnits(func)) {
+        // Taken before the row chains are lowered: that erases their ops.
+        SmallVector<CacheAttentionOp> attention;
+        for (Operation *op : unit)
+          if (auto candidate = dyn_cast<CacheAttentionOp>(op);
+              candidate && v4a::gpu::isAttentionCovered(candidate))
+            attention.push_back(candidate);
         for (const RowChain &chain : rowChains(unit))
           v4a::gpu::lowerRowChain(rewriter, chain.ops, chain.store);
-        for (Operation *op : unit)
-          if (auto attention = dyn_cast<CacheAttentionOp>(op);
-              attention && v4a::gpu::isAttentionCovered(attention))
-            v4a::gpu::lowerCacheAttention(rewriter, attention);
+        for (CacheAttentionOp op : attention)
+          v4a::gpu::lowerCacheAttention(rewriter, op);
       }
     }
   }
