@@ -14,9 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 dir=build/gpu
 if [[ ${1:-} == prepare ]]; then
-  mkdir -p "$dir"
-  build/bin/v4a-compile examples/v4-flash.json --context 65792 \
-    --target=sm_90a -o "$dir/v4-flash-64k.v4apkg" || exit 1
+  bench/kernels-profile.sh prepare || exit 1 # v4-flash-64k
   build/bin/v4a-compile examples/v4-pro.json --context 65792 \
     --target=sm_90a -o "$dir/v4-pro-64k.v4apkg" || exit 1
   exit 0
@@ -41,6 +39,8 @@ for model in v4-flash v4-pro; do
       --layers "$layers" --bench --batch "$batch" --context "$context" \
       --tokens "$tokens" --repeat 1 --graphs off > "$csv" 2> /dev/null ||
       echo "$model $shape: ncu failed"
+    # Nsight Compute's own lines name the machine's paths.
+    sed -i '/^==PROF==/d' "$csv"
     python3 bench/attention_report.py "$csv" "examples/$model.json" \
       "$batch" "$context" "$tokens" | tee -a "$lines"
   done

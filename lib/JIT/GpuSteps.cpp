@@ -127,7 +127,7 @@ private:
     }
     return it->second;
   }
-  /// The host values of `operands`, appended to `ids`.
+  /// The host values of `operands`, appended to `resolved`.
   LogicalResult resolve(Operation *op, Kind kind, ValueRange operands,
                         std::vector<int> &resolved) {
     bool onDevice = step::HostOp::actsOnDevice(kind);

@@ -211,6 +211,30 @@ struct Kernel {
     return fragmentPlace(b, loc, warp, lane, r);
   }
 
+  /// Per-head values shared between the two warpgroups: a lane of each
+  /// quad leaves this warpgroup's `values` (of the heads `headRow`) in its
+  /// exchange slots, then the block waits; bothWarpgroups combines a head's
+  /// two values in warpgroup order, so that both get the same bits. The
+  /// slots must be free (a barrier since their last read).
+  void offerToWarpgroups(ArrayRef<Value> values, const Value headRow[2]) {
+    Value quadLead = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                           rem(lane, index(4)), index(0));
+    Value own = mul(warpgroup, index(kMmaM));
+    ifThen(quadLead, [&] {
+      for (int half = 0; half < 2; ++half)
+        memref::StoreOp::create(b, loc, values[half], exchange,
+                                ValueRange{add(own, headRow[half])});
+    });
+    barrier();
+  }
+  Value bothWarpgroups(Value headRow, Combine how) {
+    return combine(
+        b, loc, how,
+        memref::LoadOp::create(b, loc, exchange, ValueRange{headRow}),
+        memref::LoadOp::create(b, loc, exchange,
+                               ValueRange{add(headRow, index(kMmaM))}));
+  }
+
   /// Element offset of (head, slot) in P (64 slots: one atom a row).
   Value probabilityElement(Value head, Value slot) {
     Value byte = tileByte(head, div(slot, index(8)), 1);
@@ -390,13 +414,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     }
     return inRange.getResult(0);
   };
-  // The first 64 threads place the slot addresses of block `slotBlock` in
-  // stage `stage`'s table.
   // The first 64 threads each own a slot of every block: the row address
   // of their slot of block `slotBlock` (0 for the others, or when not
-  // `when`), and its place in stage `stage`'s table. The addresses are
-  // computed a block before they are placed, so that the index loads are
-  // in flight while a block is computed.
+  // `when`), and its place in stage `stage`'s table. (Computing the
+  // addresses a block ahead was measured slower: bench/attention-notes.md.)
   Value ownsSlot = k.ult(k.thread, k.index(kSlotsPerBlock));
   auto ownAddress = [&](Value slotBlock, Value when) {
     auto guarded =
@@ -459,7 +480,6 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   // Prologue: the query tile and the first block of rows.
   Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
   placeAddress(ownAddress(k.index(0), always), k.index(0), always);
-  Value firstPending = ownAddress(k.index(1), k.ult(k.index(1), slotBlocks));
   k.barrier();
   Value queryTile = k.add(k.sharedBase, k.i64(plan.query));
   k.copyTile(
@@ -485,12 +505,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   auto kStep = [&](int64_t step) {
     return step / 4 * kSwizzleAtomBytes + step % 4 * 2 * kMmaK;
   };
-  SmallVector<Value> init = {zeroAccumulator(b, loc, outputN),
-                             negInf,
-                             negInf,
-                             zero,
-                             zero,
-                             firstPending};
+  SmallVector<Value> init = {zeroAccumulator(b, loc, outputN), negInf, negInf,
+                             zero, zero};
   auto loop =
       scf::ForOp::create(b, loc, k.index(0), slotBlocks, k.index(1), init);
   {
@@ -511,7 +527,6 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     k.barrier();
     k.ifThen(hasNext, [&] { copyBlock(nextStage); });
     commitCopies(b, loc);
-    Value pending = loop.getRegionIterArgs()[5];
     waitCopies(b, loc, 1);
     fenceSharedForMma(b, loc);
     k.barrier();
@@ -558,23 +573,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       m = k.maxf(m, k.shuffleXor(m, 2));
       blockMax[half] = m;
     }
-    Value quadLead =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                              k.rem(k.lane, k.index(4)), k.index(0));
-    Value ownSlot = k.mul(k.warpgroup, k.index(kMmaM));
-    k.ifThen(quadLead, [&] {
-      for (int half = 0; half < 2; ++half)
-        memref::StoreOp::create(b, loc, blockMax[half], k.exchange,
-                                ValueRange{k.add(ownSlot, headRow[half])});
-    });
-    k.barrier();
+    k.offerToWarpgroups(blockMax, headRow);
     Value newMax[2], alpha[2], used[2];
     for (int half = 0; half < 2; ++half) {
-      Value both = k.maxf(
-          memref::LoadOp::create(b, loc, k.exchange, ValueRange{headRow[half]}),
-          memref::LoadOp::create(
-              b, loc, k.exchange,
-              ValueRange{k.add(headRow[half], k.index(kMmaM))}));
+      Value both = k.bothWarpgroups(headRow[half], Combine::Max);
       newMax[half] = k.maxf(maxima[half], both);
       // Before any row, exponents are taken against 0 (every term is 0).
       used[half] = k.select(k.isNegInf(newMax[half]), zero, newMax[half]);
@@ -624,16 +626,13 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     }
     mmaCommit(b, loc);
     mmaWait(b, loc, 0);
-    scf::YieldOp::create(b, loc,
-                         ValueRange{accumulator, newMax[0], newMax[1], sums[0],
-                                    sums[1], pending});
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{accumulator, newMax[0], newMax[1], sums[0], sums[1]});
   }
 
   // Denominators: lanes of a quad, then the two warpgroups, in that order.
   Value headRow[2] = {k.place(0).row, k.place(2).row};
-  Value quadLead = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                         k.rem(k.lane, k.index(4)), k.index(0));
-  Value ownSlot = k.mul(k.warpgroup, k.index(kMmaM));
   Value sums[2];
   for (int half = 0; half < 2; ++half) {
     Value l = loop.getResult(3 + half);
@@ -641,21 +640,12 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     sums[half] = k.add(l, k.shuffleXor(l, 2));
   }
   k.barrier();
-  k.ifThen(quadLead, [&] {
-    for (int half = 0; half < 2; ++half)
-      memref::StoreOp::create(b, loc, sums[half], k.exchange,
-                              ValueRange{k.add(ownSlot, headRow[half])});
-  });
-  k.barrier();
+  k.offerToWarpgroups(sums, headRow);
   // Per head: the denominator, or -inf for an empty selection (its result
   // is 0: the sink takes all the mass).
   Value denominators[2], stored[2], head[2];
   for (int half = 0; half < 2; ++half) {
-    Value total = k.add(
-        memref::LoadOp::create(b, loc, k.exchange, ValueRange{headRow[half]}),
-        memref::LoadOp::create(
-            b, loc, k.exchange,
-            ValueRange{k.add(headRow[half], k.index(kMmaM))}));
+    Value total = k.bothWarpgroups(headRow[half], Combine::Add);
     head[half] = k.add(headBase, headRow[half]);
     stored[half] = k.ult(head[half], k.index(heads));
     Value safeHead =

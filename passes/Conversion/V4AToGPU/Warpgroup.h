@@ -1,9 +1,8 @@
-//===- Warpgroup.h - tensor-core and async-copy pieces of the kit -*- C++
-//-*-===//
+//===- Warpgroup.h - tensor-core and async-copy kit pieces -----*- C++ -*-===//
 //
 // The sm_90 pieces kernel families share for matrix products: warpgroup MMAs
 // (wgmma) on operands in shared memory, their matrix descriptors over the
-// unswizzled core-matrix layout, accumulator fragments and their
+// 128-byte swizzle layout below, accumulator fragments and their
 // coordinates, 16-byte cp.async copies with zero fill, and views of the
 // dynamic shared memory. Each builds ops at the builder's insertion point
 // inside a gpu.launch body.
