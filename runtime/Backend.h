@@ -72,6 +72,24 @@ public:
   /// bytes [base, base + bytes), zeroed and reused by every run (the work of
   /// one stream is ordered). Null: each run allocates and releases its own.
   virtual void setTemporaries(void *base, int64_t bytes) {}
+  /// The stream later work queues on: a stream of the backend's device
+  /// and context (a CUstream on CUDA), or null for the backend's own.
+  /// Work queued before is ordered before work queued after. The CPU has
+  /// no streams: only null.
+  virtual bool useStream(void *stream, std::string &error);
+  /// Queue copies without waiting for them: host to device (the host bytes
+  /// may be reused when it returns) and device to device.
+  virtual bool queueCopyToDevice(void *device, const void *host, int64_t bytes,
+                                 std::string &error);
+  virtual bool queueCopyOnDevice(void *to, const void *from, int64_t bytes,
+                                 std::string &error);
+  /// Whether the `bytes` at `data` are memory the backend's functions can
+  /// read and write (on a GPU: an allocation of its context that holds
+  /// them); `what` names the buffer in the error.
+  virtual bool checkAccessible(const void *data, int64_t bytes,
+                               const std::string &what, std::string &error) {
+    return true;
+  }
   /// Free and total device memory; false when the backend cannot tell (the
   /// host's memory is checked apart).
   virtual bool memoryInfo(int64_t &free, int64_t &total) { return false; }

@@ -31,6 +31,27 @@ bool Backend::launchGraph(void *, std::string &error) {
   return false;
 }
 
+bool Backend::useStream(void *stream, std::string &error) {
+  if (!stream)
+    return true;
+  error = std::string("the ") + name() + " backend has no streams";
+  return false;
+}
+
+// A backend whose memory is the host's copies in place.
+bool Backend::queueCopyToDevice(void *device, const void *host, int64_t bytes,
+                                std::string &) {
+  copyToDevice(device, host, bytes);
+  return true;
+}
+
+bool Backend::queueCopyOnDevice(void *to, const void *from, int64_t bytes,
+                                std::string &) {
+  if (bytes > 0)
+    std::memmove(to, from, bytes);
+  return true;
+}
+
 namespace {
 
 /// A memref descriptor as MLIR's C interface lays it out: allocated and

@@ -28,6 +28,7 @@ struct CUmod_st;
 struct CUfunc_st;
 struct CUgraph_st;
 struct CUgraphExec_st;
+struct CUevent_st;
 constexpr CUresult kSuccess = 0;
 /// CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: other threads' unsafe calls do not
 /// break a capture on this one.
@@ -36,6 +37,13 @@ constexpr int kComputeCapabilityMajor = 75, kComputeCapabilityMinor = 76;
 /// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, and the dynamic shared
 /// memory any kernel may take without it.
 constexpr int kMaxDynamicSharedAttribute = 8;
+/// CU_POINTER_ATTRIBUTE_*: the context, memory type and allocation range
+/// of a pointer; CU_MEMORYTYPE_HOST.
+constexpr int kPointerContext = 1, kPointerMemoryType = 2,
+              kPointerRangeStart = 11, kPointerRangeSize = 12;
+constexpr unsigned kMemoryTypeHost = 1;
+/// CU_EVENT_DISABLE_TIMING.
+constexpr unsigned kEventNoTiming = 2;
 constexpr unsigned kDefaultSharedBytes = 48 * 1024;
 
 } // namespace
@@ -80,10 +88,23 @@ struct CudaBackend::Driver {
   CUresult (*graphLaunch)(CUgraphExec_st *, CUstream_st *) = nullptr;
   CUresult (*graphExecDestroy)(CUgraphExec_st *) = nullptr;
   CUresult (*graphDestroy)(CUgraph_st *) = nullptr;
+  CUresult (*streamGetCtx)(CUstream_st *, CUctx_st **) = nullptr;
+  CUresult (*streamWaitEvent)(CUstream_st *, CUevent_st *, unsigned) = nullptr;
+  CUresult (*eventCreate)(CUevent_st **, unsigned) = nullptr;
+  CUresult (*eventRecord)(CUevent_st *, CUstream_st *) = nullptr;
+  CUresult (*eventDestroy)(CUevent_st *) = nullptr;
+  CUresult (*pointerGetAttribute)(void *, int, CUdeviceptr) = nullptr;
 
   CUdevice device = 0;
   CUctx_st *context = nullptr;
+  /// The stream work queues on: the backend's own, or a caller's
+  /// (useStream).
   CUstream_st *stream = nullptr;
+  CUstream_st *ownStream = nullptr;
+  /// Orders the work of one stream before the next one's.
+  CUevent_st *handOver = nullptr;
+  /// While a graph is recorded (on the own stream), the stream to return to.
+  CUstream_st *recordingFrom = nullptr;
   std::vector<CUmod_st *> modules;
   /// The module step functions' kernels come from, and its functions.
   CUmod_st *kernels = nullptr;
@@ -161,6 +182,13 @@ struct CudaBackend::Driver {
         {"cuGraphLaunch", reinterpret_cast<void **>(&graphLaunch)},
         {"cuGraphExecDestroy", reinterpret_cast<void **>(&graphExecDestroy)},
         {"cuGraphDestroy", reinterpret_cast<void **>(&graphDestroy)},
+        {"cuStreamGetCtx", reinterpret_cast<void **>(&streamGetCtx)},
+        {"cuStreamWaitEvent", reinterpret_cast<void **>(&streamWaitEvent)},
+        {"cuEventCreate", reinterpret_cast<void **>(&eventCreate)},
+        {"cuEventRecord", reinterpret_cast<void **>(&eventRecord)},
+        {"cuEventDestroy_v2", reinterpret_cast<void **>(&eventDestroy)},
+        {"cuPointerGetAttribute",
+         reinterpret_cast<void **>(&pointerGetAttribute)},
     };
     for (const Entry &entry : entries) {
       *entry.slot = dlsym(library, entry.symbol);
@@ -184,8 +212,10 @@ CudaBackend::~CudaBackend() {
       d.memFree(memory);
   for (CUmod_st *module : d.modules)
     d.moduleUnload(module);
-  if (d.stream)
-    d.streamDestroy(d.stream);
+  if (d.handOver)
+    d.eventDestroy(d.handOver);
+  if (d.ownStream)
+    d.streamDestroy(d.ownStream);
   if (d.context)
     d.primaryCtxRelease(d.device);
   if (d.library)
@@ -231,10 +261,12 @@ std::unique_ptr<CudaBackend> CudaBackend::create(int ordinal,
                                      d.device)) != kSuccess ||
       (result = d.primaryCtxRetain(&d.context, d.device)) != kSuccess ||
       (result = d.ctxSetCurrent(d.context)) != kSuccess ||
-      (result = d.streamCreate(&d.stream, 0)) != kSuccess) {
+      (result = d.streamCreate(&d.ownStream, 0)) != kSuccess ||
+      (result = d.eventCreate(&d.handOver, kEventNoTiming)) != kSuccess) {
     error = d.describe("cannot open GPU " + std::to_string(ordinal), result);
     return nullptr;
   }
+  d.stream = d.ownStream;
   d.deviceName = name;
   d.computeCapability = 10 * major + minor;
   return backend;
@@ -427,8 +459,7 @@ static CudaGemm *loadGemm(CudaBackend &backend, CudaBackend::Driver &d) {
   void *workspace = backend.allocate(CudaGemm::kWorkspaceBytes, why);
   if (workspace) {
     d.gemmWorkspace = reinterpret_cast<CUdeviceptr>(workspace);
-    d.gemm =
-        CudaGemm::load(d.stream, workspace, CudaGemm::kWorkspaceBytes, why);
+    d.gemm = CudaGemm::load(workspace, CudaGemm::kWorkspaceBytes, why);
     if (!d.gemm) {
       backend.release(workspace);
       d.gemmWorkspace = 0;
@@ -482,7 +513,7 @@ bool CudaHostDevice::gemm(const GemmCall &call, bool &done,
       return true;
     padded.d = reinterpret_cast<void *>(d.gemmRows);
   }
-  if (!library->run(padded, done, error))
+  if (!library->run(padded, d.stream, done, error))
     return false;
   // A shape the load did not prepare and the library refuses is said once.
   if (!done && !call.empty() && d.gemmWarned.insert(describeGemm(call)).second)
@@ -606,8 +637,13 @@ bool CudaBackend::supportsGraphs() const {
 bool CudaBackend::beginGraph(std::string &error) {
   Driver &d = *driver;
   d.bind();
+  // Recorded on the own stream: a caller's stream may get work from other
+  // threads meanwhile, which must not become part of the graph.
+  d.recordingFrom = d.stream;
+  d.stream = d.ownStream;
   CUresult result = d.streamBeginCapture(d.stream, kCaptureThreadLocal);
   if (result != kSuccess) {
+    d.stream = d.recordingFrom;
     error = d.describe("cannot record a graph on " + d.deviceName, result);
     return false;
   }
@@ -619,6 +655,7 @@ void *CudaBackend::endGraph(std::string &error) {
   d.bind();
   CUgraph_st *graph = nullptr;
   CUresult result = d.streamEndCapture(d.stream, &graph);
+  d.stream = d.recordingFrom;
   if (result != kSuccess) {
     error = d.describe("cannot record a graph on " + d.deviceName, result);
     return nullptr;
@@ -641,6 +678,94 @@ bool CudaBackend::launchGraph(void *graph, std::string &error) {
   if (result != kSuccess)
     error = d.describe("cannot launch a graph on " + d.deviceName, result);
   return result == kSuccess;
+}
+
+bool CudaBackend::useStream(void *stream, std::string &error) {
+  Driver &d = *driver;
+  d.bind();
+  auto *next = stream ? static_cast<CUstream_st *>(stream) : d.ownStream;
+  if (next == d.stream)
+    return true;
+  CUctx_st *context = nullptr;
+  CUresult result = d.streamGetCtx(next, &context);
+  if (result != kSuccess) {
+    error = d.describe("the stream is not a stream of " + d.deviceName, result);
+    return false;
+  }
+  if (context != d.context) {
+    error = "the stream belongs to another CUDA context than the model's (the "
+            "primary context of " +
+            d.deviceName + ")";
+    return false;
+  }
+  // What the old stream queued (the last step, a cache write) comes first.
+  if ((result = d.eventRecord(d.handOver, d.stream)) != kSuccess ||
+      (result = d.streamWaitEvent(next, d.handOver, 0)) != kSuccess) {
+    error = d.describe("cannot order the streams on " + d.deviceName, result);
+    return false;
+  }
+  d.stream = next;
+  return true;
+}
+
+bool CudaBackend::queueCopyToDevice(void *device, const void *host,
+                                    int64_t bytes, std::string &error) {
+  Driver &d = *driver;
+  d.bind();
+  // From pageable memory the driver stages the bytes before it returns.
+  CUresult result =
+      bytes > 0 ? d.memcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(device),
+                                    host, bytes, d.stream)
+                : kSuccess;
+  if (result != kSuccess)
+    error = d.describe("cannot copy to " + d.deviceName, result);
+  return result == kSuccess;
+}
+
+bool CudaBackend::queueCopyOnDevice(void *to, const void *from, int64_t bytes,
+                                    std::string &error) {
+  Driver &d = *driver;
+  d.bind();
+  CUresult result =
+      bytes > 0 ? d.memcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(to),
+                                    reinterpret_cast<CUdeviceptr>(from), bytes,
+                                    d.stream)
+                : kSuccess;
+  if (result != kSuccess)
+    error = d.describe("cannot copy on " + d.deviceName, result);
+  return result == kSuccess;
+}
+
+bool CudaBackend::checkAccessible(const void *data, int64_t bytes,
+                                  const std::string &what, std::string &error) {
+  Driver &d = *driver;
+  d.bind();
+  auto pointer = reinterpret_cast<CUdeviceptr>(data);
+  unsigned type = 0;
+  CUctx_st *context = nullptr;
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  if (d.pointerGetAttribute(&type, kPointerMemoryType, pointer) != kSuccess ||
+      type == kMemoryTypeHost) {
+    error = what + " is host memory, not memory of " + d.deviceName;
+    return false;
+  }
+  if (d.pointerGetAttribute(&context, kPointerContext, pointer) != kSuccess ||
+      context != d.context) {
+    error = what + " is memory of another GPU or CUDA context than the "
+                   "model's (the primary context of " +
+            d.deviceName + ")";
+    return false;
+  }
+  if (d.pointerGetAttribute(&start, kPointerRangeStart, pointer) == kSuccess &&
+      d.pointerGetAttribute(&size, kPointerRangeSize, pointer) == kSuccess &&
+      pointer + static_cast<CUdeviceptr>(bytes) > start + size) {
+    error = what + " needs " + std::to_string(bytes) + " bytes but its " +
+            "allocation ends " + std::to_string(start + size - pointer) +
+            " bytes after it";
+    return false;
+  }
+  return true;
 }
 
 void CudaBackend::releaseGraph(void *graph) {

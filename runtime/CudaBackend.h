@@ -54,6 +54,13 @@ public:
   void *endGraph(std::string &error) override;
   bool launchGraph(void *graph, std::string &error) override;
   void releaseGraph(void *graph) override;
+  bool useStream(void *stream, std::string &error) override;
+  bool queueCopyToDevice(void *device, const void *host, int64_t bytes,
+                         std::string &error) override;
+  bool queueCopyOnDevice(void *to, const void *from, int64_t bytes,
+                         std::string &error) override;
+  bool checkAccessible(const void *data, int64_t bytes, const std::string &what,
+                       std::string &error) override;
 
   /// Loads a PTX (NUL-terminated text) or cubin image; returns a handle, or
   /// null with the driver's message.

@@ -79,7 +79,7 @@ struct CudaGemm::Library {
                    void *) = nullptr;
 
   Handle *handle = nullptr;
-  void *stream = nullptr, *workspace = nullptr;
+  void *workspace = nullptr;
   int64_t workspaceBytes = 0;
   std::map<ShapeKey, Plan> plans;
 
@@ -207,7 +207,7 @@ CudaGemm::~CudaGemm() {
     dlclose(l.handleLibrary);
 }
 
-std::unique_ptr<CudaGemm> CudaGemm::load(void *stream, void *workspace,
+std::unique_ptr<CudaGemm> CudaGemm::load(void *workspace,
                                          int64_t workspaceBytes,
                                          std::string &why) {
   const char *setting = std::getenv("V4A_GEMM_LIBRARY");
@@ -230,7 +230,6 @@ std::unique_ptr<CudaGemm> CudaGemm::load(void *stream, void *workspace,
     why = "cuBLASLt does not start";
     return nullptr;
   }
-  l.stream = stream;
   l.workspace = workspace;
   l.workspaceBytes = workspaceBytes;
   return gemm;
@@ -263,7 +262,8 @@ bool CudaGemm::prepare(const GemmCall &call) {
   return plan && plan->usable;
 }
 
-bool CudaGemm::run(const GemmCall &call, bool &done, std::string &error) {
+bool CudaGemm::run(const GemmCall &call, void *stream, bool &done,
+                   std::string &error) {
   Library &l = *library;
   done = false;
   Plan *found = planOf(l, call);
@@ -279,7 +279,7 @@ bool CudaGemm::run(const GemmCall &call, bool &done, std::string &error) {
   Status status =
       l.matmul(l.handle, plan.desc, &alpha, call.a, plan.a, call.b, plan.b,
                &beta, call.d, plan.d, call.d, plan.d, &plan.algo, l.workspace,
-               static_cast<size_t>(l.workspaceBytes), l.stream);
+               static_cast<size_t>(l.workspaceBytes), stream);
   // A product the library turns down when it runs (it writes nothing then)
   // goes to the generated kernel, now and for the rest of the run.
   if (status != kOk) {

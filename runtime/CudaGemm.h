@@ -23,14 +23,14 @@ class CudaGemm {
 public:
   /// The library, or null with `why` (not installed, or disabled with
   /// V4A_GEMM_LIBRARY=0). `workspace` is device memory of `workspaceBytes`
-  /// the products may use; `stream` is the backend's stream.
-  static std::unique_ptr<CudaGemm>
-  load(void *stream, void *workspace, int64_t workspaceBytes, std::string &why);
+  /// the products may use.
+  static std::unique_ptr<CudaGemm> load(void *workspace, int64_t workspaceBytes,
+                                        std::string &why);
   ~CudaGemm();
 
-  /// Queues `call` and sets `done`, or leaves `done` false when the
-  /// library has no algorithm for the shape.
-  bool run(const GemmCall &call, bool &done, std::string &error);
+  /// Queues `call` on `stream` and sets `done`, or leaves `done` false when
+  /// the library has no algorithm for the shape.
+  bool run(const GemmCall &call, void *stream, bool &done, std::string &error);
   /// Chooses the algorithm of `call`'s shape now (a shape first seen by run
   /// is planned there); false when the library has none.
   bool prepare(const GemmCall &call);

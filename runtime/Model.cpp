@@ -411,6 +411,19 @@ struct Model::Impl {
   int64_t boundOf(int64_t context, bool recorded) const;
   bool queueCalls(const StepLayout &layout, std::string &error);
   bool runStep(const StepLayout &layout, bool recorded, std::string &error);
+  int64_t positionOf(int64_t sequence) const;
+  bool checkLayerBuffers(size_t inputs, size_t outputs,
+                         std::string &error) const;
+  bool validateBatch(const StepBatch &batch, bool padded,
+                     std::string &error) const;
+  bool measureBatch(const StepBatch &batch, int64_t &tokens, int64_t &context,
+                    std::string &error) const;
+  std::vector<uint8_t> stageIds(const StepBatch &batch,
+                                const StepLayout &layout) const;
+  bool queueStep(const StepLayout &layout, int64_t context, bool &recorded,
+                 std::string &error);
+  void recordFault(bool recorded, std::string &error);
+  void advance(const StepBatch &batch);
 };
 
 Model::Model(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
@@ -644,11 +657,27 @@ bool Model::releaseSequence(int64_t sequence, std::string &error) {
   return true;
 }
 
-int64_t Model::position(int64_t sequence) const {
-  if (sequence < 0 || sequence >= maxSequences() ||
-      !impl->sequences[sequence].active)
+int64_t Model::Impl::positionOf(int64_t sequence) const {
+  if (sequence < 0 || sequence >= static_cast<int64_t>(sequences.size()) ||
+      !sequences[sequence].active)
     return -1;
-  return impl->sequences[sequence].position;
+  return sequences[sequence].position;
+}
+
+int64_t Model::position(int64_t sequence) const {
+  return impl->positionOf(sequence);
+}
+
+/// One input and one output buffer per layer of the model.
+bool Model::Impl::checkLayerBuffers(size_t inputs, size_t outputs,
+                                    std::string &error) const {
+  size_t numLayers = static_cast<size_t>(config.numLayers());
+  if (inputs == numLayers && outputs == numLayers)
+    return true;
+  error = "expected one input and one output buffer per layer (" +
+          std::to_string(numLayers) + "), got " + std::to_string(inputs) +
+          " and " + std::to_string(outputs);
+  return false;
 }
 
 bool Model::restorePosition(int64_t sequence, int64_t position,
@@ -971,12 +1000,13 @@ double stepWorkspaceBytes(const ModelConfig &c,
   return worst;
 }
 
-bool Model::step(const StepBatch &batch,
-                 const std::vector<const float *> &inputs,
-                 const std::vector<float *> &outputs, std::string &error) {
-  Impl &m = *impl;
-  if (!m.fault.empty()) {
-    error = "the model refuses further steps after a failed one: " + m.fault;
+/// Checks a batch against the model before anything runs: its rows, their
+/// sequences and lengths; `padded` (the host step's layout) also bounds
+/// each length by the batch's paddedTokens.
+bool Model::Impl::validateBatch(const StepBatch &batch, bool padded,
+                                std::string &error) const {
+  if (!fault.empty()) {
+    error = "the model refuses further steps after a failed one: " + fault;
     return false;
   }
   size_t rows = batch.sequences.size();
@@ -985,35 +1015,21 @@ bool Model::step(const StepBatch &batch,
             std::to_string(batch.lengths.size()) + " lengths";
     return false;
   }
-  if (rows > m.sequences.size()) {
+  if (rows > sequences.size()) {
     error = "the batch has " + std::to_string(rows) +
-            " rows, more than the plan's " +
-            std::to_string(m.sequences.size()) + " sequence slots";
+            " rows, more than the plan's " + std::to_string(sequences.size()) +
+            " sequence slots";
     return false;
   }
-  size_t numLayers = static_cast<size_t>(m.config.numLayers());
-  if (inputs.size() != numLayers || outputs.size() != numLayers) {
-    error = "expected one input and one output buffer per layer (" +
-            std::to_string(numLayers) + "), got " +
-            std::to_string(inputs.size()) + " and " +
-            std::to_string(outputs.size());
-    return false;
-  }
-  for (const LayerSpec &layer : m.layers)
-    if ((!inputs[layer.id] || !outputs[layer.id]) && batch.paddedTokens > 0 &&
-        rows > 0) {
-      error =
-          "layer " + std::to_string(layer.id) + ": null input or output buffer";
-      return false;
-    }
-  if (batch.paddedTokens < 0) {
+  if (padded && batch.paddedTokens < 0) {
     error = "paddedTokens must be >= 0";
     return false;
   }
   std::set<int64_t> seen;
   for (size_t b = 0; b < rows; ++b) {
     int64_t sequence = batch.sequences[b], length = batch.lengths[b];
-    if (position(sequence) < 0) {
+    int64_t at = positionOf(sequence);
+    if (at < 0) {
       error = "batch row " + std::to_string(b) +
               ": unknown or finished sequence " + std::to_string(sequence);
       return false;
@@ -1023,29 +1039,106 @@ bool Model::step(const StepBatch &batch,
               std::to_string(sequence) + " appears twice";
       return false;
     }
-    if (length < 0 || length > batch.paddedTokens) {
+    int64_t limit = padded ? batch.paddedTokens : plan.options.contextTokens;
+    if (length < 0 || length > limit) {
       error = "batch row " + std::to_string(b) + ": length " +
-              std::to_string(length) + " outside [0, " +
-              std::to_string(batch.paddedTokens) + "]";
+              std::to_string(length) + " outside [0, " + std::to_string(limit) +
+              "]";
       return false;
     }
-    if (position(sequence) + length > contextTokens()) {
+    if (at + length > plan.options.contextTokens) {
       error = "sequence " + std::to_string(sequence) + ": " +
-              std::to_string(position(sequence) + length) +
+              std::to_string(at + length) +
               " tokens exceed the planned context of " +
-              std::to_string(contextTokens());
+              std::to_string(plan.options.contextTokens);
       return false;
     }
   }
-  int64_t tokens = 0, context = 0;
-  for (size_t b = 0; b < rows; ++b) {
+  return true;
+}
+
+/// The batch's packed tokens and its longest sequence after the step,
+/// checked against the host's memory for the step's buffers.
+bool Model::Impl::measureBatch(const StepBatch &batch, int64_t &tokens,
+                               int64_t &context, std::string &error) const {
+  tokens = 0;
+  context = 0;
+  for (size_t b = 0; b < batch.sequences.size(); ++b) {
     tokens += batch.lengths[b];
-    context =
-        std::max(context, position(batch.sequences[b]) + batch.lengths[b]);
+    context = std::max(context,
+                       positionOf(batch.sequences[b]) + batch.lengths[b]);
   }
-  if (!io::fitsInMemory(stepWorkspaceBytes(m.config, m.layers, tokens, context),
-                        "a step of " + std::to_string(tokens) + " tokens",
-                        error))
+  return io::fitsInMemory(stepWorkspaceBytes(config, layers, tokens, context),
+                          "a step of " + std::to_string(tokens) + " tokens",
+                          error);
+}
+
+/// The token ids of the step region (each sequence's rows in order, with
+/// their positions), as bytes to copy to its start.
+std::vector<uint8_t> Model::Impl::stageIds(const StepBatch &batch,
+                                           const StepLayout &layout) const {
+  std::vector<uint8_t> staged(layout.x.empty() ? layout.inputBytes
+                                               : layout.x.begin()->second);
+  auto ids = [&](const char *bind) {
+    return reinterpret_cast<int64_t *>(staged.data() + layout.ids.at(bind));
+  };
+  for (size_t b = 0, row = 0; b < batch.sequences.size(); ++b) {
+    int64_t begin = static_cast<int64_t>(row);
+    int64_t start = sequences[batch.sequences[b]].position;
+    for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row) {
+      ids("positions")[row] = start + t;
+      ids("slots")[row] = batch.sequences[b];
+      ids("first")[row] = begin;
+      ids("last")[row] = begin + batch.lengths[b] - 1;
+    }
+  }
+  return staged;
+}
+
+/// Queues the step whose inputs are in place: recorded when it is
+/// decode-sized. A failure after work was queued is the model's fault.
+bool Model::Impl::queueStep(const StepLayout &layout, int64_t context,
+                            bool &recorded, std::string &error) {
+  recorded = graphsOn && backend->supportsGraphs() &&
+                  layout.tokens <= static_cast<int64_t>(sequences.size());
+  contextBound = boundOf(context, recorded);
+  return runStep(layout, recorded, error);
+}
+
+/// Names the step that failed on the device; the model then refuses
+/// further steps.
+void Model::Impl::recordFault(bool recorded, std::string &error) {
+  std::string ids;
+  for (const LayerSpec &layer : layers)
+    ids += (ids.empty() ? "" : ",") + std::to_string(layer.id);
+  error = "the step of layers " + ids + (recorded ? " (a graph)" : "") +
+          " failed on the device: " + error +
+          " (V4A_TRACE_LAUNCHES=1 names the kernel)";
+  fault = error;
+}
+
+void Model::Impl::advance(const StepBatch &batch) {
+  for (size_t b = 0; b < batch.sequences.size(); ++b)
+    sequences[batch.sequences[b]].position += batch.lengths[b];
+}
+
+bool Model::step(const StepBatch &batch,
+                 const std::vector<const float *> &inputs,
+                 const std::vector<float *> &outputs, std::string &error) {
+  Impl &m = *impl;
+  if (!m.validateBatch(batch, /*padded=*/true, error) ||
+      !m.checkLayerBuffers(inputs.size(), outputs.size(), error))
+    return false;
+  size_t rows = batch.sequences.size();
+  for (const LayerSpec &layer : m.layers)
+    if ((!inputs[layer.id] || !outputs[layer.id]) && batch.paddedTokens > 0 &&
+        rows > 0) {
+      error =
+          "layer " + std::to_string(layer.id) + ": null input or output buffer";
+      return false;
+    }
+  int64_t tokens = 0, context = 0;
+  if (!m.measureBatch(batch, tokens, context, error))
     return false;
   int64_t dim = m.config.hiddenSize, padded = batch.paddedTokens;
   auto clearOutputs = [&] {
@@ -1060,25 +1153,11 @@ bool Model::step(const StepBatch &batch,
   }
   if (!m.reserveWorkspace(tokens, error))
     return false;
-  // The inputs as the step region lays them out: the packed tokens (each
-  // sequence's rows in order, with their positions), then each layer's x.
-  // Every input is read before any output is cleared: they may be one
-  // buffer.
+  // The ids, then each layer's x. Every input is read before any output is
+  // cleared: they may be one buffer.
   StepLayout layout = m.layoutStep(tokens);
-  std::vector<uint8_t> staged(layout.inputBytes);
-  auto ids = [&](const char *bind) {
-    return reinterpret_cast<int64_t *>(staged.data() + layout.ids.at(bind));
-  };
-  for (size_t b = 0, row = 0; b < rows; ++b) {
-    int64_t begin = static_cast<int64_t>(row);
-    int64_t start = m.sequences[batch.sequences[b]].position;
-    for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row) {
-      ids("positions")[row] = start + t;
-      ids("slots")[row] = batch.sequences[b];
-      ids("first")[row] = begin;
-      ids("last")[row] = begin + batch.lengths[b] - 1;
-    }
-  }
+  std::vector<uint8_t> staged = m.stageIds(batch, layout);
+  staged.resize(layout.inputBytes);
   for (const LayerSpec &layer : m.layers) {
     auto *bits =
         reinterpret_cast<uint16_t *>(staged.data() + layout.x.at(layer.id));
@@ -1089,21 +1168,12 @@ bool Model::step(const StepBatch &batch,
               num::toBF16Bits(inputs[layer.id][(b * padded + t) * dim + i]);
   }
   clearOutputs();
-  bool recorded = m.graphsOn && m.backend->supportsGraphs() &&
-                  tokens <= static_cast<int64_t>(m.sequences.size());
-  m.contextBound = m.boundOf(context, recorded);
   m.backend->copyToDevice(m.workspaceBase(), staged.data(), layout.inputBytes);
-  bool queued = m.runStep(layout, recorded, error);
+  bool recorded = false;
+  bool queued = m.queueStep(layout, context, recorded, error);
   bool ran = queued && m.backend->synchronize(error);
-  if (queued && !ran) {
-    // The queued work failed after its launch: the step, not one call.
-    std::string layers;
-    for (const LayerSpec &layer : m.layers)
-      layers += (layers.empty() ? "" : ",") + std::to_string(layer.id);
-    error = "the step of layers " + layers + (recorded ? " (a graph)" : "") +
-            " failed on the device: " + error +
-            " (V4A_TRACE_LAUNCHES=1 names the kernel)";
-  }
+  if (queued && !ran)
+    m.recordFault(recorded, error);
   if (!ran) {
     // The caches may be half-written and the device state unknown.
     m.fault = error;
@@ -1121,8 +1191,84 @@ bool Model::step(const StepBatch &batch,
           outputs[layer.id][(b * padded + t) * dim + i] =
               num::fromBF16Bits(bits[row * dim + i]);
   }
-  for (size_t b = 0; b < rows; ++b)
-    m.sequences[batch.sequences[b]].position += batch.lengths[b];
+  m.advance(batch);
+  return true;
+}
+
+const std::string &Model::failure() const { return impl->fault; }
+
+bool Model::synchronize(std::string &error) {
+  Impl &m = *impl;
+  if (!m.fault.empty()) {
+    error = m.fault;
+    return false;
+  }
+  if (m.backend->synchronize(error))
+    return true;
+  m.fault = error = "a queued step failed on the device: " + error;
+  return false;
+}
+
+bool Model::queueStep(const StepBatch &batch,
+                      const std::vector<const void *> &inputs,
+                      const std::vector<void *> &outputs, void *stream,
+                      std::string &error) {
+  Impl &m = *impl;
+  if (!m.validateBatch(batch, /*padded=*/false, error) ||
+      !m.checkLayerBuffers(inputs.size(), outputs.size(), error))
+    return false;
+  int64_t tokens = 0, context = 0;
+  if (!m.measureBatch(batch, tokens, context, error))
+    return false;
+  int64_t rowBytes = 2 * tokens * m.config.hiddenSize;
+  for (const LayerSpec &layer : m.layers) {
+    std::string name = "layer " + std::to_string(layer.id);
+    if (tokens > 0 && (!inputs[layer.id] || !outputs[layer.id])) {
+      error = name + ": null input or output buffer";
+      return false;
+    }
+    if (tokens > 0 &&
+        (!m.backend->checkAccessible(inputs[layer.id], rowBytes,
+                                     name + "'s input", error) ||
+         !m.backend->checkAccessible(outputs[layer.id], rowBytes,
+                                     name + "'s output", error)))
+      return false;
+  }
+  if (tokens == 0)
+    return true;
+  if (!m.reserveWorkspace(tokens, error))
+    return false;
+  // The step runs on the caller's stream; the model's own stream then waits
+  // for it, so that nothing the model does later holds the caller's.
+  if (!m.backend->useStream(stream, error))
+    return false;
+  StepLayout layout = m.layoutStep(tokens);
+  std::vector<uint8_t> ids = m.stageIds(batch, layout);
+  uint8_t *base = m.workspaceBase();
+  bool queued = m.backend->queueCopyToDevice(base, ids.data(),
+                                             static_cast<int64_t>(ids.size()),
+                                             error);
+  for (const LayerSpec &layer : m.layers)
+    queued = queued && m.backend->queueCopyOnDevice(base + layout.x.at(layer.id),
+                                                    inputs[layer.id], rowBytes,
+                                                    error);
+  bool recorded = false;
+  queued = queued && m.queueStep(layout, context, recorded, error);
+  for (const LayerSpec &layer : m.layers)
+    queued = queued && m.backend->queueCopyOnDevice(outputs[layer.id],
+                                                    base + layout.y.at(layer.id),
+                                                    rowBytes, error);
+  std::string back;
+  if (!m.backend->useStream(nullptr, back) && queued) {
+    queued = false;
+    error = back;
+  }
+  if (!queued) {
+    // Part of the step may have run: the caches are in an unknown state.
+    m.fault = error;
+    return false;
+  }
+  m.advance(batch);
   return true;
 }
 

@@ -125,6 +125,25 @@ public:
   /// with that error.
   bool step(const StepBatch &batch, const std::vector<const float *> &inputs,
             const std::vector<float *> &outputs, std::string &error);
+  /// A step on tensors in the backend's memory, queued on `stream` (one of
+  /// the backend's context, or null for its own: Backend::useStream):
+  /// inputs[l] and outputs[l] are [tokens, hidden_size] bf16 with the
+  /// batch's tokens packed in row order (tokens: the sum of the lengths;
+  /// paddedTokens is not used). Validates everything first (on an invalid
+  /// batch nothing has changed) and returns without waiting for the device:
+  /// a fault there surfaces when the stream is next synchronized. The step
+  /// follows the model's earlier work and precedes its later work on any
+  /// stream. Only a step that needs a larger workspace than any before
+  /// waits, for the old one to be idle.
+  bool queueStep(const StepBatch &batch,
+                 const std::vector<const void *> &inputs,
+                 const std::vector<void *> &outputs, void *stream,
+                 std::string &error);
+  /// Why the model refuses steps (a step failed on the device), or empty.
+  const std::string &failure() const;
+  /// Waits for the queued steps; a failure there is the model's fault
+  /// (further steps are refused).
+  bool synchronize(std::string &error);
 
   /// The bytes of a sequence's cache buffer (aliases resolve to their
   /// source), for inspection: device memory, host-addressable on the CPU

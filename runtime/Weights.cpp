@@ -2,7 +2,6 @@
 
 #include "runtime/Weights.h"
 
-#include "runtime/SafeTensors.h"
 
 namespace v4a::rt {
 
@@ -30,6 +29,40 @@ int64_t layerOfName(const ModelConfig &config, const std::string &name,
   return index < config.numHiddenLayers ? index : -1;
 }
 
+bool addAttentionTensor(const ModelConfig &config, const std::string &name,
+                        st::Tensor tensor, const std::string &origin,
+                        std::vector<LayerTensors> &tensors,
+                        std::string &error) {
+  std::string rest;
+  int64_t layer = layerOfName(config, name, rest);
+  if (layer < 0) {
+    error = name + ": the configuration has no such attention layer";
+    return false;
+  }
+  HostTensor host;
+  host.shape = tensor.shape;
+  if (tensor.dtype == st::DType::F8_E4M3 ||
+      tensor.dtype == st::DType::F8_E8M0) {
+    host.type = tensor.dtype == st::DType::F8_E4M3 ? HostTensor::Type::E4M3
+                                                   : HostTensor::Type::UE8M0;
+    host.bytes = std::move(tensor.data);
+  } else if (tensor.dtype == st::DType::F32 ||
+             tensor.dtype == st::DType::BF16 ||
+             tensor.dtype == st::DType::F16) {
+    host.f32 = *tensor.toF32();
+  } else {
+    error = name + " (" + origin + "): dtype " + st::dtypeName(tensor.dtype) +
+            " is not a weight dtype (BF16, F16, F32, or F8_E4M3 with "
+            "F8_E8M0 scales)";
+    return false;
+  }
+  if (!tensors[layer].emplace(rest, std::move(host)).second) {
+    error = name + ": appears more than once (again in " + origin + ")";
+    return false;
+  }
+  return true;
+}
+
 bool readCheckpointFiles(const ModelConfig &config,
                          const std::vector<std::string> &files,
                          std::vector<LayerTensors> &tensors, std::string &error,
@@ -49,37 +82,10 @@ bool readCheckpointFiles(const ModelConfig &config,
     std::optional<st::File> contents = st::read(file, error, keep);
     if (!contents)
       return false;
-    for (auto &[name, tensor] : *contents) {
-      std::string rest;
-      int64_t layer = layerOfName(config, name, rest);
-      if (layer < 0) {
-        error = name + ": the configuration has no such attention layer";
+    for (auto &[name, tensor] : *contents)
+      if (!addAttentionTensor(config, name, std::move(tensor), file, tensors,
+                              error))
         return false;
-      }
-      HostTensor host;
-      host.shape = tensor.shape;
-      if (tensor.dtype == st::DType::F8_E4M3 ||
-          tensor.dtype == st::DType::F8_E8M0) {
-        host.type = tensor.dtype == st::DType::F8_E4M3
-                        ? HostTensor::Type::E4M3
-                        : HostTensor::Type::UE8M0;
-        host.bytes = std::move(tensor.data);
-      } else if (tensor.dtype == st::DType::F32 ||
-                 tensor.dtype == st::DType::BF16 ||
-                 tensor.dtype == st::DType::F16) {
-        host.f32 = *tensor.toF32();
-      } else {
-        error = name + " (" + file + "): dtype " + st::dtypeName(tensor.dtype) +
-                " is not a weight dtype (BF16, F16, F32, or F8_E4M3 with "
-                "F8_E8M0 scales)";
-        return false;
-      }
-      if (!tensors[layer].emplace(rest, std::move(host)).second) {
-        error = name + ": appears in more than one checkpoint file (again in " +
-                file + ")";
-        return false;
-      }
-    }
   }
   return true;
 }

@@ -10,6 +10,7 @@
 #define V4A_RUNTIME_WEIGHTS_H
 
 #include "runtime/Model.h"
+#include "runtime/SafeTensors.h"
 
 #include <string>
 #include <vector>
@@ -24,6 +25,13 @@ bool isAttentionTensor(const std::string &name);
 /// without the layer prefix.
 int64_t layerOfName(const ModelConfig &config, const std::string &name,
                     std::string &rest);
+
+/// Adds checkpoint tensor `name` (an attention tensor of a layer the
+/// configuration has) to its layer's map in `tensors` (one per layer of
+/// the model); `origin` (a file) names where it came from in errors.
+bool addAttentionTensor(const ModelConfig &config, const std::string &name,
+                        st::Tensor tensor, const std::string &origin,
+                        std::vector<LayerTensors> &tensors, std::string &error);
 
 /// Reads the attention tensors of `files`; other tensors are ignored, a
 /// tensor of a layer the configuration lacks is an error naming it.

@@ -118,6 +118,8 @@ public:
   struct Impl;
 
 private:
+  /// The library's own access (lib/Engine/EngineAccess.h).
+  friend struct EngineAccess;
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl;
 };

@@ -8,6 +8,7 @@
 #include "core/TensorSpecs.h"
 #include "dialects/V4A/IR/V4AOps.h"
 #include "lib/Engine/Checkpoint.h"
+#include "lib/Engine/EngineAccess.h"
 #include "lib/Engine/HostWeights.h"
 #include "lib/Import/ConfigImport.h"
 #include "lib/JIT/CpuJit.h"
@@ -249,6 +250,20 @@ bool Engine::loadRandomWeights(uint64_t seed, std::string &error,
   std::vector<rt::LayerTensors> tensors =
       randomHostWeights(impl->config, impl->selected, seed, progress);
   return attachModel(*impl, std::move(tensors), error);
+}
+
+bool EngineAccess::loadTensors(Engine &engine,
+                               std::vector<rt::LayerTensors> tensors,
+                               std::string &error) {
+  return attachModel(*engine.impl, std::move(tensors), error);
+}
+
+rt::Model *EngineAccess::model(Engine &engine) {
+  return engine.impl->model.get();
+}
+
+const plan::Plan &EngineAccess::plan(const Engine &engine) {
+  return engine.impl->plan;
 }
 
 bool Engine::loadWeights(const std::string &path, std::string &error) {

@@ -29,6 +29,7 @@
 #include "core/Package.h"
 #include "core/TensorSpecs.h"
 #include "lib/Engine/HostWeights.h"
+#include "lib/Engine/PackageModel.h"
 #include "runtime/CudaBackend.h"
 #include "runtime/HostProgram.h"
 #include "runtime/Model.h"
@@ -348,12 +349,9 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
   std::string error;
   if (!parseOptions(argc, argv, o, error))
     return fail(error);
-  std::optional<pkg::Package> package = pkg::read(o.package, "sm_90a", error);
+  std::optional<pkg::Package> package = readPackage(o.package, error);
   if (!package)
     return fail(error);
-  for (const step::Function &function : package->functions)
-    if (!rt::validateHostProgram(function, error))
-      return fail(o.package + ": " + error);
   const ModelConfig &config = package->config;
   int64_t dim = config.hiddenSize, layers = config.numLayers();
 
@@ -392,16 +390,6 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
     tensors = randomHostWeights(config, *selected, o.seed);
   else if (!rt::readCheckpointFiles(config, {o.weights}, tensors, error, ids))
     return fail(error);
-  // The package's projections are compiled for one format.
-  std::optional<ProjectionFormat> format =
-      projectionFormat(config, *selected, tensors, error);
-  if (!format)
-    return fail(error);
-  if (!format->tensor.empty() && format->fp8 != config.fp8Weights)
-    return fail(format->tensor + " is " + (format->fp8 ? "fp8" : "bf16") +
-                " but the package was compiled for " +
-                (config.fp8Weights ? "fp8" : "bf16") +
-                " projections (the configuration's fp8_weights)");
   // The reference alongside, from the same weights.
   std::optional<ref::Model> reference;
   std::vector<ref::SequenceState> states;
@@ -417,37 +405,19 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
     for (int64_t b = 0; b < batch; ++b)
       states.push_back(reference->newSequence());
   }
-  std::optional<plan::Plan> plan = plan::planCaches(
-      *selected, {config.headDim, config.indexHeadDim, config.slidingWindow},
-      package->planOptions, error);
-  if (!plan)
-    return fail(error);
-
-  std::unique_ptr<rt::CudaBackend> backend = rt::CudaBackend::create(0, error);
-  if (!backend)
-    return fail(error);
-  // The cubin runs on its chip alone (sm_90a: compute capability 9.0);
-  // elsewhere the driver compiles the PTX.
-  bool cubin = !package->cubin.empty() && backend->computeCapability() == 90;
-  if (cubin && !backend->loadKernels(package->cubin, error)) {
+  PackageDevice device;
+  std::unique_ptr<rt::Model> model = createPackageModel(
+      *package, *selected, std::move(tensors), batch, 0, device, error);
+  if (!device.cubinWarning.empty())
     std::fprintf(stderr, "%s: warning: %s; using the PTX\n", tool.c_str(),
-                 error.c_str());
-    cubin = false;
-  }
-  if (!cubin && !backend->loadKernels(package->ptx, error))
+                 device.cubinWarning.c_str());
+  if (!model)
     return fail(error);
   std::printf("%s: %s, %zu step functions, %zu calls per step, kernels from "
               "%s\n",
-              tool.c_str(), backend->deviceName().c_str(),
+              tool.c_str(), device.deviceName.c_str(),
               package->functions.size(), package->calls.size(),
-              cubin ? "the cubin" : "the PTX");
-  rt::StepProgram program{package->functions, package->calls};
-  program.calls = rt::callsOfLayers(program, *selected);
-  std::unique_ptr<rt::Model> model =
-      rt::Model::create(config, *selected, program, std::move(tensors), *plan,
-                        batch, std::move(backend), error);
-  if (!model)
-    return fail(error);
+              device.cubin ? "the cubin" : "the PTX");
   model->useGraphs(o.graphs);
   // Every step of the run has its library algorithms before the first; a
   // product the library cannot run is said here, once.
