@@ -21,7 +21,7 @@ llvm_config.use_default_substitutions()
 tool_dirs = [config.v4a_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
     ["v4a-opt", "v4a-compile", "v4a-run", "v4a-run-package", "v4a-fixture",
-     "v4a-check-gemms",
+     "v4a-check-gemms", "capi-test",
      "llvm-nm"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
