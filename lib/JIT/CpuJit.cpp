@@ -34,9 +34,13 @@
 #include "llvm/Support/TargetSelect.h"
 
 #include "llvm/Target/TargetMachine.h"
+#include <dlfcn.h>
 #include <set>
 
 using namespace mlir;
+
+
+extern "C" int omp_get_max_threads(void);
 
 namespace v4a::jit {
 
@@ -147,6 +151,15 @@ std::unique_ptr<CpuJit> CpuJit::compile(std::unique_ptr<MLIRContext> context,
       makeOptimizingTransformer(2, 0, nullptr);
   ExecutionEngineOptions options;
   options.transformer = transformer;
+  // The kernels call the OpenMP runtime this library is linked with. It is
+  // named explicitly: a library loaded with RTLD_LOCAL (Python's ctypes, a
+  // plugin) does not show it to the process-wide lookup.
+  llvm::SmallVector<llvm::StringRef, 1> libraries;
+  Dl_info openmp;
+  if (dladdr(reinterpret_cast<void *>(&omp_get_max_threads), &openmp) &&
+      openmp.dli_fname)
+    libraries.push_back(openmp.dli_fname);
+  options.sharedLibPaths = libraries;
   // No perf or GDB listeners: they leave a .debug folder in $TMPDIR.
   options.enableGDBNotificationListener = false;
   options.enablePerfNotificationListener = false;
@@ -263,7 +276,6 @@ std::string CpuJit::declareEntryPoints(ModuleOp module) {
   return text + "\n" + functions;
 }
 
-extern "C" int omp_get_max_threads(void);
 
 int CpuJit::threads() { return omp_get_max_threads(); }
 

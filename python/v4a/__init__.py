@@ -1,0 +1,465 @@
+"""v4a: the attention layers of DeepSeek-V4-class models, from Python.
+
+A thin layer over the C ABI (``v4a.h``) through ctypes: no compiled
+extension. Tensors go in and out through DLPack (PyTorch, NumPy, CuPy);
+GPU steps queue on the current CUDA stream of the tensors' framework, or
+the stream passed in, without synchronizing it.
+
+    import v4a, torch
+    model = v4a.Model.open_package("layer.v4apkg", max_sequences=128)
+    model.load_checkpoint("model.safetensors")
+    seq = model.add_sequence()
+    x = torch.randn(prompt, model.hidden_size, device="cuda",
+                    dtype=torch.bfloat16)
+    (y,) = model.step([seq], [prompt], [x])
+
+The library is ``libv4a.so`` (packages and in-process compiling) or
+``libv4a_runtime.so`` (packages only), found through ``V4A_LIBRARY``, beside
+this package, in the build tree, or on the loader's path; ``load_library``
+picks one explicitly.
+"""
+
+import ctypes
+import json
+import os
+
+from . import _dlpack
+
+__all__ = ["V4AError", "Model", "load_library", "version", "ABI_VERSION"]
+
+#: The ABI this package speaks; the library's must be the same.
+ABI_VERSION = 1
+
+_OK = 0
+_STATUS = {1: "invalid argument", 2: "invalid state", 3: "unsupported",
+           4: "ABI mismatch", 5: "failed"}
+_DTYPE = {"f32": 0, "bf16": 1, "f16": 2, "f8_e4m3": 3, "f8_e8m0": 4}
+_HOST, _CUDA = 0, 1
+_COMPONENTS = ("window", "compressed", "index_keys", "compressor_state",
+               "indexer_state")
+
+
+class V4AError(RuntimeError):
+    """A failed call: ``status`` (the C ABI's code, e.g. "invalid argument")
+    and the library's message."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32),
+                ("use_graphs", ctypes.c_int32),
+                ("max_sequences", ctypes.c_int64),
+                ("layers", ctypes.POINTER(ctypes.c_int64)),
+                ("num_layers", ctypes.c_int32), ("device", ctypes.c_int32),
+                ("backend", ctypes.c_char_p),
+                ("context_tokens", ctypes.c_int64),
+                ("page_size", ctypes.c_int64)]
+
+
+class _Weight(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int),
+                ("ndim", ctypes.c_int32),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("data", ctypes.c_void_p)]
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int),
+                ("memory", ctypes.c_int), ("device", ctypes.c_int32),
+                ("rows", ctypes.c_int64), ("cols", ctypes.c_int64)]
+
+
+class _Info(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32),
+                ("num_layers", ctypes.c_int32),
+                ("num_selected", ctypes.c_int32),
+                ("device", ctypes.c_int32), ("hidden_size", ctypes.c_int64),
+                ("max_sequences", ctypes.c_int64),
+                ("context_tokens", ctypes.c_int64),
+                ("page_size", ctypes.c_int64),
+                ("cache_bytes", ctypes.c_int64),
+                ("weights_loaded", ctypes.c_int32),
+                ("backend", ctypes.c_char * 8)]
+
+
+_P = ctypes.c_void_p
+_I64P = ctypes.POINTER(ctypes.c_int64)
+_SIGNATURES = {
+    "v4a_version": (ctypes.c_char_p, []),
+    "v4a_abi_version": (ctypes.c_int32, []),
+    "v4a_last_error": (ctypes.c_char_p, []),
+    "v4a_options_init": (None, [ctypes.POINTER(_Options)]),
+    "v4a_open_package": (ctypes.c_int, [ctypes.c_char_p,
+                                        ctypes.POINTER(_Options),
+                                        ctypes.POINTER(_P)]),
+    "v4a_compile": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_Options),
+                                   ctypes.POINTER(_P)]),
+    "v4a_free": (None, [_P]),
+    "v4a_load_checkpoint": (ctypes.c_int, [_P, ctypes.c_char_p]),
+    "v4a_load_random_weights": (ctypes.c_int, [_P, ctypes.c_uint64]),
+    "v4a_load_weights": (ctypes.c_int, [_P, ctypes.POINTER(_Weight),
+                                        ctypes.c_int64]),
+    "v4a_add_sequence": (ctypes.c_int, [_P, _I64P]),
+    "v4a_release_sequence": (ctypes.c_int, [_P, ctypes.c_int64]),
+    "v4a_position": (ctypes.c_int, [_P, ctypes.c_int64, _I64P]),
+    "v4a_step": (ctypes.c_int, [_P, ctypes.c_int32, _I64P, _I64P,
+                                ctypes.POINTER(_Tensor),
+                                ctypes.POINTER(_Tensor), ctypes.c_int32, _P]),
+    "v4a_synchronize": (ctypes.c_int, [_P]),
+    "v4a_get_info": (ctypes.c_int, [_P, ctypes.POINTER(_Info)]),
+    "v4a_selected_layers": (ctypes.c_int, [_P, _I64P, ctypes.c_int32,
+                                           ctypes.POINTER(ctypes.c_int32)]),
+    "v4a_cache_size": (ctypes.c_int, [_P, ctypes.c_int64, ctypes.c_char_p,
+                                      _I64P]),
+}
+
+_library = None
+
+
+def _candidates():
+    here = os.path.dirname(os.path.abspath(__file__))
+    if os.environ.get("V4A_LIBRARY"):
+        yield os.environ["V4A_LIBRARY"]
+    for name in ("libv4a.so.1", "libv4a_runtime.so.1"):
+        yield os.path.join(here, "lib", name)
+        yield os.path.join(here, "..", "..", "build", "lib", name)
+        yield os.path.join(here, "..", "..", "..", "lib", name)
+    yield "libv4a.so.1"
+    yield "libv4a_runtime.so.1"
+
+
+def load_library(path=None):
+    """Loads the v4a library at ``path`` (default: ``V4A_LIBRARY``, beside
+    the package, the build tree, then the loader's path) and checks its ABI.
+    Returns the path's library; called on first use otherwise."""
+    global _library
+    tried = []
+    for candidate in [path] if path else _candidates():
+        if os.sep in candidate and not os.path.exists(candidate):
+            tried.append(candidate)
+            continue
+        try:
+            library = ctypes.CDLL(candidate)
+        except OSError as error:
+            tried.append("%s (%s)" % (candidate, error))
+            continue
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            function = getattr(library, name)
+            function.restype, function.argtypes = restype, argtypes
+        if library.v4a_abi_version() != ABI_VERSION:
+            raise V4AError("ABI mismatch", "%s implements ABI %d, this package "
+                           "ABI %d" % (candidate, library.v4a_abi_version(),
+                                       ABI_VERSION))
+        _library = library
+        return library
+    raise V4AError("failed", "cannot load the v4a library; tried: " +
+                   "; ".join(tried) + " (set V4A_LIBRARY)")
+
+
+def _lib():
+    return _library or load_library()
+
+
+def version():
+    """The library's version, e.g. "v4a 0.11"."""
+    return _lib().v4a_version().decode()
+
+
+def _check(status):
+    if status != _OK:
+        message = _lib().v4a_last_error().decode()
+        raise V4AError(_STATUS.get(status, "status %d" % status), message)
+
+
+def _options(max_sequences, layers, device, use_graphs, backend="cpu",
+             context_tokens=4096, page_size=64):
+    options = _Options()
+    _lib().v4a_options_init(ctypes.byref(options))
+    options.max_sequences = max_sequences
+    options.device = device
+    options.use_graphs = 1 if use_graphs else 0
+    options.backend = backend.encode()
+    options.context_tokens = context_tokens
+    options.page_size = page_size
+    if layers is not None:
+        ids = (ctypes.c_int64 * len(layers))(*layers)
+        options.layers = ids
+        options.num_layers = len(layers)
+        options._ids = ids  # kept alive with the options
+    return options
+
+
+def _streams(stream, tensor):
+    """The CUDA stream a GPU step queues on, as the C ABI and as DLPack take
+    it: ``stream`` (an int, a torch.cuda.Stream, a CuPy stream), else the
+    current stream of the tensor's framework on its device; (None, None)
+    for host tensors. The legacy default stream (0) is the model's own
+    stream for the C ABI (a blocking stream, ordered with it) and 1 for
+    DLPack."""
+    if stream is None:
+        module = type(tensor).__module__.split(".")[0]
+        if module == "torch" and tensor.is_cuda:
+            import torch
+            stream = torch.cuda.current_stream(tensor.device)
+        elif module == "cupy":
+            import cupy
+            stream = cupy.cuda.get_current_stream()
+        else:
+            return None, None
+    for attribute in ("cuda_stream", "ptr"):
+        if hasattr(stream, attribute):
+            stream = getattr(stream, attribute)
+    stream = int(stream)
+    return (stream or None), (stream or 1)
+
+
+class Model:
+    """A model's attention layers: caches for ``max_sequences`` sequences,
+    weights, and steps over varlen batches. Open one with
+    ``Model.open_package`` or ``Model.compile``; ``close()`` (or a ``with``
+    block) frees it. Calls on one model are serialized by the library."""
+
+    def __init__(self, handle):
+        self._handle = handle
+        self._layers = None
+
+    @classmethod
+    def open_package(cls, path, max_sequences=4, layers=None, device=0,
+                     use_graphs=True):
+        """Opens a package (``v4a-compile --target=sm_90a``) for CUDA device
+        ``device``. ``layers``: the layer ids to run (default all; a layer's
+        sharing sources too). ``use_graphs``: decode-sized steps as recorded
+        CUDA graphs."""
+        handle = ctypes.c_void_p()
+        options = _options(max_sequences, layers, device, use_graphs)
+        _check(_lib().v4a_open_package(os.fsencode(path),
+                                       ctypes.byref(options),
+                                       ctypes.byref(handle)))
+        return cls(handle)
+
+    @classmethod
+    def compile(cls, config, backend="cpu", max_sequences=4, layers=None,
+                context_tokens=4096, page_size=64, use_graphs=True):
+        """Compiles a configuration in-process (``libv4a.so`` only):
+        ``config`` is a config.json path, its text, or a dict. ``backend``:
+        "cpu" or "cuda" (GPU 0); the caches hold ``context_tokens`` per
+        sequence, compressed rows in pages of ``page_size``."""
+        if isinstance(config, dict):
+            text = json.dumps(config)
+        elif isinstance(config, str) and config.lstrip().startswith("{"):
+            text = config
+        else:
+            with open(config, encoding="utf-8") as f:
+                text = f.read()
+        handle = ctypes.c_void_p()
+        options = _options(max_sequences, layers, 0, use_graphs, backend,
+                           context_tokens, page_size)
+        _check(_lib().v4a_compile(text.encode(), ctypes.byref(options),
+                                  ctypes.byref(handle)))
+        return cls(handle)
+
+    def close(self):
+        """Frees the model (its work on a caller's stream must be done)."""
+        if self._handle:
+            _lib().v4a_free(self._handle)
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if _library is not None:
+            self.close()
+
+    def _h(self):
+        if not self._handle:
+            raise V4AError("invalid state", "the model is closed")
+        return self._handle
+
+    # Weights -------------------------------------------------------------
+
+    def load_checkpoint(self, path):
+        """Loads the selected layers' attention tensors from a .safetensors
+        file (or, with libv4a.so, a sharded checkpoint's
+        model.safetensors.index.json)."""
+        _check(_lib().v4a_load_checkpoint(self._h(), os.fsencode(path)))
+
+    def load_random_weights(self, seed):
+        """Deterministic random weights: those of ``v4a-run-package
+        --random-weights SEED``."""
+        _check(_lib().v4a_load_random_weights(self._h(), seed))
+
+    def load_weights(self, tensors):
+        """Loads weights from host tensors: a dict from checkpoint names
+        ("layers.0.attn.wq_a.weight") to arrays with ``__dlpack__`` (f32,
+        bf16, f16; fp8 as ``(uint8_array, "f8_e4m3")`` or ``"f8_e8m0"``).
+        Names of other parts of a model are ignored."""
+        views, shapes, weights = [], [], (_Weight * len(tensors))()
+        try:
+            for i, (name, tensor) in enumerate(tensors.items()):
+                dtype = None
+                if isinstance(tensor, tuple):
+                    tensor, dtype = tensor
+                view = _dlpack.consume(tensor)
+                views.append(view)
+                dtype = dtype or view.dtype
+                if view.device_type not in (_dlpack.CPU, _dlpack.CUDA_HOST):
+                    raise V4AError("invalid argument",
+                                   "%s: weights are read from host memory" %
+                                   name)
+                if dtype not in _DTYPE or not view.contiguous:
+                    raise V4AError("invalid argument",
+                                   "%s: a contiguous f32, bf16, f16 or fp8 "
+                                   "tensor is needed, got %s%s" %
+                                   (name, view.type_name,
+                                    "" if view.contiguous else
+                                    " (not contiguous)"))
+                shape = (ctypes.c_int64 * max(1, len(view.shape)))(*view.shape)
+                shapes.append(shape)
+                weights[i] = _Weight(name.encode(), _DTYPE[dtype],
+                                     len(view.shape), shape, view.pointer)
+            _check(_lib().v4a_load_weights(self._h(), weights, len(tensors)))
+        finally:
+            for view in views:
+                view.release()
+
+    # Sequences -----------------------------------------------------------
+
+    def add_sequence(self):
+        """A new sequence at position 0 in a free slot; returns its id."""
+        sequence = ctypes.c_int64()
+        _check(_lib().v4a_add_sequence(self._h(), ctypes.byref(sequence)))
+        return sequence.value
+
+    def release_sequence(self, sequence):
+        """Frees the sequence's slot for a later ``add_sequence``."""
+        _check(_lib().v4a_release_sequence(self._h(), sequence))
+
+    def position(self, sequence):
+        """The tokens the sequence has processed."""
+        position = ctypes.c_int64()
+        _check(_lib().v4a_position(self._h(), sequence,
+                                   ctypes.byref(position)))
+        return position.value
+
+    # Steps ---------------------------------------------------------------
+
+    def step(self, sequences, lengths, inputs, outputs=None, stream=None):
+        """One step over a varlen batch: ``sequences[b]`` advances by
+        ``lengths[b]`` tokens. ``inputs``: one tensor per selected layer,
+        [sum(lengths), hidden_size], tokens packed in batch order (GPU: bf16
+        on the model's device; CPU: f32 or bf16 host arrays). ``outputs``:
+        tensors of the same shapes to write (default: new ones like the
+        inputs). GPU steps queue on ``stream`` (default: the framework's
+        current stream) and return without waiting. Returns the outputs."""
+        handle = self._h()
+        count = len(inputs)
+        if outputs is None:
+            outputs = [_empty_like(x) for x in inputs]
+        if len(outputs) != count or len(lengths) != len(sequences):
+            raise V4AError("invalid argument",
+                           "%d inputs and %d outputs, %d sequences and %d "
+                           "lengths" % (count, len(outputs), len(sequences),
+                                        len(lengths)))
+        # The producers order their pending work before the step's stream.
+        stream, dl_stream = _streams(stream, inputs[0] if count else None)
+        ins, outs = (_Tensor * count)(), (_Tensor * count)()
+        views = []
+        try:
+            for i in range(count):
+                views.append(_dlpack.consume(inputs[i], dl_stream))
+                ins[i] = _tensor_of(views[-1], "input %d" % i)
+                views.append(_dlpack.consume(outputs[i], dl_stream))
+                outs[i] = _tensor_of(views[-1], "output %d" % i,
+                                     writable=True)
+            batch = len(sequences)
+            ids = (ctypes.c_int64 * max(1, batch))(*sequences)
+            counts = (ctypes.c_int64 * max(1, batch))(*lengths)
+            _check(_lib().v4a_step(handle, batch, ids, counts, ins, outs,
+                                   count, stream))
+        finally:
+            for view in views:
+                view.release()
+        return outputs
+
+    def synchronize(self):
+        """Waits for the model's queued steps (on every stream)."""
+        _check(_lib().v4a_synchronize(self._h()))
+
+    # What the model is ---------------------------------------------------
+
+    def info(self):
+        """A dict: num_layers, num_selected, device (-1 on the CPU),
+        hidden_size, max_sequences, context_tokens, page_size, cache_bytes
+        (every slot), weights_loaded, backend."""
+        info = _Info()
+        info.struct_size = ctypes.sizeof(_Info)
+        _check(_lib().v4a_get_info(self._h(), ctypes.byref(info)))
+        result = {name: getattr(info, name) for name, _ in _Info._fields_
+                  if name != "struct_size"}
+        result["backend"] = info.backend.decode()
+        result["weights_loaded"] = bool(info.weights_loaded)
+        return result
+
+    @property
+    def hidden_size(self):
+        """The width of a token's activation."""
+        return self.info()["hidden_size"]
+
+    def selected_layers(self):
+        """The ids of the layers that run, in order: the step's tensors."""
+        if self._layers is None:
+            count = ctypes.c_int32()
+            _check(_lib().v4a_selected_layers(self._h(), None, 0,
+                                              ctypes.byref(count)))
+            ids = (ctypes.c_int64 * max(1, count.value))()
+            _check(_lib().v4a_selected_layers(self._h(), ids, count.value,
+                                              ctypes.byref(count)))
+            self._layers = list(ids[:count.value])
+        return self._layers
+
+    def cache_size(self, layer, component):
+        """Bytes of one sequence's cache buffer of ``layer``: component is
+        one of window, compressed, index_keys, compressor_state,
+        indexer_state (0 where the layer has none)."""
+        size = ctypes.c_int64()
+        _check(_lib().v4a_cache_size(self._h(), layer, component.encode(),
+                                     ctypes.byref(size)))
+        return size.value
+
+
+def _tensor_of(view, what, writable=False):
+    if len(view.shape) != 2 or not view.contiguous:
+        raise V4AError("invalid argument",
+                       "%s: a contiguous [tokens, hidden_size] tensor is "
+                       "needed, got shape %s%s" %
+                       (what, list(view.shape),
+                        "" if view.contiguous else " (not contiguous)"))
+    if view.dtype not in ("f32", "bf16"):
+        raise V4AError("invalid argument", "%s: f32 or bf16 is needed, got %s"
+                       % (what, view.type_name))
+    if writable and view.read_only:
+        raise V4AError("invalid argument", "%s is read-only" % what)
+    cuda = view.device_type in (_dlpack.CUDA, _dlpack.CUDA_MANAGED)
+    return _Tensor(view.pointer, _DTYPE[view.dtype], _CUDA if cuda else _HOST,
+                   view.device_id if cuda else 0, view.shape[0], view.shape[1])
+
+
+def _empty_like(x):
+    if hasattr(x, "new_empty"):  # PyTorch
+        return x.new_empty(x.shape)
+    module = type(x).__module__.split(".")[0]
+    if module == "numpy":
+        import numpy
+        return numpy.empty_like(x)
+    if module == "cupy":
+        import cupy
+        return cupy.empty_like(x)
+    raise V4AError("invalid argument", "pass outputs for tensors of type %s"
+                   % type(x).__name__)
