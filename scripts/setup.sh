@@ -3,7 +3,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ lld ccache llvm-22-dev llvm-22-tools
-  libmlir-22-dev mlir-22-tools libgtest-dev python3 clang-22 libclang-rt-22-dev
+  libmlir-22-dev mlir-22-tools libgtest-dev python3 python3-numpy pkg-config clang-22 libclang-rt-22-dev
   libomp-22-dev)
 
 missing=()

@@ -36,6 +36,14 @@ else:
     lit_config.note("no reference data at " + refdata +
                     ": the refdata tests are skipped (set V4A_REFDATA)")
 config.substitutions.append(("%v4a_bin", config.v4a_tools_dir))
+config.substitutions.append(("%v4a_lib", os.path.join(config.v4a_obj_root, "lib")))
+config.substitutions.append(("%v4a_python", os.path.join(config.v4a_src_root, "python")))
+try:
+    import numpy  # noqa: F401
+    config.available_features.add("numpy")
+except ImportError:
+    lit_config.note("no NumPy for " + sys.executable +
+                    ": the Python package's test is skipped")
 
 # ptxas (CUDA's PTX assembler) checks generated PTX where it is installed.
 import shutil

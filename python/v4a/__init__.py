@@ -452,6 +452,9 @@ def _tensor_of(view, what, writable=False):
 
 
 def _empty_like(x):
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError("%s has no __dlpack__: pass a PyTorch, NumPy or CuPy "
+                        "array" % type(x).__name__)
     if hasattr(x, "new_empty"):  # PyTorch
         return x.new_empty(x.shape)
     module = type(x).__module__.split(".")[0]

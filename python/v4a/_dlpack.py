@@ -109,6 +109,10 @@ def consume(obj, stream=None):
     if not hasattr(obj, "__dlpack__"):
         raise TypeError("%s has no __dlpack__: pass a PyTorch, NumPy or CuPy "
                         "array" % type(obj).__name__)
+    # A stream means something to device memory alone (NumPy refuses one).
+    if stream is not None and hasattr(obj, "__dlpack_device__") and \
+            obj.__dlpack_device__()[0] not in (CUDA, CUDA_MANAGED):
+        stream = None
     kwargs = {} if stream is None else {"stream": stream}
     try:
         capsule = obj.__dlpack__(max_version=(1, 0), **kwargs)
