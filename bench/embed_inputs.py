@@ -1,0 +1,77 @@
+"""embed_inputs.py DIR BATCH PROMPT STEPS HIDDEN: the inputs of
+bench/embed.sh: step k's tokens packed as DIR/x{k}.bf16 for the programs,
+and the same values as DIR/inputs.safetensors in v4a-run-package's
+contract.  embed_inputs.py --compare DIR LAYER STEPS PROGRAM..: whether
+each program's DIR/y{k}.PROGRAM.bf16 equals DIR/expected.safetensors."""
+import json
+import os
+import sys
+
+import numpy as np
+
+
+def bf16_bits(values):
+    bits = values.astype(np.float32).view(np.uint32)
+    return (bits >> 16).astype(np.uint16)
+
+
+def write_safetensors(path, tensors):
+    header, offset, blobs = {}, 0, []
+    for name, array in tensors.items():
+        blob = np.ascontiguousarray(array).tobytes()
+        dtype = {"float32": "F32", "int32": "I32"}[array.dtype.name]
+        header[name] = {"dtype": dtype, "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    body = data[8 + size:]
+    return {name: np.frombuffer(body[t["data_offsets"][0]:
+                                     t["data_offsets"][1]],
+                                np.float32).reshape(t["shape"])
+            for name, t in header.items() if name != "__metadata__"}
+
+
+def make(folder, batch, prompt, steps, hidden):
+    rng = np.random.default_rng(11)
+    tensors = {}
+    for k in range(steps + 1):
+        length = prompt if k == 0 else 1
+        # Values bf16 holds: the programs' bf16 and the runner's f32 agree.
+        x = (rng.integers(-512, 513, (batch, length, hidden)) / 256.0)
+        x = x.astype(np.float32)
+        bf16_bits(x).tofile(os.path.join(folder, "x%d.bf16" % k))
+        tensors["x.step%d" % k] = x
+    write_safetensors(os.path.join(folder, "inputs.safetensors"), tensors)
+
+
+def compare(folder, layer, steps, programs):
+    expected = read_safetensors(os.path.join(folder, "expected.safetensors"))
+    ok = True
+    for program in programs:
+        worst = 0
+        for k in range(steps + 1):
+            want = bf16_bits(expected["y.step%d.layer%d" % (k, layer)])
+            got = np.fromfile(os.path.join(folder, "y%d.%s.bf16" % (k, program)),
+                              np.uint16)
+            worst = max(worst, int((got != want.reshape(-1)).sum()))
+        print("%s: %d steps, %s" % (program, steps + 1,
+                                    "bitwise equal to v4a-run-package" if not worst
+                                    else "%d values differ" % worst))
+        ok = ok and not worst
+    return ok
+
+
+if sys.argv[1] == "--compare":
+    sys.exit(0 if compare(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
+                          sys.argv[5:]) else 1)
+make(sys.argv[1], *map(int, sys.argv[2:6]))
