@@ -32,7 +32,7 @@ with torch.cuda.stream(stream):
         model.step(sequences, lengths, [x], out)
         times.append(time.perf_counter() - start)
         stream.synchronize()
-    if calls > 1:
-        print("decode.py: Model.step call %.1f us (mean of %d)" %
-              (1e6 * sum(times[1:]) / (calls - 1), calls - 1))
+    if calls:  # the median: the first calls record a graph
+        print("decode.py: Model.step call %.1f us (median of %d)" %
+              (1e6 * sorted(times)[calls // 2], calls))
 print("decode.py: %d steps of %d sequences" % (steps + 1, batch))
