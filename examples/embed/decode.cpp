@@ -18,7 +18,8 @@ static void check(v4a_status status) {
 
 int main(int argc, char **argv) try {
   if (argc != 7)
-    throw std::runtime_error("usage: decode PACKAGE LAYER BATCH PROMPT STEPS DIR");
+    throw std::runtime_error(
+        "usage: decode PACKAGE LAYER BATCH PROMPT STEPS DIR");
   int64_t layer = std::stoll(argv[2]), batch = std::stoll(argv[3]);
   int64_t prompt = std::stoll(argv[4]), steps = std::stoll(argv[5]);
   std::string dir = argv[6];
@@ -43,20 +44,24 @@ int main(int argc, char **argv) try {
     std::vector<int64_t> lengths(batch, k ? 1 : prompt);
     int64_t tokens = batch * lengths[0];
     std::vector<char> host(tokens * info.hidden_size * 2);
-    std::ifstream("" + dir + "/x" + std::to_string(k) + ".bf16", std::ios::binary)
+    std::ifstream("" + dir + "/x" + std::to_string(k) + ".bf16",
+                  std::ios::binary)
         .read(host.data(), host.size());
     void *x, *y;
     cudaMalloc(&x, host.size());
     cudaMalloc(&y, host.size());
-    cudaMemcpyAsync(x, host.data(), host.size(), cudaMemcpyHostToDevice, stream);
+    cudaMemcpyAsync(x, host.data(), host.size(), cudaMemcpyHostToDevice,
+                    stream);
     v4a_tensor in{x, V4A_BF16, V4A_CUDA, 0, tokens, info.hidden_size}, out = in;
     out.data = y;
     check(v4a_step(model.get(), batch, sequences.data(), lengths.data(), &in,
                    &out, 1, stream));
-    cudaMemcpyAsync(host.data(), y, host.size(), cudaMemcpyDeviceToHost, stream);
+    cudaMemcpyAsync(host.data(), y, host.size(), cudaMemcpyDeviceToHost,
+                    stream);
     if (cudaStreamSynchronize(stream) != cudaSuccess)
       throw std::runtime_error("step " + std::to_string(k) + " failed");
-    std::ofstream(dir + "/y" + std::to_string(k) + ".cpp.bf16", std::ios::binary)
+    std::ofstream(dir + "/y" + std::to_string(k) + ".cpp.bf16",
+                  std::ios::binary)
         .write(host.data(), host.size());
     cudaFree(x);
     cudaFree(y);

@@ -71,6 +71,13 @@ struct ModelConfig {
 std::optional<ModelConfig> parseModelConfig(std::string_view json,
                                             ConfigError &error);
 
+/// Warnings for top-level keys one or two edits from a key the parser
+/// reads ("rope_scalling"): such a misspelling silently drops what it names.
+/// Keys of other parts of a model (HF configs carry many) are never an
+/// error; those one edit from an attention key but known elsewhere
+/// (qk_nope_head_dim) are not warned about either.
+std::vector<std::string> configWarnings(std::string_view json);
+
 /// The per-layer view of a configuration, MTP layers last.
 struct LayerSpec {
   int64_t id = 0;

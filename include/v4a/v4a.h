@@ -150,8 +150,7 @@ v4a_status v4a_add_sequence(v4a_model *model, int64_t *sequence);
 /* Frees the sequence's slot for a later v4a_add_sequence. */
 v4a_status v4a_release_sequence(v4a_model *model, int64_t sequence);
 /* The tokens the sequence has processed. */
-v4a_status v4a_position(v4a_model *model, int64_t sequence,
-                        int64_t *position);
+v4a_status v4a_position(v4a_model *model, int64_t sequence, int64_t *position);
 
 /* An activation tensor: [rows, cols] row-major, contiguous. */
 typedef struct v4a_tensor {
@@ -186,22 +185,22 @@ v4a_status v4a_synchronize(v4a_model *model);
 typedef struct v4a_info {
   /* sizeof(v4a_info): set by the caller. */
   uint32_t struct_size;
-  int32_t num_layers;    /* the model's layers */
-  int32_t num_selected;  /* the layers that run */
-  int32_t device;        /* the CUDA ordinal; -1 on the CPU */
+  int32_t num_layers;   /* the model's layers */
+  int32_t num_selected; /* the layers that run */
+  int32_t device;       /* the CUDA ordinal; -1 on the CPU */
   int64_t hidden_size;
   int64_t max_sequences;
   int64_t context_tokens;
   int64_t page_size;
-  int64_t cache_bytes;   /* every cache buffer of every slot */
+  int64_t cache_bytes; /* every cache buffer of every slot */
   int32_t weights_loaded;
-  char backend[8];       /* "cpu" or "cuda" */
+  char backend[8]; /* "cpu" or "cuda" */
 } v4a_info;
 v4a_status v4a_get_info(v4a_model *model, v4a_info *info);
 /* The ids of the selected layers: up to `capacity` into `ids`; `count`
  * gets how many there are. */
-v4a_status v4a_selected_layers(v4a_model *model, int64_t *ids,
-                               int32_t capacity, int32_t *count);
+v4a_status v4a_selected_layers(v4a_model *model, int64_t *ids, int32_t capacity,
+                               int32_t *count);
 /* The bytes one sequence's cache buffer of a layer takes (component:
  * "window", "compressed", "index_keys", "compressor_state",
  * "indexer_state"; 0 when the layer has none; a consumer layer's resolve

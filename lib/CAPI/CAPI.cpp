@@ -117,12 +117,13 @@ bool copyWeight(const v4a_weight &weight, int64_t index, st::Tensor &tensor,
                                  : "weights[" + std::to_string(index) + "]";
   std::optional<st::DType> dtype = weightType(weight.dtype);
   if (!weight.name || !dtype) {
-    error = name + (weight.name ? ": unknown dtype " +
-                                      std::to_string(int(weight.dtype))
-                                : ": the name is null");
+    error = name + (weight.name
+                        ? ": unknown dtype " + std::to_string(int(weight.dtype))
+                        : ": the name is null");
     return false;
   }
-  if (weight.ndim < 0 || weight.ndim > 4 || (weight.ndim > 0 && !weight.shape)) {
+  if (weight.ndim < 0 || weight.ndim > 4 ||
+      (weight.ndim > 0 && !weight.shape)) {
     error = name + ": ndim " + std::to_string(weight.ndim) +
             " (0 to 4, with a shape)";
     return false;
@@ -200,8 +201,8 @@ v4a_status runStep(v4a_model &m, int32_t batch, const int64_t *sequences,
   const std::vector<LayerSpec> &selected = m.source->selected();
   if (batch < 0 || batch > kMaxBatch ||
       (batch > 0 && (!sequences || !lengths))) {
-    error = "the batch is " + std::to_string(batch) +
-            " sequences (0 to " + std::to_string(kMaxBatch) +
+    error = "the batch is " + std::to_string(batch) + " sequences (0 to " +
+            std::to_string(kMaxBatch) +
             ", with their sequence ids and lengths)";
     return V4A_ERROR_INVALID_ARGUMENT;
   }
@@ -324,8 +325,7 @@ v4a_status failWithoutModel(v4a_status status, const std::string &message) {
   return status;
 }
 
-v4a_status wrap(std::unique_ptr<Source> source, v4a_model **out,
-                bool graphs) {
+v4a_status wrap(std::unique_ptr<Source> source, v4a_model **out, bool graphs) {
   auto *model = new (std::nothrow) v4a_model;
   if (!model)
     return failWithoutModel(V4A_ERROR_FAILED, "out of host memory");
@@ -352,8 +352,8 @@ bool resolveOptions(const v4a_options *given, v4a_options &options,
     if (value >= low && value <= high)
       return true;
     error = std::string("v4a_options.") + field + " is " +
-            std::to_string(value) + ", outside [" + std::to_string(low) +
-            ", " + std::to_string(high) + "]";
+            std::to_string(value) + ", outside [" + std::to_string(low) + ", " +
+            std::to_string(high) + "]";
     return false;
   };
   if (!within("max_sequences", options.max_sequences, 1, 4096) ||
@@ -370,7 +370,8 @@ bool resolveOptions(const v4a_options *given, v4a_options &options,
   }
   if (!options.backend)
     options.backend = "cpu";
-  if (std::strcmp(options.backend, "cpu") && std::strcmp(options.backend, "cuda")) {
+  if (std::strcmp(options.backend, "cpu") &&
+      std::strcmp(options.backend, "cuda")) {
     error = std::string("v4a_options.backend is '") + options.backend +
             "' (cpu or cuda)";
     return false;
@@ -476,9 +477,9 @@ v4a_status v4a_load_checkpoint(v4a_model *model, const char *path) {
     }
     if (v4a_status status = noWeightsYet(m, error))
       return status;
-    if (!io::fitsInMemory(hostWeightBytes(m.source->config(),
-                                          m.source->selected()),
-                          "the weights", error))
+    if (!io::fitsInMemory(
+            hostWeightBytes(m.source->config(), m.source->selected()),
+            "the weights", error))
       return V4A_ERROR_FAILED;
     return loaded(m, m.source->loadCheckpoint(path, error));
   });
@@ -492,9 +493,9 @@ v4a_status v4a_load_random_weights(v4a_model *model, uint64_t seed) {
     if (!io::fitsInMemory(hostWeightBytes(config, m.source->selected()),
                           "the weights", error))
       return V4A_ERROR_FAILED;
-    return loaded(m, m.source->loadTensors(
-                         randomHostWeights(config, m.source->selected(), seed),
-                         error));
+    return loaded(
+        m, m.source->loadTensors(
+               randomHostWeights(config, m.source->selected(), seed), error));
   });
 }
 
@@ -557,8 +558,7 @@ v4a_status v4a_release_sequence(v4a_model *model, int64_t sequence) {
   });
 }
 
-v4a_status v4a_position(v4a_model *model, int64_t sequence,
-                        int64_t *position) {
+v4a_status v4a_position(v4a_model *model, int64_t sequence, int64_t *position) {
   return onModel(model, [&](v4a_model &m, std::string &error) {
     if (!position) {
       error = "v4a_position: the result pointer is null";
@@ -616,8 +616,8 @@ v4a_status v4a_get_info(v4a_model *model, v4a_info *info) {
   });
 }
 
-v4a_status v4a_selected_layers(v4a_model *model, int64_t *ids,
-                               int32_t capacity, int32_t *count) {
+v4a_status v4a_selected_layers(v4a_model *model, int64_t *ids, int32_t capacity,
+                               int32_t *count) {
   return onModel(model, [&](v4a_model &m, std::string &error) {
     if (!count || capacity < 0 || (capacity > 0 && !ids)) {
       error = "v4a_selected_layers: null count, or ids for a capacity of " +
@@ -644,7 +644,8 @@ v4a_status v4a_cache_size(v4a_model *model, int64_t layer,
     for (plan::Component c : plan::kAllComponents) {
       if (component == std::string(plan::componentName(c)))
         which = c;
-      names += (names.empty() ? "" : ", ") + std::string(plan::componentName(c));
+      names +=
+          (names.empty() ? "" : ", ") + std::string(plan::componentName(c));
     }
     if (!which) {
       error = std::string("unknown cache component '") + component + "' (" +

@@ -58,10 +58,10 @@ extern "C" v4a_status v4a_compile(const char *config_json,
       return capi::failWithoutModel(V4A_ERROR_INVALID_ARGUMENT, error);
     bool cuda = std::string(options.backend) == "cuda";
     if (cuda && options.device != 0)
-      return capi::failWithoutModel(
-          V4A_ERROR_UNSUPPORTED,
-          "v4a_compile runs on CUDA device 0, not " +
-              std::to_string(options.device) + " (a package opens on any)");
+      return capi::failWithoutModel(V4A_ERROR_UNSUPPORTED,
+                                    "v4a_compile runs on CUDA device 0, not " +
+                                        std::to_string(options.device) +
+                                        " (a package opens on any)");
     EngineOptions engineOptions;
     engineOptions.maxSequences = options.max_sequences;
     engineOptions.contextTokens = options.context_tokens;
@@ -73,10 +73,10 @@ extern "C" v4a_status v4a_compile(const char *config_json,
         Engine::create(config_json, engineOptions, error);
     if (!engine)
       return capi::failWithoutModel(V4A_ERROR_FAILED, error);
-    return capi::wrap(
-        std::make_unique<EngineSource>(std::move(engine), options.max_sequences,
-                                       cuda ? 0 : -1),
-        model, options.use_graphs != 0);
+    return capi::wrap(std::make_unique<EngineSource>(std::move(engine),
+                                                     options.max_sequences,
+                                                     cuda ? 0 : -1),
+                      model, options.use_graphs != 0);
   } catch (const std::bad_alloc &) {
     return capi::failWithoutModel(V4A_ERROR_FAILED, "out of host memory");
   }

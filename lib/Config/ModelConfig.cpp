@@ -500,3 +500,77 @@ v4a::deriveLayers(const ModelConfig &config, const LayerOptions &options,
   }
   return layers;
 }
+
+std::vector<std::string> v4a::configWarnings(std::string_view json) {
+  // The top-level keys the parser reads.
+  static const char *const known[] = {"candidate_block_size",
+                                      "candidate_source_layer_id",
+                                      "candidate_topk_blocks",
+                                      "compress_ratios",
+                                      "compress_rope_theta",
+                                      "head_dim",
+                                      "hidden_size",
+                                      "index_head_dim",
+                                      "index_n_heads",
+                                      "index_source_layer_ids",
+                                      "index_topk",
+                                      "kv_source_layer_ids",
+                                      "model_type",
+                                      "n_prefill_layer",
+                                      "num_attention_heads",
+                                      "num_hidden_layers",
+                                      "num_key_value_heads",
+                                      "num_nextn_predict_layers",
+                                      "o_groups",
+                                      "o_lora_rank",
+                                      "q_lora_rank",
+                                      "qk_rope_head_dim",
+                                      "quantization_config",
+                                      "rms_norm_eps",
+                                      "rope_scaling",
+                                      "rope_theta",
+                                      "sliding_window"};
+  // Keys of DeepSeek checkpoints' configs that are other parts' and happen
+  // to be near an attention key.
+  static const char *const foreign[] = {"qk_nope_head_dim", "v_head_dim",
+                                        "kv_lora_rank",     "n_group",
+                                        "topk_group",       "num_experts"};
+  std::vector<std::string> warnings;
+  // Only JSON the parser takes (its depth bounded: no stack overflow).
+  std::string structure;
+  if (!checkJsonStructure(json, structure))
+    return warnings;
+  llvm::Expected<Value> parsed =
+      llvm::json::parse(llvm::StringRef(json.data(), json.size()));
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
+    return warnings;
+  }
+  const Object *root = parsed->getAsObject();
+  if (!root)
+    return warnings;
+  std::vector<std::string> keys;
+  for (const auto &entry : *root)
+    keys.push_back(entry.first.str());
+  // The object's order is a hash's: sorted, the warnings are deterministic.
+  std::sort(keys.begin(), keys.end());
+  for (const std::string &key : keys) {
+    llvm::StringRef name(key);
+    if (llvm::is_contained(known, name) || llvm::is_contained(foreign, name))
+      continue;
+    llvm::StringRef best;
+    unsigned distance = 3;
+    for (llvm::StringRef candidate : known) {
+      unsigned d = name.edit_distance(candidate, true, distance);
+      if (d < distance) {
+        distance = d;
+        best = candidate;
+      }
+    }
+    if (!best.empty() && distance < std::min<size_t>(3, best.size() / 4 + 1))
+      warnings.push_back("'" + key +
+                         "' is not a key v4a reads (ignored); did you mean '" +
+                         best.str() + "'?");
+  }
+  return warnings;
+}

@@ -60,8 +60,8 @@ createPackageModel(const pkg::Package &package,
     return nullptr;
   rt::StepProgram program{package.functions, package.calls};
   program.calls = rt::callsOfLayers(program, selected);
-  return rt::Model::create(config, selected, program, std::move(tensors),
-                           *plan, maxSequences, std::move(backend), error);
+  return rt::Model::create(config, selected, program, std::move(tensors), *plan,
+                           maxSequences, std::move(backend), error);
 }
 
 } // namespace v4a

@@ -14,6 +14,7 @@
 #include "lib/Plan/ModelPlan.h"
 #include "lib/Report/Report.h"
 #include "passes/Passes.h"
+#include "tools/ToolSupport.h"
 #include "v4a/Engine.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -25,6 +26,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
@@ -67,13 +69,17 @@ static cl::opt<ReportKind> reportKind(
                clEnumValN(ReportKind::Text, "", "")),
     cl::cat(compileCategory));
 static cl::opt<int64_t>
-    contextTokens("context", cl::desc("Maximum context per sequence, tokens"),
+    contextTokens("context",
+                  cl::desc("Maximum context per sequence, tokens (default "
+                           "1048576)"),
                   cl::init(1 << 20), cl::cat(compileCategory));
-static cl::opt<int64_t> pageSize("page-size",
-                                 cl::desc("Rows per compressed cache page"),
-                                 cl::init(64), cl::cat(compileCategory));
+static cl::opt<int64_t>
+    pageSize("page-size",
+             cl::desc("Rows per compressed cache page (default 64)"),
+             cl::init(64), cl::cat(compileCategory));
 static cl::opt<KVLayoutKind> kvLayout(
-    "kv-layout", cl::desc("Element layout of the compressed KV cache"),
+    "kv-layout",
+    cl::desc("Element layout of the compressed KV cache (default bf16)"),
     cl::init(KVLayoutKind::BF16),
     cl::values(clEnumValN(KVLayoutKind::BF16, "bf16", "bf16 rows"),
                clEnumValN(KVLayoutKind::FP8, "fp8",
@@ -99,7 +105,10 @@ static cl::opt<v4a::jit::FP8Gemms> fp8Gemms(
                clEnumValN(v4a::jit::FP8Gemms::Kernels, "kernels",
                           "the generated kernels alone")),
     cl::cat(compileCategory));
-static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
+static cl::opt<std::string> outputPath("o",
+                                       cl::desc("Output file (default -, "
+                                                "standard output; a package "
+                                                "needs a file)"),
                                        cl::value_desc("file"), cl::init("-"),
                                        cl::cat(compileCategory));
 
@@ -215,7 +224,20 @@ static int writeObjectAndHeader(const std::string &config, bool packedKv) {
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(compileCategory);
-  cl::ParseCommandLineOptions(argc, argv, "v4a ahead-of-time compiler\n");
+  v4a::parseToolOptions(
+      argc, argv,
+      "v4a ahead-of-time compiler\n\n"
+      "Defaults: --emit=v4a to -o - (standard output), --context 1048576 "
+      "tokens,\n--page-size 64, --kv-layout=bf16, --fp8-gemm=exact; "
+      "--target=sm_90a writes a\npackage and needs -o.\n");
+  // A package is binary: never onto a terminal, and to standard output
+  // only when asked for by name.
+  if (!target.empty() && outputPath == "-" &&
+      (!outputPath.getNumOccurrences() ||
+       llvm::sys::Process::StandardOutIsDisplayed()))
+    return fail("--target=" + target +
+                " writes a binary package: give -o FILE (or -o - into a "
+                "pipe)");
   if (reportKind != ReportKind::None && emitKind.getNumOccurrences())
     return fail("--report prints the report; it cannot be combined with "
                 "--emit");
@@ -225,6 +247,7 @@ int main(int argc, char **argv) {
       v4a::io::readFile(inputPath, v4a::io::kConfigLimit, "config", readError);
   if (!config)
     return fail(readError);
+  v4a::warnAboutConfig("v4a-compile", inputPath, *config);
 
   mlir::MLIRContext context;
   // Every diagnostic becomes one line naming the configuration file.

@@ -4,6 +4,7 @@
 #include "dialects/V4A/IR/V4ADialect.h"
 #include "lib/Pipeline/Pipelines.h"
 #include "passes/Passes.h"
+#include "tools/ToolSupport.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -60,6 +61,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   v4a::registerV4APasses();
   v4a::registerPipelines();
+  v4a::setToolVersionPrinter();
   auto [inputPath, outputPath] = mlir::registerAndParseCLIOptions(
       argc, argv, "v4a optimizer driver\n", registry);
 

@@ -76,6 +76,57 @@ struct Options {
   bool graphs = true, bothGraphModes = false;
 };
 
+std::string usage() {
+  return "usage: " + tool +
+         " MODEL.v4apkg (--weights FILE | --random-weights SEED) ((--inputs "
+         "FILE | --prompt-len N --decode-steps M [--lengths L0,L1,..]) "
+         "[--layers L0,L1,..] [--outputs FILE] [--expected FILE | --check] "
+         "[--tolerance T] [--graphs on|off] | --bench --batch B --context C "
+         "--tokens T [--repeat N] [--graphs on|off|both] [--json FILE]); " +
+         tool + " --info MODEL.v4apkg; " + tool + " --help | --version";
+}
+
+/// --info: what a package holds, without weights or a GPU.
+int describePackage(const std::string &path) {
+  std::string error;
+  std::optional<pkg::Package> package = readPackage(path, error);
+  if (!package)
+    return fail(error);
+  const pkg::Package &p = *package;
+  const ModelConfig &c = p.config;
+  std::printf("%s: package format %u, %s, target %s, config %s\n", path.c_str(),
+              p.formatVersion, p.compilerVersion.c_str(), p.target.c_str(),
+              p.configHash.c_str());
+  std::printf("model: hidden %lld, %lld heads of %lld, %lld layers + %lld "
+              "MTP, %s projections\n",
+              static_cast<long long>(c.hiddenSize),
+              static_cast<long long>(c.numAttentionHeads),
+              static_cast<long long>(c.headDim),
+              static_cast<long long>(c.numHiddenLayers),
+              static_cast<long long>(c.numMtpLayers),
+              c.fp8Weights ? "fp8" : "bf16");
+  std::printf("caches: %lld tokens per sequence, pages of %lld rows\n",
+              static_cast<long long>(p.planOptions.contextTokens),
+              static_cast<long long>(p.planOptions.pageSize));
+  std::string ratios;
+  for (const LayerSpec &layer : p.layers)
+    ratios += (ratios.empty() ? "" : " ") + std::to_string(layer.id) + ":" +
+              std::to_string(layer.compressRatio) +
+              (layer.kvSource != layer.id ? "<" + std::to_string(layer.kvSource)
+                                          : "");
+  std::printf("layers (id:ratio, <source): %s\n", ratios.c_str());
+  std::printf("steps: %zu functions, %zu calls per step\n", p.functions.size(),
+              p.calls.size());
+  for (const step::Function &function : p.functions)
+    std::printf("  %s: %zu arguments, %zu host ops\n", function.name.c_str(),
+                function.args.size(), function.host.ops.size());
+  std::printf("kernels: PTX %zu bytes, cubin %s\n", p.ptx.size(),
+              p.cubin.empty()
+                  ? "none (the driver compiles the PTX)"
+                  : (std::to_string(p.cubin.size()) + " bytes").c_str());
+  return 0;
+}
+
 bool parseCount(const std::string &flag, const std::string &value,
                 int64_t limit, int64_t &out, std::string &error) {
   char *end = nullptr;
@@ -201,14 +252,7 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
   }
   if (o.package.empty() || !weights || (!o.bench && !inputs) ||
       (o.check && !o.expected.empty())) {
-    error = "usage: " + tool +
-            " MODEL.v4apkg (--weights FILE | "
-            "--random-weights SEED) ((--inputs FILE | --prompt-len N "
-            "--decode-steps M [--lengths L0,L1,..]) [--layers L0,L1,..] "
-            "[--outputs FILE] [--expected FILE | --check] [--tolerance T] "
-            "[--graphs on|off] | "
-            "--bench --batch B --context C --tokens T [--repeat N] [--graphs "
-            "on|off|both] [--json FILE])";
+    error = usage();
     return false;
   }
   for (int64_t n : o.lengths)
@@ -345,6 +389,23 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
   tool = name;
   // Progress lines reach a pipe as they happen.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-help" || arg == "-h") {
+      std::printf("%s\n", usage().c_str());
+      return 0;
+    }
+    if (arg == "--version") {
+      std::printf("%s\n", pkg::kCompilerVersion);
+      return 0;
+    }
+    if (arg == "--info") {
+      if (argc != 3)
+        return fail("--info takes the package alone: " + tool +
+                    " --info MODEL.v4apkg");
+      return describePackage(argv[i == 1 ? 2 : 1]);
+    }
+  }
   Options o;
   std::string error;
   if (!parseOptions(argc, argv, o, error))

@@ -15,6 +15,14 @@ namespace v4a::run {
 cl::OptionCategory runCategory("v4a-run options");
 cl::opt<std::string> inputPath(cl::Positional, cl::Required,
                                cl::desc("<config.json>"), cl::cat(runCategory));
+// Never set here: v4a-run hands a command line with --package to
+// v4a-run-package's code before parsing; declared so that --help lists it.
+static cl::opt<std::string>
+    package("package",
+            cl::desc("Run a package (v4a-compile --target=sm_90a) on the GPU "
+                     "with the runtime alone, as v4a-run-package does (its "
+                     "flags follow)"),
+            cl::value_desc("file"), cl::cat(runCategory));
 cl::opt<std::string> backend("backend",
                              cl::desc("Where to run: cpu (default) or cuda"),
                              cl::init("cpu"), cl::cat(runCategory));

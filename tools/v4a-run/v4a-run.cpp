@@ -19,6 +19,7 @@
 #include "runtime/Model.h"
 #include "runtime/SafeTensors.h"
 #include "runtime/StepInputs.h"
+#include "tools/ToolSupport.h"
 #include "tools/v4a-run-package/RunPackage.h"
 #include "tools/v4a-run/RunOptions.h"
 #include "v4a/Engine.h"
@@ -31,6 +32,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <set>
@@ -104,12 +106,20 @@ static std::optional<int> runPackageIfAsked(int argc, char **argv) {
   return std::nullopt;
 }
 
+/// Whether `path` starts as a package does (v4a-compile --target).
+static bool isPackage(const std::string &path) {
+  char magic[6] = {};
+  std::ifstream file(path, std::ios::binary);
+  return file.read(magic, sizeof magic) &&
+         std::string(magic, sizeof magic) == "V4APKG";
+}
+
 int main(int argc, char **argv) {
   if (std::optional<int> status = runPackageIfAsked(argc, argv))
     return *status;
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(runCategory);
-  cl::ParseCommandLineOptions(
+  parseToolOptions(
       argc, argv,
       "v4a runner: runs a model's attention layers on the CPU.\n\n"
       "Defaults: --backend=cpu, --prompt-len 16 --decode-steps 4 with random "
@@ -119,11 +129,15 @@ int main(int argc, char **argv) {
     return fail(*problem);
 
   std::string error;
+  if (isPackage(inputPath))
+    return fail(inputPath + " is a package: run it with v4a-run --package " +
+                inputPath + " (or v4a-run-package)");
   std::optional<std::string> text =
       io::readFile(inputPath, io::kConfigLimit, "config", error);
   if (!text)
     return fail(error);
   std::string config = std::move(*text);
+  warnAboutConfig("v4a-run", inputPath, config);
   ConfigError configError;
   std::optional<ModelConfig> parsed = parseModelConfig(config, configError);
   if (!parsed)

@@ -24,6 +24,8 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <sstream>
 
 using namespace v4a;
@@ -264,10 +266,46 @@ static int mutate(int argc, char **argv) {
   return st::write(argv[3], *file, error) ? 0 : usage(error);
 }
 
+/// The flags of each mode and how many values each takes; anything else
+/// after the mode's paths (write: the config; compare, mutate: two files)
+/// is an error, not ignored.
+static std::optional<std::string> unknownArgument(int argc, char **argv,
+                                                  const std::string &mode) {
+  static const std::map<std::string, std::map<std::string, int>> flags = {
+      {"write",
+       {{"--fp8", 0},
+        {"--seed", 1},
+        {"--batch", 1},
+        {"--steps", 1},
+        {"--lengths", 1},
+        {"--shards", 1},
+        {"--weights", 1},
+        {"--inputs", 1},
+        {"--expected", 1}}},
+      {"compare", {{"--tolerance", 1}, {"--subset", 0}}},
+      {"mutate",
+       {{"--truncate", 1}, {"--drop", 1}, {"--dtype", 2}, {"--shape", 2}}}};
+  auto known = flags.find(mode);
+  if (known == flags.end())
+    return "unknown mode " + mode + " (write, compare, mutate)";
+  for (int i = mode == "write" ? 3 : 4; i < argc; ++i) {
+    auto it = known->second.find(argv[i]);
+    if (it == known->second.end())
+      return std::string("unknown argument '") + argv[i] + "' for " + mode;
+    if (i + it->second >= argc)
+      return std::string(argv[i]) + " needs " + std::to_string(it->second) +
+             " value(s)";
+    i += it->second;
+  }
+  return std::nullopt;
+}
+
 int main(int argc, char **argv) {
   if (argc < 4)
     return usage("usage: v4a-fixture write|compare|mutate ...");
   std::string mode = argv[1];
+  if (std::optional<std::string> problem = unknownArgument(argc, argv, mode))
+    return usage("error: " + *problem);
   if (mode == "write")
     return writeFixture(argc, argv);
   if (mode == "compare")
