@@ -38,6 +38,10 @@ else:
 config.substitutions.append(("%v4a_bin", config.v4a_tools_dir))
 config.substitutions.append(("%v4a_lib", os.path.join(config.v4a_obj_root, "lib")))
 config.substitutions.append(("%v4a_python", os.path.join(config.v4a_src_root, "python")))
+# A sanitized libv4a.so needs its sanitizer's runtime in the process: the
+# Python package's test loads it into an uninstrumented interpreter.
+if getattr(config, "v4a_sanitize", False):
+    config.available_features.add("sanitized")
 try:
     import numpy  # noqa: F401
     config.available_features.add("numpy")
