@@ -297,6 +297,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "FAIL: cannot write the tensors\n");
     return 1;
   }
+  for (k = 0; k < 2; ++k)
+    for (b = 0; b < counts[k]; ++b)
+      free(files[k][b].data);
+  free(json);
   printf("%s\n", failures ? "FAIL" : "PASS");
   return failures ? 1 : 0;
 }

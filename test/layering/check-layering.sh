@@ -65,4 +65,15 @@ for lib in "$build/core/libV4ACore.a" "$build/runtime/libV4ARuntime.a"; do
     echo "ok: $(basename "$lib") holds no LLVM or MLIR symbol"
   fi
 done
+# The deployable C ABI library: the runtime alone, exporting v4a_* only.
+runtime="$build/lib/libv4a_runtime.so"
+needed=$(readelf -d "$runtime" | grep -E 'NEEDED.*lib(MLIR|LLVM)')
+exported=$(nm -D --defined-only "$runtime" | awk '{print $3}' | grep -v '^v4a_')
+if [ -n "$needed$exported" ]; then
+  echo "FAIL: libv4a_runtime.so needs LLVM/MLIR or exports more than v4a_*:"
+  echo "$needed$exported" | head -5
+  status=1
+else
+  echo "ok: libv4a_runtime.so needs no LLVM or MLIR and exports v4a_* alone"
+fi
 exit $status
