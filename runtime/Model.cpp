@@ -9,6 +9,7 @@
 #include "runtime/StepGemms.h"
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -355,8 +356,38 @@ struct StepGraph {
   bool refused = false;
 };
 
+/// V4A_STEP_TIMES=1: a queued step's host time per phase, in microseconds,
+/// one line on stderr (what an engine's step costs before the device).
+class PhaseTimes {
+public:
+  void mark(const char *phase) {
+    if (!enabled())
+      return;
+    auto now = std::chrono::steady_clock::now();
+    char text[64];
+    std::snprintf(text, sizeof text, " %s %.1f", phase,
+                  std::chrono::duration<double, std::micro>(now - last).count());
+    line += text;
+    last = now;
+  }
+  ~PhaseTimes() {
+    if (enabled() && !line.empty())
+      std::fprintf(stderr, "v4a: step host us:%s\n", line.c_str());
+  }
+
+private:
+  static bool enabled() {
+    static const bool on = std::getenv("V4A_STEP_TIMES") != nullptr;
+    return on;
+  }
+  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  std::string line;
+};
+
 /// Graphs kept at once; steps of further keys run on the stream.
 constexpr size_t kMaxGraphs = 64;
+/// Step layouts kept at once (a prefill's token counts vary widely).
+constexpr size_t kMaxLayouts = 256;
 
 } // namespace
 
@@ -385,6 +416,8 @@ struct Model::Impl {
   int64_t contextBound = 0;
   bool graphsOn = true;
   std::map<std::pair<int64_t, int64_t>, StepGraph> graphs;
+  /// Step layouts by token count (layoutOf).
+  std::map<int64_t, StepLayout> layouts;
   /// Set by a step that failed after queueing work: the caches may be
   /// half-written and the device may be unusable, so no step runs again.
   std::string fault;
@@ -416,8 +449,9 @@ struct Model::Impl {
                          std::string &error) const;
   bool validateBatch(const StepBatch &batch, bool padded,
                      std::string &error) const;
-  bool measureBatch(const StepBatch &batch, int64_t &tokens, int64_t &context,
-                    std::string &error) const;
+  void measureBatch(const StepBatch &batch, int64_t &tokens,
+                    int64_t &context) const;
+  const StepLayout &layoutOf(int64_t tokens);
   std::vector<uint8_t> stageIds(const StepBatch &batch,
                                 const StepLayout &layout) const;
   bool queueStep(const StepLayout &layout, int64_t context, bool &recorded,
@@ -1025,7 +1059,7 @@ bool Model::Impl::validateBatch(const StepBatch &batch, bool padded,
     error = "paddedTokens must be >= 0";
     return false;
   }
-  std::set<int64_t> seen;
+  std::vector<bool> seen(sequences.size(), false);
   for (size_t b = 0; b < rows; ++b) {
     int64_t sequence = batch.sequences[b], length = batch.lengths[b];
     int64_t at = positionOf(sequence);
@@ -1034,11 +1068,12 @@ bool Model::Impl::validateBatch(const StepBatch &batch, bool padded,
               ": unknown or finished sequence " + std::to_string(sequence);
       return false;
     }
-    if (!seen.insert(sequence).second) {
+    if (seen[sequence]) {
       error = "batch row " + std::to_string(b) + ": sequence " +
               std::to_string(sequence) + " appears twice";
       return false;
     }
+    seen[sequence] = true;
     int64_t limit = padded ? batch.paddedTokens : plan.options.contextTokens;
     if (length < 0 || length > limit) {
       error = "batch row " + std::to_string(b) + ": length " +
@@ -1059,8 +1094,8 @@ bool Model::Impl::validateBatch(const StepBatch &batch, bool padded,
 
 /// The batch's packed tokens and its longest sequence after the step,
 /// checked against the host's memory for the step's buffers.
-bool Model::Impl::measureBatch(const StepBatch &batch, int64_t &tokens,
-                               int64_t &context, std::string &error) const {
+void Model::Impl::measureBatch(const StepBatch &batch, int64_t &tokens,
+                               int64_t &context) const {
   tokens = 0;
   context = 0;
   for (size_t b = 0; b < batch.sequences.size(); ++b) {
@@ -1068,9 +1103,17 @@ bool Model::Impl::measureBatch(const StepBatch &batch, int64_t &tokens,
     context = std::max(context,
                        positionOf(batch.sequences[b]) + batch.lengths[b]);
   }
-  return io::fitsInMemory(stepWorkspaceBytes(config, layers, tokens, context),
-                          "a step of " + std::to_string(tokens) + " tokens",
-                          error);
+}
+
+/// The layout of a step of `tokens` tokens, made once per token count (a
+/// decode step's host time is mostly this otherwise).
+const StepLayout &Model::Impl::layoutOf(int64_t tokens) {
+  auto it = layouts.find(tokens);
+  if (it != layouts.end())
+    return it->second;
+  if (layouts.size() >= kMaxLayouts)
+    layouts.clear();
+  return layouts.emplace(tokens, layoutStep(tokens)).first->second;
 }
 
 /// The token ids of the step region (each sequence's rows in order, with
@@ -1082,14 +1125,16 @@ std::vector<uint8_t> Model::Impl::stageIds(const StepBatch &batch,
   auto ids = [&](const char *bind) {
     return reinterpret_cast<int64_t *>(staged.data() + layout.ids.at(bind));
   };
+  int64_t *positions = ids("positions"), *slots = ids("slots");
+  int64_t *first = ids("first"), *last = ids("last");
   for (size_t b = 0, row = 0; b < batch.sequences.size(); ++b) {
     int64_t begin = static_cast<int64_t>(row);
     int64_t start = sequences[batch.sequences[b]].position;
     for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row) {
-      ids("positions")[row] = start + t;
-      ids("slots")[row] = batch.sequences[b];
-      ids("first")[row] = begin;
-      ids("last")[row] = begin + batch.lengths[b] - 1;
+      positions[row] = start + t;
+      slots[row] = batch.sequences[b];
+      first[row] = begin;
+      last[row] = begin + batch.lengths[b] - 1;
     }
   }
   return staged;
@@ -1138,7 +1183,11 @@ bool Model::step(const StepBatch &batch,
       return false;
     }
   int64_t tokens = 0, context = 0;
-  if (!m.measureBatch(batch, tokens, context, error))
+  m.measureBatch(batch, tokens, context);
+  // The host stages every token's row here.
+  if (!io::fitsInMemory(stepWorkspaceBytes(m.config, m.layers, tokens, context),
+                        "a step of " + std::to_string(tokens) + " tokens",
+                        error))
     return false;
   int64_t dim = m.config.hiddenSize, padded = batch.paddedTokens;
   auto clearOutputs = [&] {
@@ -1155,7 +1204,7 @@ bool Model::step(const StepBatch &batch,
     return false;
   // The ids, then each layer's x. Every input is read before any output is
   // cleared: they may be one buffer.
-  StepLayout layout = m.layoutStep(tokens);
+  const StepLayout &layout = m.layoutOf(tokens);
   std::vector<uint8_t> staged = m.stageIds(batch, layout);
   staged.resize(layout.inputBytes);
   for (const LayerSpec &layer : m.layers) {
@@ -1214,12 +1263,15 @@ bool Model::queueStep(const StepBatch &batch,
                       const std::vector<void *> &outputs, void *stream,
                       std::string &error) {
   Impl &m = *impl;
+  PhaseTimes times;
   if (!m.validateBatch(batch, /*padded=*/false, error) ||
       !m.checkLayerBuffers(inputs.size(), outputs.size(), error))
     return false;
+  times.mark("validate");
+  // Only the ids are staged on the host: the device's memory is checked
+  // where the workspace grows.
   int64_t tokens = 0, context = 0;
-  if (!m.measureBatch(batch, tokens, context, error))
-    return false;
+  m.measureBatch(batch, tokens, context);
   int64_t rowBytes = 2 * tokens * m.config.hiddenSize;
   for (const LayerSpec &layer : m.layers) {
     std::string name = "layer " + std::to_string(layer.id);
@@ -1234,6 +1286,7 @@ bool Model::queueStep(const StepBatch &batch,
                                      name + "'s output", error)))
       return false;
   }
+  times.mark("check");
   if (tokens == 0)
     return true;
   if (!m.reserveWorkspace(tokens, error))
@@ -1242,8 +1295,10 @@ bool Model::queueStep(const StepBatch &batch,
   // for it, so that nothing the model does later holds the caller's.
   if (!m.backend->useStream(stream, error))
     return false;
-  StepLayout layout = m.layoutStep(tokens);
+  times.mark("stream");
+  const StepLayout &layout = m.layoutOf(tokens);
   std::vector<uint8_t> ids = m.stageIds(batch, layout);
+  times.mark("layout");
   uint8_t *base = m.workspaceBase();
   bool queued = m.backend->queueCopyToDevice(base, ids.data(),
                                              static_cast<int64_t>(ids.size()),
@@ -1252,8 +1307,10 @@ bool Model::queueStep(const StepBatch &batch,
     queued = queued && m.backend->queueCopyOnDevice(base + layout.x.at(layer.id),
                                                     inputs[layer.id], rowBytes,
                                                     error);
+  times.mark("copy-in");
   bool recorded = false;
   queued = queued && m.queueStep(layout, context, recorded, error);
+  times.mark(recorded ? "graph" : "launches");
   for (const LayerSpec &layer : m.layers)
     queued = queued && m.backend->queueCopyOnDevice(outputs[layer.id],
                                                     base + layout.y.at(layer.id),
@@ -1263,6 +1320,7 @@ bool Model::queueStep(const StepBatch &batch,
     queued = false;
     error = back;
   }
+  times.mark("copy-out");
   if (!queued) {
     // Part of the step may have run: the caches are in an unknown state.
     m.fault = error;

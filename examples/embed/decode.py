@@ -1,9 +1,7 @@
 """decode.py PACKAGE LAYER BATCH PROMPT STEPS DIR: decode.c in Python, from
-PyTorch CUDA tensors on a non-default stream; writes DIR/y{k}.py.bf16. Then
-(OVERHEAD=N) times N more decode steps' Model.step calls."""
+PyTorch CUDA tensors on a non-default stream; writes DIR/y{k}.py.bf16."""
 import os
 import sys
-import time
 
 import torch
 
@@ -25,14 +23,4 @@ with torch.cuda.stream(stream):
         (y,) = model.step(sequences, lengths, [x])  # on `stream`
         with open(os.path.join(folder, "y%d.py.bf16" % k), "wb") as f:
             f.write(y.cpu().view(torch.int16).numpy().tobytes())
-    calls, out = int(os.environ.get("OVERHEAD", "0")), [torch.empty_like(x)]
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        model.step(sequences, lengths, [x], out)
-        times.append(time.perf_counter() - start)
-        stream.synchronize()
-    if calls:  # the median: the first calls record a graph
-        print("decode.py: Model.step call %.1f us (median of %d)" %
-              (1e6 * sorted(times)[calls // 2], calls))
 print("decode.py: %d steps of %d sequences" % (steps + 1, batch))

@@ -19,6 +19,7 @@ this package, in the build tree, or on the loader's path; ``load_library``
 picks one explicitly.
 """
 
+import array
 import ctypes
 import json
 import os
@@ -198,12 +199,16 @@ def _streams(stream, tensor):
     current stream of the tensor's framework on its device; (None, None)
     for host tensors. The legacy default stream (0) is the model's own
     stream for the C ABI (a blocking stream, ordered with it) and 1 for
-    DLPack."""
-    if stream is None:
+    DLPack; a stream taken from the framework needs no ordering (-1)."""
+    current = stream is None
+    if current:
         module = type(tensor).__module__.split(".")[0]
         if module == "torch" and tensor.is_cuda:
             import torch
-            stream = torch.cuda.current_stream(tensor.device)
+            # The raw handle where PyTorch offers it (no Stream object).
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            stream = raw(tensor.get_device()) if raw else \
+                torch.cuda.current_stream(tensor.device)
         elif module == "cupy":
             import cupy
             stream = cupy.cuda.get_current_stream()
@@ -213,7 +218,7 @@ def _streams(stream, tensor):
         if hasattr(stream, attribute):
             stream = getattr(stream, attribute)
     stream = int(stream)
-    return (stream or None), (stream or 1)
+    return (stream or None), (-1 if current else stream or 1)
 
 
 class Model:
@@ -368,21 +373,22 @@ class Model:
                            "lengths" % (count, len(outputs), len(sequences),
                                         len(lengths)))
         # The producers order their pending work before the step's stream.
+        given = stream
         stream, dl_stream = _streams(stream, inputs[0] if count else None)
         ins, outs = (_Tensor * count)(), (_Tensor * count)()
         views = []
         try:
             for i in range(count):
-                views.append(_dlpack.consume(inputs[i], dl_stream))
-                ins[i] = _tensor_of(views[-1], "input %d" % i)
-                views.append(_dlpack.consume(outputs[i], dl_stream))
-                outs[i] = _tensor_of(views[-1], "output %d" % i,
-                                     writable=True)
-            batch = len(sequences)
-            ids = (ctypes.c_int64 * max(1, batch))(*sequences)
-            counts = (ctypes.c_int64 * max(1, batch))(*lengths)
-            _check(_lib().v4a_step(handle, batch, ids, counts, ins, outs,
-                                   count, stream))
+                ins[i] = _described(inputs[i], "input %d" % i, dl_stream,
+                                    views)
+                outs[i] = _described(outputs[i], "output %d" % i, dl_stream,
+                                     views, writable=True)
+            if given is not None and views == [] and count:
+                _order_torch(inputs[0], stream)
+            ids = _int64s(sequences)
+            counts = _int64s(lengths)
+            _check(_step(handle, len(sequences), ids, counts, ins, outs,
+                         count, stream))
         finally:
             for view in views:
                 view.release()
@@ -432,6 +438,55 @@ class Model:
         _check(_lib().v4a_cache_size(self._h(), layer, component.encode(),
                                      ctypes.byref(size)))
         return size.value
+
+
+_TORCH_DTYPES = {"torch.float32": "f32", "torch.bfloat16": "bf16"}
+
+
+def _int64s(values):
+    """A C int64 array of ``values`` (the array module converts in C)."""
+    packed = array.array("q", values or [0])
+    return ctypes.cast(packed.buffer_info()[0], _I64P), packed
+
+
+def _step(handle, batch, ids, counts, ins, outs, count, stream):
+    return _lib().v4a_step(handle, batch, ids[0], counts[0], ins, outs, count,
+                           stream)
+
+
+def _described(x, what, dl_stream, views, writable=False):
+    """The C ABI's description of ``x``: PyTorch tensors directly (their
+    pointer, dtype, shape and device: DLPack's content without its cost),
+    anything else through DLPack (its view kept in ``views``)."""
+    if type(x).__module__.startswith("torch") and hasattr(x, "data_ptr"):
+        dtype = _TORCH_DTYPES.get(str(x.dtype))
+        if x.dim() != 2 or not x.is_contiguous():
+            raise V4AError("invalid argument",
+                           "%s: a contiguous [tokens, hidden_size] tensor is "
+                           "needed, got shape %s%s" %
+                           (what, list(x.shape), "" if x.is_contiguous()
+                            else " (not contiguous)"))
+        if dtype is None:
+            raise V4AError("invalid argument",
+                           "%s: f32 or bf16 is needed, got %s" % (what, x.dtype))
+        cuda = x.is_cuda
+        return _Tensor(x.data_ptr(), _DTYPE[dtype], _CUDA if cuda else _HOST,
+                       x.get_device() if cuda else 0, x.shape[0], x.shape[1])
+    views.append(_dlpack.consume(x, dl_stream))
+    return _tensor_of(views[-1], what, writable)
+
+
+def _order_torch(tensor, stream):
+    """Orders PyTorch's pending work on its current stream before an
+    explicitly given step stream (what DLPack's producer would do)."""
+    if not (tensor.is_cuda and stream):
+        return
+    import torch
+    current = torch.cuda.current_stream(tensor.device)
+    if current.cuda_stream != stream:
+        event = torch.cuda.Event()
+        event.record(current)
+        torch.cuda.ExternalStream(stream).wait_event(event)
 
 
 def _tensor_of(view, what, writable=False):

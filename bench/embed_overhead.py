@@ -1,0 +1,46 @@
+"""embed_overhead.py PACKAGE LAYER BATCH CALLS: the host time of a decode
+step's call from Python at BATCH sequences: Model.step (DLPack, ctypes) and
+the bare ctypes call of v4a_step with its arguments built once, in the same
+process; the difference is the Python layer's own cost. Medians."""
+import ctypes
+import sys
+import time
+
+import torch
+
+import v4a
+
+package, layer, batch, calls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+model = v4a.Model.open_package(package, max_sequences=batch, layers=[layer])
+model.load_random_weights(1)
+dim = model.hidden_size
+sequences = [model.add_sequence() for _ in range(batch)]
+stream = torch.cuda.Stream()
+x = torch.zeros(batch, dim, device="cuda", dtype=torch.bfloat16)
+y = torch.empty_like(x)
+ones = [1] * batch
+lib = v4a._lib()
+ins = (v4a._Tensor * 1)(v4a._Tensor(x.data_ptr(), 1, 1, 0, batch, dim))
+outs = (v4a._Tensor * 1)(v4a._Tensor(y.data_ptr(), 1, 1, 0, batch, dim))
+ids = (ctypes.c_int64 * batch)(*sequences)
+lengths = (ctypes.c_int64 * batch)(*ones)
+
+
+def median(samples):
+    return 1e6 * sorted(samples)[len(samples) // 2]
+
+
+with torch.cuda.stream(stream):
+    for name, call in [
+            ("Model.step", lambda: model.step(sequences, ones, [x], [y])),
+            ("ctypes v4a_step", lambda: lib.v4a_step(
+                model._handle, batch, ids, lengths, ins, outs, 1,
+                stream.cuda_stream))]:
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+            stream.synchronize()
+        print("embed_overhead.py: %s call %.1f us (median of %d)" %
+              (name, median(times), calls))
