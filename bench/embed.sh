@@ -60,7 +60,7 @@ python3 examples/engine.py "$package" --layers "$layer" --requests 32 \
   --slots 16 --check --bin build/bin || status=1
 mkdir -p "$work/b128"
 python3 bench/embed_inputs.py "$work/b128" 128 16 1 4096
-for round in 1 2; do
+for round in 1 2 3; do
   OVERHEAD=300 build/embed/decode-c "$package" "$layer" 128 16 1 "$work/b128" | grep call || status=1
   python3 bench/embed_overhead.py "$package" "$layer" 128 300 || status=1
 done
@@ -70,4 +70,11 @@ OVERHEAD=20 V4A_STEP_TIMES=1 build/embed/decode-c "$package" "$layer" 128 16 1 "
 build/bin/v4a-run-package "$package" --random-weights 1 --layers "$layer" \
   --bench --batch 128 --context 16 --tokens 1 --repeat 50 | tail -1
 python3 bench/embed_misuse.py "$package" "$layer" || status=1
+# The package installed with pip (no network: the build backend as found).
+if python3 -m pip install -q --no-deps --no-build-isolation --target "$work/site" \
+    ./python > "$work/pip.log" 2>&1; then
+  PYTHONPATH=$work/site python3 -c 'import v4a; print("pip install ./python:", v4a.version(), v4a.__file__.split("/site/")[1])'
+else
+  echo "pip install ./python failed: $(tail -1 "$work/pip.log")"
+fi
 exit $status

@@ -1,7 +1,8 @@
 """embed_overhead.py PACKAGE LAYER BATCH CALLS: the host time of a decode
 step's call from Python at BATCH sequences: Model.step (DLPack, ctypes) and
 the bare ctypes call of v4a_step with its arguments built once, in the same
-process; the difference is the Python layer's own cost. Medians."""
+process, alternating call by call (so that drift of the machine falls on
+both); the difference is the Python layer's own cost. Medians."""
 import ctypes
 import sys
 import time
@@ -30,17 +31,20 @@ def median(samples):
     return 1e6 * sorted(samples)[len(samples) // 2]
 
 
+calls_of = {
+    "Model.step": lambda: model.step(sequences, ones, [x], [y]),
+    "ctypes v4a_step": lambda: lib.v4a_step(model._handle, batch, ids, lengths,
+                                            ins, outs, 1, stream.cuda_stream)}
+times = {name: [] for name in calls_of}
 with torch.cuda.stream(stream):
-    for name, call in [
-            ("Model.step", lambda: model.step(sequences, ones, [x], [y])),
-            ("ctypes v4a_step", lambda: lib.v4a_step(
-                model._handle, batch, ids, lengths, ins, outs, 1,
-                stream.cuda_stream))]:
-        times = []
-        for _ in range(calls):
+    for _ in range(calls):
+        for name, call in calls_of.items():
             start = time.perf_counter()
             call()
-            times.append(time.perf_counter() - start)
+            times[name].append(time.perf_counter() - start)
             stream.synchronize()
-        print("embed_overhead.py: %s call %.1f us (median of %d)" %
-              (name, median(times), calls))
+for name, samples in times.items():
+    print("embed_overhead.py: %s call %.1f us (median of %d)" %
+          (name, median(samples), calls))
+print("embed_overhead.py: the Python layer: %.1f us" %
+      (median(times["Model.step"]) - median(times["ctypes v4a_step"])))
