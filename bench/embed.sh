@@ -12,8 +12,8 @@
 # CUDA buffers on a non-default stream; every output must equal
 # v4a-run-package's on the same inputs bit for bit; so must examples/
 # engine.py's steps. Then the host time of one step call at 128 sequences:
-# v4a_step from C, Model.step and the bare ctypes call from Python, and
-# where it goes (V4A_STEP_TIMES).
+# Model.step, the bare ctypes call of v4a_step, and Model.step's Python
+# alone, and where the call's time goes (V4A_STEP_TIMES).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [[ ${1:-} == prepare ]]; then
@@ -58,14 +58,12 @@ run_all 4 300 4 || status=1
 # against v4a-run-package on the same steps.
 python3 examples/engine.py "$package" --layers "$layer" --requests 32 \
   --slots 16 --check --bin build/bin || status=1
-mkdir -p "$work/b128"
-python3 bench/embed_inputs.py "$work/b128" 128 16 1 4096
 for round in 1 2 3; do
-  OVERHEAD=300 build/embed/decode-c "$package" "$layer" 128 16 1 "$work/b128" | grep call || status=1
   python3 bench/embed_overhead.py "$package" "$layer" 128 300 || status=1
 done
 # Where a call's host time goes (V4A_STEP_TIMES): the last few calls.
-OVERHEAD=20 V4A_STEP_TIMES=1 build/embed/decode-c "$package" "$layer" 128 16 1 "$work/b128" 2>&1 | tail -4
+V4A_STEP_TIMES=1 python3 bench/embed_overhead.py "$package" "$layer" 128 20 2>&1 |
+  grep "step host us" | tail -2
 # The same step's time from the runner (graphs, synchronized each step).
 build/bin/v4a-run-package "$package" --random-weights 1 --layers "$layer" \
   --bench --batch 128 --context 16 --tokens 1 --repeat 50 | tail -1

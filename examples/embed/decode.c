@@ -1,24 +1,16 @@
 /* decode.c PACKAGE LAYER BATCH PROMPT STEPS DIR: a package's prefill and
  * decode steps from this program's own CUDA buffers, on its own stream.
  * Step k reads DIR/x{k}.bf16 (the batch's tokens packed, [tokens, hidden]
- * bf16) and writes DIR/y{k}.c.bf16; then (OVERHEAD=N) times N more decode
- * steps' v4a_step calls. Build: cc decode.c $(pkg-config --cflags --libs
- * v4a-runtime) -lcudart. */
-#define _POSIX_C_SOURCE 199309L /* clock_gettime */
+ * bf16) and writes DIR/y{k}.c.bf16. Build: cc decode.c $(pkg-config
+ * --cflags --libs v4a-runtime) -lcudart. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <v4a/v4a.h>
 
 static void check(v4a_status status) {
   if (status != V4A_OK)
     fprintf(stderr, "v4a: %s\n", v4a_last_error()), exit(1);
-}
-
-static int byValue(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 static int file(const char *dir, int k, const char *kind, void *data,
@@ -39,7 +31,6 @@ int main(int argc, char **argv) {
   int64_t layer = atoll(argv[2]), batch = atoll(argv[3]);
   int64_t prompt = atoll(argv[4]), steps = atoll(argv[5]);
   int64_t sequences[4096], lengths[4096];
-  static double times[4096];
   v4a_options options;
   v4a_options_init(&options);
   options.max_sequences = batch;
@@ -76,22 +67,6 @@ int main(int argc, char **argv) {
     if (cudaStreamSynchronize(stream) != cudaSuccess ||
         !file(argv[6], (int)k, "y", host, bytes))
       return fprintf(stderr, "step %d failed\n", (int)k), 1;
-    for (int n = k < steps || !getenv("OVERHEAD") ? 0 : atoi(getenv("OVERHEAD")),
-             i = 0; i < n; ++i) {
-      struct timespec t0, t1;
-      clock_gettime(CLOCK_MONOTONIC, &t0);
-      check(v4a_step(model, (int32_t)batch, sequences, lengths, &in, &out, 1,
-                     stream));
-      clock_gettime(CLOCK_MONOTONIC, &t1);
-      cudaStreamSynchronize(stream);
-      double us = (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;
-      times[i < 4096 ? i : 4095] = us;
-      if (i + 1 == n) { /* the median: the first calls record a graph */
-        qsort(times, n < 4096 ? n : 4096, sizeof *times, byValue);
-        printf("decode.c: v4a_step call %.1f us (median of %d)\n",
-               times[n / 2], n);
-      }
-    }
     cudaFree(x), cudaFree(y), free(host);
   }
   check(v4a_synchronize(model));
