@@ -3,11 +3,12 @@ bench/embed.sh: step k's tokens packed as DIR/x{k}.bf16 for the programs,
 and the same values as DIR/inputs.safetensors in v4a-run-package's
 contract.  embed_inputs.py --compare DIR LAYER STEPS PROGRAM..: whether
 each program's DIR/y{k}.PROGRAM.bf16 equals DIR/expected.safetensors."""
-import json
 import os
 import sys
 
 import numpy as np
+
+from v4a import safetensors
 
 
 def bf16_bits(values):
@@ -15,30 +16,8 @@ def bf16_bits(values):
     return (bits >> 16).astype(np.uint16)
 
 
-def write_safetensors(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name, array in tensors.items():
-        blob = np.ascontiguousarray(array).tobytes()
-        dtype = {"float32": "F32", "int32": "I32"}[array.dtype.name]
-        header[name] = {"dtype": dtype, "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(blob)]}
-        offset += len(blob)
-        blobs.append(blob)
-    text = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
 
 
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    size = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8:8 + size])
-    body = data[8 + size:]
-    return {name: np.frombuffer(body[t["data_offsets"][0]:
-                                     t["data_offsets"][1]],
-                                np.float32).reshape(t["shape"])
-            for name, t in header.items() if name != "__metadata__"}
 
 
 def make(folder, batch, prompt, steps, hidden):
@@ -51,11 +30,11 @@ def make(folder, batch, prompt, steps, hidden):
         x = x.astype(np.float32)
         bf16_bits(x).tofile(os.path.join(folder, "x%d.bf16" % k))
         tensors["x.step%d" % k] = x
-    write_safetensors(os.path.join(folder, "inputs.safetensors"), tensors)
+    safetensors.write(os.path.join(folder, "inputs.safetensors"), tensors)
 
 
 def compare(folder, layer, steps, programs):
-    expected = read_safetensors(os.path.join(folder, "expected.safetensors"))
+    expected = safetensors.read(os.path.join(folder, "expected.safetensors"))
     ok = True
     for program in programs:
         worst = 0

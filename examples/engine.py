@@ -14,7 +14,6 @@ order, the order this loop packs its batches in), v4a-run-package (or, on
 the CPU, v4a-run) runs them, and the outputs must be equal bit for bit.
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import v4a  # noqa: E402
+from v4a import safetensors  # noqa: E402
 
 
 def parse_args():
@@ -155,30 +155,8 @@ def run(args):
     return steps, selected, dim, len(requests), info["backend"]
 
 
-def write_safetensors(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name, array in tensors.items():
-        blob = np.ascontiguousarray(array).tobytes()
-        dtype = {"float32": "F32", "int32": "I32"}[array.dtype.name]
-        header[name] = {"dtype": dtype, "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(blob)]}
-        offset += len(blob)
-        blobs.append(blob)
-    text = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
 
 
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    size = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8:8 + size])
-    body = data[8 + size:]
-    return {name: np.frombuffer(body[t["data_offsets"][0]:
-                                     t["data_offsets"][1]],
-                                np.float32).reshape(t["shape"])
-            for name, t in header.items() if name != "__metadata__"}
 
 
 def check(args, steps, selected, dim, rows, backend):
@@ -199,7 +177,7 @@ def check(args, steps, selected, dim, rows, backend):
         tensors["lengths.step%d" % k] = row_lengths
     inputs = os.path.join(folder, "inputs.safetensors")
     outputs = os.path.join(folder, "outputs.safetensors")
-    write_safetensors(inputs, tensors)
+    safetensors.write(inputs, tensors)
     layers = ",".join(map(str, selected))
     if args.backend:
         # The context the loop compiled for (Model.compile's default).
@@ -213,7 +191,7 @@ def check(args, steps, selected, dim, rows, backend):
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode:
         sys.exit("check: %s failed: %s" % (command[0], result.stderr.strip()))
-    expected = read_safetensors(outputs)
+    expected = safetensors.read(outputs)
     differ = 0
     for k, (ids, lengths, _, ys) in enumerate(steps):
         for layer, y in zip(selected, ys):

@@ -714,8 +714,8 @@ bool CudaBackend::queueCopyToDevice(void *device, const void *host,
   d.bind();
   // From pageable memory the driver stages the bytes before it returns.
   CUresult result =
-      bytes > 0 ? d.memcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(device),
-                                    host, bytes, d.stream)
+      bytes > 0 ? d.memcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(device), host,
+                                    bytes, d.stream)
                 : kSuccess;
   if (result != kSuccess)
     error = d.describe("cannot copy to " + d.deviceName, result);
@@ -726,11 +726,11 @@ bool CudaBackend::queueCopyOnDevice(void *to, const void *from, int64_t bytes,
                                     std::string &error) {
   Driver &d = *driver;
   d.bind();
-  CUresult result =
-      bytes > 0 ? d.memcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(to),
-                                    reinterpret_cast<CUdeviceptr>(from), bytes,
-                                    d.stream)
-                : kSuccess;
+  CUresult result = bytes > 0
+                        ? d.memcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(to),
+                                            reinterpret_cast<CUdeviceptr>(from),
+                                            bytes, d.stream)
+                        : kSuccess;
   if (result != kSuccess)
     error = d.describe("cannot copy on " + d.deviceName, result);
   return result == kSuccess;
@@ -752,8 +752,9 @@ bool CudaBackend::checkAccessible(const void *data, int64_t bytes,
   }
   if (d.pointerGetAttribute(&context, kPointerContext, pointer) != kSuccess ||
       context != d.context) {
-    error = what + " is memory of another GPU or CUDA context than the "
-                   "model's (the primary context of " +
+    error = what +
+            " is memory of another GPU or CUDA context than the "
+            "model's (the primary context of " +
             d.deviceName + ")";
     return false;
   }

@@ -207,9 +207,8 @@ CudaGemm::~CudaGemm() {
     dlclose(l.handleLibrary);
 }
 
-std::unique_ptr<CudaGemm> CudaGemm::load(void *workspace,
-                                         int64_t workspaceBytes,
-                                         std::string &why) {
+std::unique_ptr<CudaGemm>
+CudaGemm::load(void *workspace, int64_t workspaceBytes, std::string &why) {
   const char *setting = std::getenv("V4A_GEMM_LIBRARY");
   if (setting && std::string(setting) == "0") {
     why = "V4A_GEMM_LIBRARY=0";

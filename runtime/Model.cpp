@@ -9,8 +9,8 @@
 #include "runtime/StepGemms.h"
 
 #include <algorithm>
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -365,8 +365,9 @@ public:
       return;
     auto now = std::chrono::steady_clock::now();
     char text[64];
-    std::snprintf(text, sizeof text, " %s %.1f", phase,
-                  std::chrono::duration<double, std::micro>(now - last).count());
+    std::snprintf(
+        text, sizeof text, " %s %.1f", phase,
+        std::chrono::duration<double, std::micro>(now - last).count());
     line += text;
     last = now;
   }
@@ -1100,8 +1101,8 @@ void Model::Impl::measureBatch(const StepBatch &batch, int64_t &tokens,
   context = 0;
   for (size_t b = 0; b < batch.sequences.size(); ++b) {
     tokens += batch.lengths[b];
-    context = std::max(context,
-                       positionOf(batch.sequences[b]) + batch.lengths[b]);
+    context =
+        std::max(context, positionOf(batch.sequences[b]) + batch.lengths[b]);
   }
 }
 
@@ -1145,7 +1146,7 @@ std::vector<uint8_t> Model::Impl::stageIds(const StepBatch &batch,
 bool Model::Impl::queueStep(const StepLayout &layout, int64_t context,
                             bool &recorded, std::string &error) {
   recorded = graphsOn && backend->supportsGraphs() &&
-                  layout.tokens <= static_cast<int64_t>(sequences.size());
+             layout.tokens <= static_cast<int64_t>(sequences.size());
   contextBound = boundOf(context, recorded);
   return runStep(layout, recorded, error);
 }
@@ -1279,11 +1280,10 @@ bool Model::queueStep(const StepBatch &batch,
       error = name + ": null input or output buffer";
       return false;
     }
-    if (tokens > 0 &&
-        (!m.backend->checkAccessible(inputs[layer.id], rowBytes,
-                                     name + "'s input", error) ||
-         !m.backend->checkAccessible(outputs[layer.id], rowBytes,
-                                     name + "'s output", error)))
+    if (tokens > 0 && (!m.backend->checkAccessible(inputs[layer.id], rowBytes,
+                                                   name + "'s input", error) ||
+                       !m.backend->checkAccessible(outputs[layer.id], rowBytes,
+                                                   name + "'s output", error)))
       return false;
   }
   times.mark("check");
@@ -1300,21 +1300,20 @@ bool Model::queueStep(const StepBatch &batch,
   std::vector<uint8_t> ids = m.stageIds(batch, layout);
   times.mark("layout");
   uint8_t *base = m.workspaceBase();
-  bool queued = m.backend->queueCopyToDevice(base, ids.data(),
-                                             static_cast<int64_t>(ids.size()),
-                                             error);
+  bool queued = m.backend->queueCopyToDevice(
+      base, ids.data(), static_cast<int64_t>(ids.size()), error);
   for (const LayerSpec &layer : m.layers)
-    queued = queued && m.backend->queueCopyOnDevice(base + layout.x.at(layer.id),
-                                                    inputs[layer.id], rowBytes,
-                                                    error);
+    queued = queued &&
+             m.backend->queueCopyOnDevice(base + layout.x.at(layer.id),
+                                          inputs[layer.id], rowBytes, error);
   times.mark("copy-in");
   bool recorded = false;
   queued = queued && m.queueStep(layout, context, recorded, error);
   times.mark(recorded ? "graph" : "launches");
   for (const LayerSpec &layer : m.layers)
-    queued = queued && m.backend->queueCopyOnDevice(outputs[layer.id],
-                                                    base + layout.y.at(layer.id),
-                                                    rowBytes, error);
+    queued = queued && m.backend->queueCopyOnDevice(
+                           outputs[layer.id], base + layout.y.at(layer.id),
+                           rowBytes, error);
   std::string back;
   if (!m.backend->useStream(nullptr, back) && queued) {
     queued = false;

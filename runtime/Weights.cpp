@@ -2,7 +2,6 @@
 
 #include "runtime/Weights.h"
 
-
 namespace v4a::rt {
 
 bool isAttentionTensor(const std::string &name) {

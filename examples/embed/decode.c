@@ -19,15 +19,17 @@ static int file(const char *dir, int k, const char *kind, void *data,
   snprintf(path, sizeof path, "%s/%s%d%s.bf16", dir, kind, k,
            kind[0] == 'y' ? ".c" : "");
   FILE *f = fopen(path, kind[0] == 'y' ? "wb" : "rb");
-  size_t done = !f ? 0 : kind[0] == 'y' ? fwrite(data, 1, bytes, f)
-                                        : fread(data, 1, bytes, f);
+  size_t done = !f               ? 0
+                : kind[0] == 'y' ? fwrite(data, 1, bytes, f)
+                                 : fread(data, 1, bytes, f);
   return f && !fclose(f) && done == bytes;
 }
 
 int main(int argc, char **argv) {
   if (argc != 7)
     return fprintf(stderr, "usage: decode PACKAGE LAYER BATCH PROMPT STEPS "
-                           "DIR\n"), 2;
+                           "DIR\n"),
+           2;
   int64_t layer = atoll(argv[2]), batch = atoll(argv[3]);
   int64_t prompt = atoll(argv[4]), steps = atoll(argv[5]);
   int64_t sequences[4096], lengths[4096];

@@ -39,7 +39,6 @@
 
 using namespace mlir;
 
-
 extern "C" int omp_get_max_threads(void);
 
 namespace v4a::jit {
@@ -275,7 +274,6 @@ std::string CpuJit::declareEntryPoints(ModuleOp module) {
   }
   return text + "\n" + functions;
 }
-
 
 int CpuJit::threads() { return omp_get_max_threads(); }
 

@@ -84,11 +84,10 @@ static int writeSafetensors(const char *path, const Tensor *tensors, int n) {
       used += (size_t)snprintf(
           header + used, sizeof header - used,
           "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld,%lld,%lld],",
-          i ? "," : "", t->name, (long long)t->shape[0],
-          (long long)t->shape[1], (long long)t->shape[2]);
+          i ? "," : "", t->name, (long long)t->shape[0], (long long)t->shape[1],
+          (long long)t->shape[2]);
     used += (size_t)snprintf(header + used, sizeof header - used,
-                             "\"data_offsets\":[%lld,%lld]}",
-                             (long long)offset,
+                             "\"data_offsets\":[%lld,%lld]}", (long long)offset,
                              (long long)(offset + tensorBytes(t)));
     offset += tensorBytes(t);
   }
@@ -134,7 +133,8 @@ static void checkMisuseWithoutModel(const char *json) {
   options.max_sequences = 0;
   expect("no sequence slots", v4a_compile(json, &options, &model),
          V4A_ERROR_INVALID_ARGUMENT, "max_sequences is 0");
-  expect("missing package", v4a_open_package("/nonexistent.v4apkg", NULL, &model),
+  expect("missing package",
+         v4a_open_package("/nonexistent.v4apkg", NULL, &model),
          V4A_ERROR_FAILED, "nonexistent.v4apkg");
   expect("null model", v4a_load_random_weights(NULL, 1),
          V4A_ERROR_INVALID_ARGUMENT, "handle is null");
@@ -179,7 +179,8 @@ int main(int argc, char **argv) {
          info.backend, (int)numLayers, (long long)dim,
          (long long)info.max_sequences, (long long)info.cache_bytes);
   for (b = 0; b < kBatch; ++b)
-    expect("add a sequence", v4a_add_sequence(model, &sequences[b]), V4A_OK, "");
+    expect("add a sequence", v4a_add_sequence(model, &sequences[b]), V4A_OK,
+           "");
   expect("no free slot", v4a_add_sequence(model, &position),
          V4A_ERROR_INVALID_STATE, "slot");
 

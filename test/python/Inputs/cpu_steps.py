@@ -6,12 +6,12 @@ library's message, and runs a varlen batch (prefills beside decodes, a
 sequence released and its slot reused) from NumPy arrays; writes the inputs
 and outputs in v4a-run's contract so that v4a-run can rerun and check them.
 """
-import json
 import sys
 
 import numpy as np
 
 import v4a
+from v4a import safetensors
 
 STEPS = [[7, 5, 0], [1, 1, 3], [1, 0, 1], [1, 1, 1]]
 
@@ -27,18 +27,6 @@ def expect_error(what, text, call):
     sys.exit("FAIL: %s did not fail" % what)
 
 
-def write_safetensors(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name, array in tensors.items():
-        blob = np.ascontiguousarray(array).tobytes()
-        dtype = {"float32": "F32", "int32": "I32"}[array.dtype.name]
-        header[name] = {"dtype": dtype, "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(blob)]}
-        offset += len(blob)
-        blobs.append(blob)
-    text = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
 
 
 config, inputs_path, outputs_path = sys.argv[1:4]
@@ -118,6 +106,6 @@ expect_error("a cache component", "unknown cache component 'kv'",
              lambda: model.cache_size(layers[0], "kv"))
 model.close()
 expect_error("a closed model", "the model is closed", model.add_sequence)
-write_safetensors(inputs_path, files[0])
-write_safetensors(outputs_path, files[1])
+safetensors.write(inputs_path, files[0])
+safetensors.write(outputs_path, files[1])
 print("PASS")
