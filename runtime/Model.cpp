@@ -465,6 +465,16 @@ Model::Model(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
 Model::~Model() = default;
 
 int64_t Model::maxSequences() const { return impl->sequences.size(); }
+
+int64_t Model::weightBytes() const {
+  int64_t total = 0;
+  for (const auto &layer : impl->weights)
+    for (const auto &entry : layer)
+      total += entry.second.bytes();
+  return total;
+}
+
+int64_t Model::workspaceSize() const { return impl->workspace.bytes(); }
 int64_t Model::contextTokens() const {
   return impl->plan.options.contextTokens;
 }

@@ -171,6 +171,10 @@ public:
 
   int64_t maxSequences() const;
   int64_t contextTokens() const;
+  /// Device memory the weights take, and the step workspace now (it grows
+  /// with the largest step so far).
+  int64_t weightBytes() const;
+  int64_t workspaceSize() const;
   const char *backendName() const;
 
 private:

@@ -193,6 +193,10 @@ typedef struct v4a_info {
   int64_t context_tokens;
   int64_t page_size;
   int64_t cache_bytes; /* every cache buffer of every slot */
+  /* The weights in the model's memory (0 before they are loaded). */
+  int64_t weight_bytes;
+  /* The step workspace now: it grows to the largest step so far. */
+  int64_t workspace_bytes;
   int32_t weights_loaded;
   char backend[8]; /* "cpu" or "cuda" */
 } v4a_info;

@@ -610,7 +610,11 @@ v4a_status v4a_get_info(v4a_model *model, v4a_info *info) {
     info->context_tokens = source.plan().options.contextTokens;
     info->page_size = source.plan().options.pageSize;
     info->cache_bytes = source.plan().allocatedBytes() * source.maxSequences();
-    info->weights_loaded = m.source->model() != nullptr;
+    if (rt::Model *model = m.source->model()) {
+      info->weights_loaded = 1;
+      info->weight_bytes = model->weightBytes();
+      info->workspace_bytes = model->workspaceSize();
+    }
     std::strcpy(info->backend, source.device() < 0 ? "cpu" : "cuda");
     return V4A_OK;
   });

@@ -82,6 +82,8 @@ class _Info(ctypes.Structure):
                 ("context_tokens", ctypes.c_int64),
                 ("page_size", ctypes.c_int64),
                 ("cache_bytes", ctypes.c_int64),
+                ("weight_bytes", ctypes.c_int64),
+                ("workspace_bytes", ctypes.c_int64),
                 ("weights_loaded", ctypes.c_int32),
                 ("backend", ctypes.c_char * 8)]
 
@@ -403,7 +405,8 @@ class Model:
     def info(self):
         """A dict: num_layers, num_selected, device (-1 on the CPU),
         hidden_size, max_sequences, context_tokens, page_size, cache_bytes
-        (every slot), weights_loaded, backend."""
+        (every slot), weight_bytes, workspace_bytes (the step workspace
+        now), weights_loaded, backend."""
         info = _Info()
         info.struct_size = ctypes.sizeof(_Info)
         _check(_lib().v4a_get_info(self._h(), ctypes.byref(info)))

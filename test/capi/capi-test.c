@@ -175,9 +175,11 @@ int main(int argc, char **argv) {
   expect("layers", v4a_selected_layers(model, layers, kMaxLayers, &numLayers),
          V4A_OK, "");
   dim = info.hidden_size;
-  printf("%s model: %d layers, hidden %lld, %lld slots, %lld cache bytes\n",
+  printf("%s model: %d layers, hidden %lld, %lld slots, %lld cache bytes, "
+         "%lld weight bytes\n",
          info.backend, (int)numLayers, (long long)dim,
-         (long long)info.max_sequences, (long long)info.cache_bytes);
+         (long long)info.max_sequences, (long long)info.cache_bytes,
+         (long long)info.weight_bytes);
   for (b = 0; b < kBatch; ++b)
     expect("add a sequence", v4a_add_sequence(model, &sequences[b]), V4A_OK,
            "");
