@@ -1,7 +1,8 @@
 //===- fuzz_config.cpp - fuzz the config importer and planning passes -----===//
 //
-// Any byte string given to the importer must give a module or a diagnostic;
-// an imported module must go through the planning pipeline without a crash.
+// Any byte string given to the importer must give a module or a diagnostic,
+// and the near-miss key warnings must read it without a crash; an imported
+// module must go through the planning pipeline without a crash.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,6 +10,7 @@
 #include "lib/Pipeline/Pipelines.h"
 
 #include "dialects/V4A/IR/V4ADialect.h"
+#include "v4a/ModelConfig.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -34,6 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::ScopedDiagnosticHandler quiet(
       &context, [](mlir::Diagnostic &) { return mlir::success(); });
   llvm::StringRef json(reinterpret_cast<const char *>(data), size);
+  (void)v4a::configWarnings(std::string_view(json.data(), json.size()));
   mlir::OwningOpRef<mlir::ModuleOp> module = v4a::importConfig(
       &context, json, mlir::UnknownLoc::get(&context), "fuzz");
   if (!module)
