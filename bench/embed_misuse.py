@@ -27,6 +27,36 @@ for what, inputs in cases.items():
         failed += 1
     except v4a.V4AError as error:
         print("ok: %s: %s" % (what, error))
+# A stream of another CUDA context than the model's (the device's primary
+# one) is refused, not used.
+import ctypes
+cuda = ctypes.CDLL("libcuda.so.1")
+context, other = ctypes.c_void_p(), ctypes.c_void_p()
+current = ctypes.c_void_p()
+cuda.cuCtxGetCurrent(ctypes.byref(current))
+if cuda.cuCtxCreate_v2(ctypes.byref(context), 0, 0) == 0 and \
+        cuda.cuStreamCreate(ctypes.byref(other), 1) == 0:
+    cuda.cuCtxSetCurrent(current)
+    # The C ABI's own check (PyTorch would refuse to order a foreign stream
+    # before v4a sees it).
+    out = torch.empty_like(good)
+    tensors = [(v4a._Tensor * 1)(v4a._Tensor(t.data_ptr(), 1, 1, 0, 4, dim))
+               for t in (good, out)]
+    ids, lengths = (ctypes.c_int64 * 2)(*seqs), (ctypes.c_int64 * 2)(2, 2)
+    status = v4a._lib().v4a_step(model._handle, 2, ids, lengths, tensors[0],
+                                 tensors[1], 1, other.value)
+    message = v4a._lib().v4a_last_error().decode()
+    if status == 1 and "another CUDA context" in message:
+        print("ok: a stream of another context: %s" % message)
+    else:
+        print("FAIL: a stream of another context: status %d, %s" %
+              (status, message))
+        failed += 1
+    cuda.cuStreamDestroy_v2(other)
+    cuda.cuCtxDestroy_v2(context)
+else:
+    print("FAIL: cannot make a second CUDA context")
+    failed += 1
 side = torch.cuda.Stream()
 with torch.cuda.stream(side):
     x = torch.randn(4, dim, device="cuda").to(torch.bfloat16)
