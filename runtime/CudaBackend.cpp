@@ -42,8 +42,10 @@ constexpr int kMaxDynamicSharedAttribute = 8;
 constexpr int kPointerContext = 1, kPointerMemoryType = 2,
               kPointerRangeStart = 11, kPointerRangeSize = 12;
 constexpr unsigned kMemoryTypeHost = 1;
-/// CU_EVENT_DISABLE_TIMING.
-constexpr unsigned kEventNoTiming = 2;
+/// CU_EVENT_DISABLE_TIMING, CU_STREAM_NON_BLOCKING.
+constexpr unsigned kEventNoTiming = 2, kStreamNonBlocking = 1;
+/// CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL.
+constexpr int kPointerDeviceOrdinal = 9;
 constexpr unsigned kDefaultSharedBytes = 48 * 1024;
 
 } // namespace
@@ -101,6 +103,9 @@ struct CudaBackend::Driver {
   /// (useStream).
   CUstream_st *stream = nullptr;
   CUstream_st *ownStream = nullptr;
+  /// Graphs are recorded here: a non-blocking stream, so that other
+  /// threads' work on the legacy default stream cannot break a recording.
+  CUstream_st *captureStream = nullptr;
   /// Orders the work of one stream before the next one's.
   CUevent_st *handOver = nullptr;
   /// While a graph is recorded (on the own stream), the stream to return to.
@@ -120,6 +125,8 @@ struct CudaBackend::Driver {
   /// Rows of fp8 products padded to a multiple of 4 land here first.
   CUdeviceptr gemmRows = 0;
   int64_t gemmRowBytes = 0;
+  /// Rows of earlier, smaller sizes (graphs may point at them).
+  std::vector<CUdeviceptr> retiredRows;
   /// Products whose generated kernel runs, already reported.
   std::set<std::string> gemmWarned;
   /// Why there is no GEMM library, when there is none.
@@ -207,15 +214,18 @@ CudaBackend::CudaBackend() : driver(std::make_unique<Driver>()) {}
 CudaBackend::~CudaBackend() {
   Driver &d = *driver;
   d.gemm.reset();
-  for (CUdeviceptr memory : {d.gemmWorkspace, d.gemmRows})
+  d.retiredRows.push_back(d.gemmRows);
+  d.retiredRows.push_back(d.gemmWorkspace);
+  for (CUdeviceptr memory : d.retiredRows)
     if (memory)
       d.memFree(memory);
   for (CUmod_st *module : d.modules)
     d.moduleUnload(module);
   if (d.handOver)
     d.eventDestroy(d.handOver);
-  if (d.ownStream)
-    d.streamDestroy(d.ownStream);
+  for (CUstream_st *stream : {d.ownStream, d.captureStream})
+    if (stream)
+      d.streamDestroy(stream);
   if (d.context)
     d.primaryCtxRelease(d.device);
   if (d.library)
@@ -262,6 +272,8 @@ std::unique_ptr<CudaBackend> CudaBackend::create(int ordinal,
       (result = d.primaryCtxRetain(&d.context, d.device)) != kSuccess ||
       (result = d.ctxSetCurrent(d.context)) != kSuccess ||
       (result = d.streamCreate(&d.ownStream, 0)) != kSuccess ||
+      (result = d.streamCreate(&d.captureStream, kStreamNonBlocking)) !=
+          kSuccess ||
       (result = d.eventCreate(&d.handOver, kEventNoTiming)) != kSuccess) {
     error = d.describe("cannot open GPU " + std::to_string(ordinal), result);
     return nullptr;
@@ -487,8 +499,10 @@ static bool reserveRows(CudaBackend &backend, CudaBackend::Driver &d,
                         int64_t bytes) {
   if (bytes <= d.gemmRowBytes)
     return true;
+  // Recorded graphs may still write the old rows: they stay until the
+  // backend goes.
   if (d.gemmRows)
-    backend.release(reinterpret_cast<void *>(d.gemmRows));
+    d.retiredRows.push_back(d.gemmRows);
   d.gemmRows = 0;
   d.gemmRowBytes = 0;
   std::string why;
@@ -637,10 +651,10 @@ bool CudaBackend::supportsGraphs() const {
 bool CudaBackend::beginGraph(std::string &error) {
   Driver &d = *driver;
   d.bind();
-  // Recorded on the own stream: a caller's stream may get work from other
-  // threads meanwhile, which must not become part of the graph.
+  // Recorded on a stream of its own: a caller's stream may get work from
+  // other threads meanwhile, which must not become part of the graph.
   d.recordingFrom = d.stream;
-  d.stream = d.ownStream;
+  d.stream = d.captureStream;
   CUresult result = d.streamBeginCapture(d.stream, kCaptureThreadLocal);
   if (result != kSuccess) {
     d.stream = d.recordingFrom;
@@ -699,13 +713,15 @@ bool CudaBackend::useStream(void *stream, std::string &error) {
     return false;
   }
   // What the old stream queued (the last step, a cache write) comes first.
-  if ((result = d.eventRecord(d.handOver, d.stream)) != kSuccess ||
-      (result = d.streamWaitEvent(next, d.handOver, 0)) != kSuccess) {
+  result = d.eventRecord(d.handOver, d.stream);
+  if (result == kSuccess)
+    result = d.streamWaitEvent(next, d.handOver, 0);
+  // Back to the own stream even so: the caller's may be gone soon.
+  if (result == kSuccess || next == d.ownStream)
+    d.stream = next;
+  if (result != kSuccess)
     error = d.describe("cannot order the streams on " + d.deviceName, result);
-    return false;
-  }
-  d.stream = next;
-  return true;
+  return result == kSuccess;
 }
 
 bool CudaBackend::queueCopyToDevice(void *device, const void *host,
@@ -750,8 +766,17 @@ bool CudaBackend::checkAccessible(const void *data, int64_t bytes,
     error = what + " is host memory, not memory of " + d.deviceName;
     return false;
   }
-  if (d.pointerGetAttribute(&context, kPointerContext, pointer) != kSuccess ||
-      context != d.context) {
+  // Memory mapped through the virtual memory API has no context: its
+  // device decides.
+  int ordinal = -1;
+  bool ours =
+      d.pointerGetAttribute(&context, kPointerContext, pointer) == kSuccess &&
+      (context == d.context ||
+       (!context &&
+        d.pointerGetAttribute(&ordinal, kPointerDeviceOrdinal, pointer) ==
+            kSuccess &&
+        ordinal == d.device));
+  if (!ours) {
     error = what +
             " is memory of another GPU or CUDA context than the "
             "model's (the primary context of " +

@@ -997,11 +997,17 @@ bool Model::Impl::runStep(const StepLayout &layout, bool recorded,
   ++g.runs;
   if (!record)
     return queueCalls(layout, error);
-  if (!backend->beginGraph(error))
-    return false;
+  std::string why, ended;
+  if (!backend->beginGraph(why)) {
+    g.refused = true;
+    std::fprintf(stderr,
+                 "v4a: warning: a step of %lld tokens cannot be recorded as a "
+                 "graph (%s); it runs on the stream\n",
+                 static_cast<long long>(layout.tokens), why.c_str());
+    return queueCalls(layout, error);
+  }
   // Nothing runs while recording: a step that cannot be recorded runs on
   // the stream instead.
-  std::string why, ended;
   bool queued = queueCalls(layout, why);
   void *graph = backend->endGraph(ended);
   if (queued && graph) {
@@ -1259,11 +1265,13 @@ const std::string &Model::failure() const { return impl->fault; }
 
 bool Model::synchronize(std::string &error) {
   Impl &m = *impl;
+  // Waits even after a failure: the caller may free its buffers next.
+  bool idle = m.backend->synchronize(error);
   if (!m.fault.empty()) {
     error = m.fault;
     return false;
   }
-  if (m.backend->synchronize(error))
+  if (idle)
     return true;
   m.fault = error = "a queued step failed on the device: " + error;
   return false;

@@ -41,9 +41,10 @@ extern "C" {
 
 typedef enum v4a_status {
   V4A_OK = 0,
-  /* A null pointer, a count, shape, dtype or memory kind that does not fit. */
+  /* A null pointer, a count, shape, dtype or memory kind that does not fit,
+   * an unknown or released sequence id. */
   V4A_ERROR_INVALID_ARGUMENT = 1,
-  /* No weights loaded yet, a released sequence, no free sequence slot, or a
+  /* No weights loaded yet (or loaded twice), no free sequence slot, or a
    * model that refuses steps after one failed on the device. */
   V4A_ERROR_INVALID_STATE = 2,
   /* Not in this library (compiling in libv4a_runtime.so) or this build. */

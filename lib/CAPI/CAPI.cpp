@@ -15,7 +15,9 @@
 #include "runtime/SafeTensors.h"
 #include "runtime/Weights.h"
 
+#include <atomic>
 #include <cstring>
+#include <dlfcn.h>
 #include <exception>
 #include <mutex>
 #include <new>
@@ -23,7 +25,7 @@
 using namespace v4a;
 
 struct v4a_model {
-  std::mutex mutex;
+  mutable std::mutex mutex;
   std::unique_ptr<capi::Source> source;
   std::string error;
   bool graphs = true;
@@ -35,6 +37,54 @@ thread_local std::string lastError;
 
 /// The largest batch and tensor extents a step takes.
 constexpr int64_t kMaxBatch = 1 << 16, kMaxExtent = int64_t(1) << 32;
+
+/// The calling thread's current CUDA context, put back when a call on a GPU
+/// model returns: the runtime makes the model's context current, and the
+/// caller's framework may be working on another device.
+class CallerContext {
+public:
+  explicit CallerContext(bool gpu) {
+    const Api *api = gpu ? driver() : nullptr;
+    if (api && api->get(&saved) == 0)
+      restore = api->set;
+  }
+  ~CallerContext() {
+    if (restore)
+      restore(saved);
+  }
+
+private:
+  struct Api {
+    int (*get)(void **) = nullptr;
+    int (*set)(void *) = nullptr;
+  };
+  /// The driver's entry points once the runtime has loaded it (never
+  /// loaded here).
+  static const Api *driver() {
+    static std::atomic<const Api *> found{nullptr};
+    if (const Api *api = found.load(std::memory_order_acquire))
+      return api;
+    void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!library)
+      return nullptr;
+    static Api api;
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      api.get =
+          reinterpret_cast<int (*)(void **)>(dlsym(library, "cuCtxGetCurrent"));
+      api.set =
+          reinterpret_cast<int (*)(void *)>(dlsym(library, "cuCtxSetCurrent"));
+    });
+    // The runtime keeps the library loaded.
+    dlclose(library);
+    if (!api.get || !api.set)
+      return nullptr;
+    found.store(&api, std::memory_order_release);
+    return &api;
+  }
+  void *saved = nullptr;
+  int (*restore)(void *) = nullptr;
+};
 
 /// A failed call's status and message.
 struct Failure {
@@ -49,6 +99,7 @@ template <typename Body> v4a_status onModel(v4a_model *model, Body &&body) {
     return capi::failWithoutModel(V4A_ERROR_INVALID_ARGUMENT,
                                   "the model handle is null");
   std::lock_guard<std::mutex> lock(model->mutex);
+  CallerContext context(model->source->device() >= 0);
   Failure failure;
   try {
     failure.status = body(*model, failure.message);
@@ -131,9 +182,11 @@ bool copyWeight(const v4a_weight &weight, int64_t index, st::Tensor &tensor,
   int64_t numel = 1;
   for (int32_t d = 0; d < weight.ndim; ++d) {
     int64_t extent = weight.shape[d];
-    if (extent < 0 || extent > kMaxExtent || numel > kMaxExtent) {
+    if (extent < 0 || extent > kMaxExtent ||
+        (extent > 0 && numel > kMaxExtent / extent)) {
       error = name + ": extent " + std::to_string(extent) + " of dimension " +
-              std::to_string(d) + " outside [0, 2^32] (or too many elements)";
+              std::to_string(d) +
+              " outside [0, 2^32], or more than 2^32 elements in all";
       return false;
     }
     numel *= extent;
@@ -460,13 +513,26 @@ v4a_status v4a_open_package(const char *path, const v4a_options *given,
         model, options.use_graphs != 0);
   } catch (const std::bad_alloc &) {
     return capi::failWithoutModel(V4A_ERROR_FAILED, "out of host memory");
+  } catch (const std::exception &e) {
+    return capi::failWithoutModel(V4A_ERROR_FAILED, e.what());
   }
 }
 
-void v4a_free(v4a_model *model) { delete model; }
+void v4a_free(v4a_model *model) {
+  if (!model)
+    return;
+  CallerContext context(model->source->device() >= 0);
+  delete model;
+}
 
 const char *v4a_error(const v4a_model *model) {
-  return model ? model->error.c_str() : "the model handle is null";
+  if (!model)
+    return "the model handle is null";
+  // A copy for this thread: another may fail a call on the model meanwhile.
+  thread_local std::string copy;
+  std::lock_guard<std::mutex> lock(model->mutex);
+  copy = model->error;
+  return copy.c_str();
 }
 
 v4a_status v4a_load_checkpoint(v4a_model *model, const char *path) {

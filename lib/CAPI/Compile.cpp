@@ -9,6 +9,7 @@
 
 #include "lib/Engine/EngineAccess.h"
 
+#include <exception>
 #include <new>
 
 using namespace v4a;
@@ -79,5 +80,7 @@ extern "C" v4a_status v4a_compile(const char *config_json,
                       model, options.use_graphs != 0);
   } catch (const std::bad_alloc &) {
     return capi::failWithoutModel(V4A_ERROR_FAILED, "out of host memory");
+  } catch (const std::exception &e) {
+    return capi::failWithoutModel(V4A_ERROR_FAILED, e.what());
   }
 }

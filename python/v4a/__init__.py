@@ -315,6 +315,13 @@ class Model:
                     tensor, dtype = tensor
                 view = _dlpack.consume(tensor)
                 views.append(view)
+                if dtype is not None and not (view.dtype == "u8" and
+                                              dtype.startswith("f8_")):
+                    raise V4AError("invalid argument",
+                                   "%s: a dtype is given only for fp8 bytes "
+                                   "(a uint8 array with \"f8_e4m3\" or "
+                                   "\"f8_e8m0\"), got %s as %s" %
+                                   (name, view.type_name, dtype))
                 dtype = dtype or view.dtype
                 if view.device_type not in (_dlpack.CPU, _dlpack.CUDA_HOST):
                     raise V4AError("invalid argument",
@@ -385,8 +392,8 @@ class Model:
                                     views)
                 outs[i] = _described(outputs[i], "output %d" % i, dl_stream,
                                      views, writable=True)
-            if given is not None and views == [] and count:
-                _order_torch(inputs[0], stream)
+            if given is not None:
+                _order_torch(list(inputs) + list(outputs), stream)
             ids = _int64s(sequences)
             counts = _int64s(lengths)
             _check(_step(handle, len(sequences), ids, counts, ins, outs,
@@ -479,17 +486,25 @@ def _described(x, what, dl_stream, views, writable=False):
     return _tensor_of(views[-1], what, writable)
 
 
-def _order_torch(tensor, stream):
-    """Orders PyTorch's pending work on its current stream before an
-    explicitly given step stream (what DLPack's producer would do)."""
-    if not (tensor.is_cuda and stream):
+def _order_torch(tensors, stream):
+    """For an explicitly given step stream: PyTorch's pending work on its
+    current stream comes first (what DLPack's producer does for others),
+    and its caching allocator keeps the tensors' memory until the step's
+    stream is past them."""
+    tensors = [t for t in tensors if type(t).__module__.startswith("torch")
+               and getattr(t, "is_cuda", False)]
+    if not tensors or not stream:
         return
     import torch
-    current = torch.cuda.current_stream(tensor.device)
-    if current.cuda_stream != stream:
-        event = torch.cuda.Event()
-        event.record(current)
-        torch.cuda.ExternalStream(stream).wait_event(event)
+    current = torch.cuda.current_stream(tensors[0].device)
+    if current.cuda_stream == stream:
+        return
+    step = torch.cuda.ExternalStream(stream, device=tensors[0].device)
+    event = torch.cuda.Event()
+    event.record(current)
+    step.wait_event(event)
+    for tensor in tensors:
+        tensor.record_stream(step)
 
 
 def _tensor_of(view, what, writable=False):
