@@ -997,17 +997,19 @@ bool Model::Impl::runStep(const StepLayout &layout, bool recorded,
   ++g.runs;
   if (!record)
     return queueCalls(layout, error);
-  std::string why, ended;
-  if (!backend->beginGraph(why)) {
+  // A step that cannot be recorded runs on the stream, now and later.
+  auto unrecorded = [&](const std::string &why) {
     g.refused = true;
     std::fprintf(stderr,
                  "v4a: warning: a step of %lld tokens cannot be recorded as a "
                  "graph (%s); it runs on the stream\n",
                  static_cast<long long>(layout.tokens), why.c_str());
     return queueCalls(layout, error);
-  }
-  // Nothing runs while recording: a step that cannot be recorded runs on
-  // the stream instead.
+  };
+  std::string why, ended;
+  if (!backend->beginGraph(why))
+    return unrecorded(why);
+  // Nothing runs while recording.
   bool queued = queueCalls(layout, why);
   void *graph = backend->endGraph(ended);
   if (queued && graph) {
@@ -1016,14 +1018,7 @@ bool Model::Impl::runStep(const StepLayout &layout, bool recorded,
   }
   if (graph)
     backend->releaseGraph(graph);
-  if (why.empty())
-    why = ended;
-  g.refused = true;
-  std::fprintf(stderr,
-               "v4a: warning: a step of %lld tokens cannot be recorded as a "
-               "graph (%s); it runs on the stream\n",
-               static_cast<long long>(layout.tokens), why.c_str());
-  return queueCalls(layout, error);
+  return unrecorded(why.empty() ? ended : why);
 }
 
 double stepWorkspaceBytes(const ModelConfig &c,
