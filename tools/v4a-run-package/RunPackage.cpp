@@ -30,8 +30,6 @@
 #include "core/TensorSpecs.h"
 #include "lib/Engine/HostWeights.h"
 #include "lib/Engine/PackageModel.h"
-#include "runtime/CudaBackend.h"
-#include "runtime/HostProgram.h"
 #include "runtime/Model.h"
 #include "runtime/SafeTensors.h"
 #include "runtime/StepGemms.h"
