@@ -213,7 +213,21 @@ def LowerToGPU : Pass<"v4a-lower-to-gpu", "::mlir::ModuleOp"> {
     them (P rounded to bf16, denominators in f32), the sink in the
     denominator. Its dynamic shared memory (202.5 KiB at width 512) is part
     of the launch.
+
+    The indexer family (`indexer`): `cache_indexer_score` whose only user is
+    a `topk` without candidate blocks (bf16 query and index keys, a head
+    width that is a multiple of 64, at most 256 heads, k at most 2048). A
+    warpgroup per (token, split of its rows) scores 64 keys per wgmma chain
+    (keys as M, heads as N), sums each key's heads in head order and streams
+    the scores through a top-k in shared memory (a threshold, a candidate
+    buffer cut back by radix select, a bitonic sort); no [T, rows] scores
+    are stored. A second kernel merges the splits' lists per token.
   }];
+  let options = [
+    Option<"indexerFamily", "indexer-family", "bool", "true",
+           "Give the indexer's scores and top-k to the indexer family (off: "
+           "the loop path, for comparisons)">,
+  ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",

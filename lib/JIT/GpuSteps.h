@@ -50,11 +50,13 @@ enum class FP8Gemms {
 /// Compiles the functions `names` of `module` (lowered in place) for `chip`.
 /// With `kernelIR`, stops after outlining and prints the module there (no
 /// PTX). bf16 projections are library GEMMs with generated fallbacks; fp8
-/// ones too with `fp8Library` (FP8Gemms::BlockScaled).
+/// ones too with `fp8Library` (FP8Gemms::BlockScaled). Without
+/// `indexerFamily` the indexer's scores and top-k run on the loop path.
 std::optional<GpuSteps>
 compileGpuSteps(mlir::ModuleOp module, const std::vector<std::string> &names,
                 const std::string &chip, std::string &error,
-                std::string *kernelIR = nullptr, bool fp8Library = false);
+                std::string *kernelIR = nullptr, bool fp8Library = false,
+                bool indexerFamily = true);
 
 } // namespace v4a::jit
 

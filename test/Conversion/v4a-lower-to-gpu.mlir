@@ -188,3 +188,74 @@ func.func @attention_fp8_rows(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>
         tensor<64xf32> -> tensor<?x64x512xbf16>
   return %o : tensor<?x64x512xbf16>
 }
+
+// -----
+
+// An indexer's scores feeding a top-k: no [T, rows] score matrix. A
+// warpgroup per (token, split) scores 64 keys per m64n8k16 wgmma chain
+// (4 heads padded to 8, head width 128: 8 K steps) and streams them through
+// a shared-memory top-k; a merge kernel runs when the rows are split (its
+// grid is empty otherwise). Splits: enough blocks to fill the chip, each of
+// at least 1024 rows.
+// CHECK-LABEL: func.func @indexer_topk
+// CHECK: %[[CTX:.*]] = memref.load %{{.*}}[%c0{{.*}}] : memref<1xi64
+// CHECK: %[[PICKS:.*]] = memref.alloc(%{{.*}}) : memref<?x16xi32>
+// CHECK: %[[PARTIAL:.*]] = memref.alloc(%{{.*}}) : memref<?xi64>
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c128{{.*}} dynamic_shared_memory_size {{.*}} function(@indexer_topk_indexer0)
+// CHECK: nvvm.cp.async.shared.global
+// CHECK-COUNT-8: nvvm.wgmma.mma_async
+// CHECK-NOT: nvvm.wgmma.mma_async
+// CHECK: memref.atomic_rmw addi
+// CHECK: gpu.shuffle  up
+// CHECK: gpu.launch {{.*}} function(@indexer_topk_indexer1)
+// CHECK: memref.atomic_rmw maxu
+// CHECK: %[[IDX:.*]] = bufferization.to_tensor %[[PICKS]] restrict writable
+// CHECK: return %[[IDX]]
+// CHECK-NOT: v4a.topk
+func.func @indexer_topk(%q: tensor<?x4x128xbf16>,
+    %keys: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+    %w: tensor<?x4xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
+    %ctx: tensor<1xi64>) -> tensor<?x16xi32> {
+  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
+      {ratio = 4 : i64}
+      : tensor<?x4x128xbf16>,
+        !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+        tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
+  return %i : tensor<?x16xi32>
+}
+
+// -----
+
+// A top-k over candidate blocks (V4.1's two-level selection) and a width
+// that is no whole swizzle atom stay on the loop path.
+// CHECK-LABEL: func.func @indexer_uncovered
+// CHECK: v4a.cache_indexer_score
+// CHECK: v4a.topk
+// CHECK: v4a.cache_indexer_score
+// CHECK: v4a.block_topk
+// CHECK: v4a.topk
+func.func @indexer_uncovered(%q: tensor<?x2x32xbf16>,
+    %keys: !v4a.kv_cache<index_bf16, dim = 32, page_size = 64>,
+    %q2: tensor<?x4x128xbf16>,
+    %keys2: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+    %w: tensor<?x2xf32>, %w2: tensor<?x4xf32>, %pos: tensor<?xi64>,
+    %base: tensor<?xi64>, %ctx: tensor<1xi64>)
+    -> (tensor<?x4xi32>, tensor<?x16xi32>) {
+  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
+      {ratio = 4 : i64}
+      : tensor<?x2x32xbf16>,
+        !v4a.kv_cache<index_bf16, dim = 32, page_size = 64>,
+        tensor<?x2xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %i = v4a.topk %s {k = 4 : i64} : tensor<?x?xf32> -> tensor<?x4xi32>
+  %s2 = v4a.cache_indexer_score %q2, %keys2, %w2, %pos, %base bound %ctx
+      {ratio = 4 : i64}
+      : tensor<?x4x128xbf16>,
+        !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+        tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %b = v4a.block_topk %s2 {block_size = 16 : i64, num_blocks = 8 : i64}
+      : tensor<?x?xf32> -> tensor<?x8xi32>
+  %i2 = v4a.topk %s2 candidates %b {candidate_block_size = 16 : i64, k = 16 : i64}
+      : tensor<?x?xf32>, tensor<?x8xi32> -> tensor<?x16xi32>
+  return %i, %i2 : tensor<?x4xi32>, tensor<?x16xi32>
+}

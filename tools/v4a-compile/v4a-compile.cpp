@@ -89,6 +89,12 @@ static cl::opt<std::string>
     target("target",
            cl::desc("Write a package (-o MODEL.v4apkg) for a target: sm_90a"),
            cl::value_desc("target"), cl::cat(compileCategory));
+static cl::opt<bool> indexerLoops(
+    "indexer-loops",
+    cl::desc("Run the indexer's scores and top-k on the loop path instead of "
+             "their kernel family (--emit=kernels|ptx and packages; for "
+             "comparisons)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<v4a::jit::FP8Gemms> fp8Gemms(
     "fp8-gemm",
     cl::desc("How GPU steps run fp8 projections (--emit=kernels|ptx and "
@@ -164,9 +170,9 @@ static std::optional<std::string> buildPackage(mlir::ModuleOp module,
     all.insert(layer.id);
   std::vector<std::string> names;
   package.calls = v4a::jit::stepCalls(module, all, names);
-  std::optional<v4a::jit::GpuSteps> steps =
-      v4a::jit::compileGpuSteps(module, names, target, error, nullptr,
-                                fp8Gemms == v4a::jit::FP8Gemms::BlockScaled);
+  std::optional<v4a::jit::GpuSteps> steps = v4a::jit::compileGpuSteps(
+      module, names, target, error, nullptr,
+      fp8Gemms == v4a::jit::FP8Gemms::BlockScaled, !indexerLoops);
   if (!steps)
     return std::nullopt;
   package.functions = std::move(steps->functions);
@@ -320,7 +326,7 @@ int main(int argc, char **argv) {
     std::optional<v4a::jit::GpuSteps> steps = v4a::jit::compileGpuSteps(
         *module, stepFunctionNames(*module), "sm_90a", error,
         emitKind == EmitKind::Kernels ? &kernelIR : nullptr,
-        fp8Gemms == v4a::jit::FP8Gemms::BlockScaled);
+        fp8Gemms == v4a::jit::FP8Gemms::BlockScaled, !indexerLoops);
     if (!steps)
       return fail(inputPath + ": " + error);
     if (emitKind == EmitKind::Kernels)

@@ -11,6 +11,7 @@
 #include "passes/Passes.h"
 
 #include "dialects/V4A/IR/V4AOps.h"
+#include "passes/Conversion/V4AToGPU/IndexerTopK.h"
 #include "passes/Conversion/V4AToGPU/RowRegions.h"
 #include "passes/Conversion/V4AToGPU/SparseAttention.h"
 
@@ -94,11 +95,22 @@ SmallVector<RowChain> rowChains(ArrayRef<Operation *> unit) {
 }
 
 struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
+  using LowerToGPUBase::LowerToGPUBase;
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
     for (auto func : llvm::to_vector(getOperation().getOps<func::FuncOp>())) {
       if (func.isExternal())
         continue;
+      // Scores and their top-k are two units; the family takes both.
+      SmallVector<std::pair<CacheIndexerScoreOp, TopKOp>> indexer;
+      func.walk([&](CacheIndexerScoreOp scores) {
+        if (!indexerFamily)
+          return;
+        if (TopKOp topk = v4a::gpu::coveredTopK(scores))
+          indexer.push_back({scores, topk});
+      });
+      for (auto [scores, topk] : indexer)
+        v4a::gpu::lowerIndexerTopK(rewriter, scores, topk);
       for (ArrayRef<Operation *> unit : kernelUnits(func)) {
         // Taken before the row chains are lowered: that erases their ops.
         SmallVector<CacheAttentionOp> attention;

@@ -53,7 +53,9 @@ bool isHostOp(Operation *op) {
     return true;
   if (auto load = dyn_cast<memref::LoadOp>(op))
     return isIntegerLike(load.getType());
-  return isPure(op) && op->getNumRegions() == 0 &&
+  // Divisions by a size are not speculatable but are host work: the host
+  // program refuses a zero divisor.
+  return isMemoryEffectFree(op) && op->getNumRegions() == 0 &&
          llvm::all_of(op->getOperandTypes(), isIntegerLike) &&
          llvm::all_of(op->getResultTypes(), isIntegerLike);
 }

@@ -171,38 +171,13 @@ struct Kernel {
                       i64(plan.stages[0]), i64(plan.stages[1])));
   }
 
-  /// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of the
-  /// 128-byte swizzle layout (Warpgroup.h) `atoms` atoms wide.
-  Value tileByte(Value row, Value chunk, int64_t atoms) {
-    Value atom =
-        add(mul(div(row, index(8)), index(atoms)), div(chunk, index(8)));
-    Value rowInAtom = rem(row, index(8));
-    Value place =
-        arith::XOrIOp::create(b, loc, rem(chunk, index(8)), rowInAtom);
-    return add(add(mul(atom, index(kSwizzleAtomBytes)),
-                   mul(rowInAtom, index(kSwizzleRowBytes))),
-               mul(place, index(kChunkBytes)));
-  }
-
   /// Copies a 64-row tile into the swizzled layout at shared address
   /// `tile`: `source(row)` gives a row's global address and whether it
-  /// exists. The 8 lanes of a quarter warp take the 8 chunks of 128
-  /// contiguous bytes of one row: whole sectors from memory, and one
-  /// swizzled atom row (all 32 banks) in shared memory.
+  /// exists.
   void copyTile(Value tile, function_ref<std::pair<Value, Value>(Value)> source,
                 Value fallback) {
-    for (int64_t i = 0; i < kMmaM * plan.chunks / kThreads; ++i) {
-      Value linear = add(index(i * kThreads), thread);
-      Value rest = div(linear, index(8));
-      Value row = rem(rest, index(kMmaM));
-      Value chunk =
-          add(mul(div(rest, index(kMmaM)), index(8)), rem(linear, index(8)));
-      auto [address, valid] = source(row);
-      Value from = select(
-          valid, add(address, toI64(mul(chunk, index(kChunkBytes)))), fallback);
-      copyAsync16(b, loc, add(tile, toI64(tileByte(row, chunk, rowAtoms()))),
-                  from, valid);
-    }
+    copyTileAsync(b, loc, tile, kMmaM, plan.chunks, kThreads, thread, source,
+                  fallback);
   }
 
   /// The row of register `r` of this thread's fragments (0..63) and its
@@ -237,7 +212,7 @@ struct Kernel {
 
   /// Element offset of (head, slot) in P (64 slots: one atom a row).
   Value probabilityElement(Value head, Value slot) {
-    Value byte = tileByte(head, div(slot, index(8)), 1);
+    Value byte = swizzledOffset(b, loc, head, div(slot, index(8)), 1);
     return add(div(byte, index(2)), rem(slot, index(8)));
   }
 };

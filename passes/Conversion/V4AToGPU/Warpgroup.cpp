@@ -71,6 +71,59 @@ void copyAsync16(OpBuilder &b, Location loc, Value to, Value from,
                           /*size=*/16, NVVM::LoadCacheModifierKind::CG, bytes);
 }
 
+Value swizzledOffset(OpBuilder &b, Location loc, Value row, Value chunk,
+                     int64_t atoms) {
+  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  auto div = [&](Value x, int64_t y) {
+    return arith::DivUIOp::create(b, loc, x, c(y)).getResult();
+  };
+  auto rem = [&](Value x, int64_t y) {
+    return arith::RemUIOp::create(b, loc, x, c(y)).getResult();
+  };
+  auto mulAdd = [&](Value x, int64_t y, Value z) {
+    return arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, x, c(y)),
+                                 z)
+        .getResult();
+  };
+  Value atom = mulAdd(div(row, 8), atoms, div(chunk, 8));
+  Value rowInAtom = rem(row, 8);
+  Value place = arith::XOrIOp::create(b, loc, rem(chunk, 8), rowInAtom);
+  Value inAtom = mulAdd(rowInAtom, kSwizzleRowBytes,
+                        arith::MulIOp::create(b, loc, place, c(16)));
+  return mulAdd(atom, kSwizzleAtomBytes, inAtom);
+}
+
+void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
+                   int64_t rowChunks, int64_t threads, Value thread,
+                   function_ref<std::pair<Value, Value>(Value)> source,
+                   Value fallback) {
+  assert(rowChunks % 8 == 0 && rows * rowChunks % threads == 0);
+  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  auto toI64 = [&](Value v) {
+    return arith::IndexCastOp::create(b, loc, b.getI64Type(), v).getResult();
+  };
+  for (int64_t i = 0; i < rows * rowChunks / threads; ++i) {
+    Value linear = arith::AddIOp::create(b, loc, c(i * threads), thread);
+    Value rest = arith::DivUIOp::create(b, loc, linear, c(8));
+    Value row = arith::RemUIOp::create(b, loc, rest, c(rows));
+    Value chunk = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(
+            b, loc, arith::DivUIOp::create(b, loc, rest, c(rows)), c(8)),
+        arith::RemUIOp::create(b, loc, linear, c(8)));
+    auto [address, valid] = source(row);
+    Value from = arith::SelectOp::create(
+        b, loc, valid,
+        arith::AddIOp::create(
+            b, loc, address,
+            toI64(arith::MulIOp::create(b, loc, chunk, c(16)))),
+        fallback);
+    Value to = arith::AddIOp::create(
+        b, loc, tile, toI64(swizzledOffset(b, loc, row, chunk, rowChunks / 8)));
+    copyAsync16(b, loc, to, from, valid);
+  }
+}
+
 void commitCopies(OpBuilder &b, Location loc) {
   NVVM::CpAsyncCommitGroupOp::create(b, loc);
 }

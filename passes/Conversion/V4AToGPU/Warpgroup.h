@@ -57,6 +57,25 @@ void copyAsync16(mlir::OpBuilder &b, mlir::Location loc, mlir::Value to,
 void commitCopies(mlir::OpBuilder &b, mlir::Location loc);
 void waitCopies(mlir::OpBuilder &b, mlir::Location loc, int32_t pending);
 
+/// The byte offset of 16-byte chunk `chunk` of row `row` (indices) in a
+/// tile of the 128-byte swizzle layout `atoms` atoms wide.
+mlir::Value swizzledOffset(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value row, mlir::Value chunk, int64_t atoms);
+
+/// Issues the copies of a tile of `rows` rows of `rowChunks` 16-byte chunks
+/// (a multiple of 8) into the swizzle layout at shared address `tile`,
+/// spread over the `threads` threads of the block (`thread`: this one).
+/// `source(row)` gives a row's global address (i64) and whether it exists;
+/// a missing row is zero-filled (reading nothing at `fallback`). The 8
+/// lanes of a quarter warp take the 8 chunks of 128 contiguous bytes of a
+/// row: whole sectors from memory and one atom row (all 32 banks) in
+/// shared memory.
+void copyTileAsync(
+    mlir::OpBuilder &b, mlir::Location loc, mlir::Value tile, int64_t rows,
+    int64_t rowChunks, int64_t threads, mlir::Value thread,
+    llvm::function_ref<std::pair<mlir::Value, mlir::Value>(mlir::Value)> source,
+    mlir::Value fallback);
+
 /// Makes this thread's generic writes to shared memory visible to the
 /// tensor cores (the async proxy); a barrier must follow before an MMA of
 /// another thread reads them.

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The indexer family (scores + streaming top-k) on the H200: each kernel's
+# own time (Nsight Compute, gpu__time_duration) inside real steps of the
+# ratio-4 layer of V4-Flash (k 512) and V4-Pro (k 1024), the index keys'
+# bytes per second against the same run's copy ceiling, and beside it the
+# same scores and torch.topk in PyTorch (bench/indexer_torch.py).
+#
+#   bench/indexer.sh prepare   (here: the packages, into build/gpu)
+#   bench/indexer.sh [SHAPES]  (there, carrying build/bin and build/gpu;
+#                               SHAPES as model:batch:context:tokens)
+#
+# --bench fills the caches with random finite rows, so every visible index
+# key is scored and the top-k cuts (16,384 rows at 64K of history).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+dir=build/gpu
+if [[ ${1:-} == prepare ]]; then
+  mkdir -p "$dir"
+  build/bin/v4a-compile examples/v4-flash.json --context 65792 \
+    --target=sm_90a -o "$dir/v4-flash-64k.v4apkg" || exit 1
+  build/bin/v4a-compile examples/v4-flash.json --context 1048832 \
+    --target=sm_90a -o "$dir/v4-flash-1m.v4apkg" || exit 1
+  build/bin/v4a-compile examples/v4-pro.json --context 65792 \
+    --target=sm_90a -o "$dir/v4-pro-64k.v4apkg" || exit 1
+  exit 0
+fi
+out=${OUT:-$dir}
+lines=$out/indexer.jsonl
+exec > >(tee -a "$out/indexer.log") 2>&1
+python3 bench/ceilings.py | tee -a "$lines"
+shapes=${*:-v4-flash-64k:1:65536:1 v4-flash-64k:32:65536:1
+  v4-flash-64k:128:65536:1 v4-flash-64k:1:0:8192 v4-pro-64k:128:65536:1
+  v4-flash-1m:1:262144:1 v4-flash-1m:32:262144:1 v4-flash-1m:1:1048576:1}
+for shape in $shapes; do
+  IFS=: read -r package batch context tokens <<< "$shape"
+  case $package in v4-pro*) config=examples/v4-pro.json ;;
+                   *) config=examples/v4-flash.json ;; esac
+  csv=$out/indexer-$package-b$batch-c$context-t$tokens.csv
+  timeout 240 ncu --clock-control none --kernel-name regex:indexer \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv \
+    --print-units base \
+    build/bin/v4a-run-package "$dir/$package.v4apkg" --random-weights 1 \
+    --layers 2 --bench --batch "$batch" --context "$context" \
+    --tokens "$tokens" --repeat 1 --graphs off > "$csv" 2> "$csv.err" ||
+    echo "$shape: ncu failed: $(tail -2 "$csv.err")"
+  sed -i '/^==PROF==/d' "$csv"
+  python3 bench/indexer_report.py "$csv" "$config" "$batch" "$context" \
+    "$tokens" | tee -a "$lines"
+done
+python3 bench/indexer_torch.py | tee -a "$lines"

@@ -1,0 +1,46 @@
+"""One JSON line per run of bench/indexer.sh: the indexer kernels' best time
+over the run's steps (scores + top-k, and the merge when rows are split),
+and the index keys' bytes per second (each token reads its sequence's
+visible keys: (position + 1) // 4 rows of 2 * index_head_dim bytes).
+
+    indexer_report.py CSV CONFIG BATCH CONTEXT TOKENS
+"""
+
+import csv
+import io
+import json
+import sys
+
+
+def main():
+    path, config_path = sys.argv[1], sys.argv[2]
+    batch, context, tokens = (int(v) for v in sys.argv[3:6])
+    config = json.load(open(config_path))
+    text = open(path).read().splitlines()
+    start = next((i for i, l in enumerate(text) if l.startswith('"ID"')), None)
+    shape = {"model": config_path, "batch": batch, "context": context,
+             "tokens": tokens}
+    if start is None:
+        print(json.dumps(dict(shape, error="no kernels in " + path)))
+        return
+    # Per launch: its kernel and time; a step launches each kernel once.
+    times = {}
+    for row in csv.DictReader(io.StringIO("\n".join(text[start:]))):
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        name = row["Kernel Name"].split("(")[0]
+        us = float(row["Metric Value"].replace(",", "")) / 1e3
+        times.setdefault(name, []).append(us)
+    kernels = {name: round(min(v), 2) for name, v in sorted(times.items())}
+    row_bytes = 2 * config["index_head_dim"]
+    keys = sum((context + t + 1) // 4 for t in range(tokens)) * batch
+    total = sum(kernels.values())
+    print(json.dumps(dict(
+        shape, kernels=kernels, us=round(total, 2),
+        key_bytes=keys * row_bytes,
+        key_tb_s=round(keys * row_bytes / (total * 1e-6) / 1e12, 3)
+        if total else None)))
+
+
+if __name__ == "__main__":
+    main()

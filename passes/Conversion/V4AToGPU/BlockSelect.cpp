@@ -1,0 +1,443 @@
+//===- BlockSelect.cpp - a block's streaming top-k in shared memory -------===//
+
+#include "passes/Conversion/V4AToGPU/BlockSelect.h"
+
+#include "passes/Conversion/V4AToGPU/DeviceKit.h"
+#include "passes/Conversion/V4AToGPU/Warpgroup.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+
+namespace v4a::gpu {
+
+namespace {
+
+/// Radix digits: 8 bits, 256 bins, 8 passes over a 64-bit key.
+constexpr int64_t kDigitBits = 8;
+constexpr int64_t kBins = 256;
+constexpr int64_t kPasses = 64 / kDigitBits;
+constexpr int64_t kWarps = BlockSelect::kThreads / kWarpLanes;
+/// Counters: the buffer's count, the kept count, then a total per warp.
+constexpr int64_t kCount = 0, kKeptCount = 1, kWarpTotals = 2;
+constexpr int64_t kCounters = kWarpTotals + kWarps;
+/// Words: the threshold, then the select's bin, count above it and count
+/// in it.
+constexpr int64_t kThreshold = 0, kBin = 1, kAbove = 2, kInBin = 3;
+constexpr int64_t kWords = 4;
+
+int64_t sortSizeFor(int64_t k) {
+  return std::max<int64_t>(2, llvm::PowerOf2Ceil(k));
+}
+int64_t capacityFor(int64_t k, int64_t incoming) {
+  int64_t sortSize = sortSizeFor(k);
+  return std::max(2 * sortSize, sortSize + incoming);
+}
+
+} // namespace
+
+int64_t BlockSelect::sharedBytes(int64_t k, int64_t incoming) {
+  return (capacityFor(k, incoming) + sortSizeFor(k) + kWords) * 8 +
+         llvm::alignTo((kBins + kCounters) * 4, 8);
+}
+
+BlockSelect::BlockSelect(OpBuilder &b, Location loc, Value shared, Value offset,
+                         Value thread, int64_t k, int64_t incoming)
+    : b(b), loc(loc), thread(thread), k(k), sortSize(sortSizeFor(k)),
+      capacity(capacityFor(k, incoming)), incoming(incoming) {
+  int64_t at = 0;
+  auto view = [&](Type element, int64_t count) {
+    Value v =
+        sharedView(b, loc, shared,
+                   arith::AddIOp::create(b, loc, offset, index(at)).getResult(),
+                   element, count);
+    at += count * (element.getIntOrFloatBitWidth() / 8);
+    return v;
+  };
+  candidates = view(b.getI64Type(), capacity);
+  kept = view(b.getI64Type(), sortSize);
+  words = view(b.getI64Type(), kWords);
+  histogram = view(b.getI32Type(), kBins);
+  counters = view(b.getI32Type(), kCounters);
+}
+
+Value BlockSelect::index(int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+Value BlockSelect::i32(int64_t v) {
+  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+}
+Value BlockSelect::i64(int64_t v) {
+  return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+}
+void BlockSelect::barrier() { mlir::gpu::BarrierOp::create(b, loc); }
+
+Value BlockSelect::count() {
+  return memref::LoadOp::create(b, loc, counters, ValueRange{index(kCount)});
+}
+void BlockSelect::setCount(Value value) {
+  memref::StoreOp::create(b, loc, value, counters, ValueRange{index(kCount)});
+}
+
+/// Runs `body` on thread 0 only.
+static void onFirstThread(OpBuilder &b, Location loc, Value thread,
+                          function_ref<void()> body) {
+  Value first =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, thread,
+                            arith::ConstantIndexOp::create(b, loc, 0));
+  scf::IfOp::create(b, loc, first, [&](OpBuilder &, Location) {
+    body();
+    scf::YieldOp::create(b, loc);
+  });
+}
+
+/// A loop over i = from, from + step, ... < to (indices).
+static void strided(OpBuilder &b, Location loc, Value from, Value to,
+                    int64_t step, function_ref<void(Value)> body) {
+  scf::ForOp::create(b, loc, from, to,
+                     arith::ConstantIndexOp::create(b, loc, step), ValueRange{},
+                     [&](OpBuilder &, Location, Value i, ValueRange) {
+                       body(i);
+                       scf::YieldOp::create(b, loc);
+                     });
+}
+
+void BlockSelect::start() {
+  onFirstThread(b, loc, thread, [&] {
+    setCount(i32(0));
+    memref::StoreOp::create(b, loc, i64(0), words,
+                            ValueRange{index(kThreshold)});
+  });
+}
+
+void BlockSelect::raiseFloor(Value floor) {
+  memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::maxu, floor, words,
+                              ValueRange{index(kThreshold)});
+}
+
+void BlockSelect::offer(Value key, Value valid) {
+  Value threshold =
+      memref::LoadOp::create(b, loc, words, ValueRange{index(kThreshold)});
+  Value above =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, key, threshold);
+  Value take = arith::AndIOp::create(b, loc, valid, above);
+  scf::IfOp::create(b, loc, take, [&](OpBuilder &, Location) {
+    Value at =
+        memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, i32(1),
+                                    counters, ValueRange{index(kCount)});
+    Value slot = arith::IndexCastOp::create(b, loc, b.getIndexType(), at);
+    memref::StoreOp::create(b, loc, key, candidates, ValueRange{slot});
+    scf::YieldOp::create(b, loc);
+  });
+}
+
+void BlockSelect::makeRoom() {
+  // Every thread reads the count before any offers again, so that all take
+  // the same branch.
+  barrier();
+  Value n = count();
+  barrier();
+  // After a cut k <= sortSize keys remain, and capacity >= sortSize +
+  // incoming leaves room for the next round.
+  scf::IfOp::create(b, loc,
+                    arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, n,
+                                          i32(capacity - incoming)),
+                    [&](OpBuilder &, Location) {
+                      cutToBest();
+                      scf::YieldOp::create(b, loc);
+                    });
+}
+
+Value BlockSelect::kthLargest(Value n) {
+  Type i64Type = b.getI64Type(), i32Type = b.getI32Type();
+  Value lanes = index(kWarpLanes);
+  Value warp = arith::DivUIOp::create(b, loc, thread, lanes);
+  Value lane = arith::RemUIOp::create(b, loc, thread, lanes);
+  Value nIndex = arith::IndexCastOp::create(b, loc, b.getIndexType(), n);
+  onFirstThread(b, loc, thread, [&] {
+    memref::StoreOp::create(b, loc, i32(0), counters,
+                            ValueRange{index(kKeptCount)});
+  });
+  SmallVector<Value> state = {
+      i64(0), i64(0), i32(k),
+      arith::ConstantOp::create(b, loc, b.getBoolAttr(false))};
+  for (int64_t pass = 0; pass < kPasses; ++pass) {
+    int64_t shift = 64 - kDigitBits * (pass + 1);
+    Value notDone = arith::XOrIOp::create(
+        b, loc, state[3],
+        arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+    auto step = scf::IfOp::create(
+        b, loc, TypeRange{i64Type, i64Type, i32Type, b.getI1Type()}, notDone,
+        /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(step.thenBlock());
+      Value prefix = state[0], mask = state[1], need = state[2];
+      for (int64_t part = 0; part < kBins / kThreads; ++part)
+        memref::StoreOp::create(b, loc, i32(0), histogram,
+                                ValueRange{arith::AddIOp::create(
+                                    b, loc, thread, index(part * kThreads))});
+      barrier();
+      strided(b, loc, thread, nIndex, kThreads, [&](Value i) {
+        Value x = memref::LoadOp::create(b, loc, candidates, ValueRange{i});
+        Value matches = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::eq,
+            arith::AndIOp::create(b, loc, x, mask), prefix);
+        scf::IfOp::create(b, loc, matches, [&](OpBuilder &, Location) {
+          Value digit = arith::AndIOp::create(
+              b, loc, arith::ShRUIOp::create(b, loc, x, i64(shift)),
+              i64(kBins - 1));
+          memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi,
+                                      i32(1), histogram,
+                                      ValueRange{arith::IndexCastOp::create(
+                                          b, loc, b.getIndexType(), digit)});
+          scf::YieldOp::create(b, loc);
+        });
+      });
+      barrier();
+      // Thread t holds bins 255 - 2t and 254 - 2t: an inclusive scan over
+      // threads counts the keys in bins from the top down to its own.
+      Value highBin = arith::SubIOp::create(
+          b, loc, index(kBins - 1),
+          arith::MulIOp::create(b, loc, thread, index(2)));
+      Value lowBin = arith::SubIOp::create(b, loc, highBin, index(1));
+      Value inHigh =
+          memref::LoadOp::create(b, loc, histogram, ValueRange{highBin});
+      Value inLow =
+          memref::LoadOp::create(b, loc, histogram, ValueRange{lowBin});
+      Value local = arith::AddIOp::create(b, loc, inHigh, inLow);
+      Value scan = local;
+      for (int64_t offset = 1; offset < kWarpLanes; offset *= 2) {
+        auto up = mlir::gpu::ShuffleOp::create(
+            b, loc, scan, static_cast<int32_t>(offset),
+            static_cast<int32_t>(kWarpLanes), mlir::gpu::ShuffleMode::UP);
+        scan = arith::AddIOp::create(
+            b, loc, scan,
+            arith::SelectOp::create(b, loc, up.getValid(),
+                                    up.getShuffleResult(), i32(0)));
+      }
+      Value lastLane = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                             lane, index(kWarpLanes - 1));
+      scf::IfOp::create(b, loc, lastLane, [&](OpBuilder &, Location) {
+        memref::StoreOp::create(b, loc, scan, counters,
+                                ValueRange{arith::AddIOp::create(
+                                    b, loc, warp, index(kWarpTotals))});
+        scf::YieldOp::create(b, loc);
+      });
+      barrier();
+      Value through = scan;
+      for (int64_t w = 0; w + 1 < kWarps; ++w) {
+        Value total = memref::LoadOp::create(
+            b, loc, counters, ValueRange{index(kWarpTotals + w)});
+        Value later = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt,
+                                            warp, index(w));
+        through = arith::AddIOp::create(
+            b, loc, through,
+            arith::SelectOp::create(b, loc, later, total, i32(0)));
+      }
+      Value before = arith::SubIOp::create(b, loc, through, local);
+      Value owner = arith::AndIOp::create(
+          b, loc,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, before,
+                                need),
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, through,
+                                need));
+      scf::IfOp::create(b, loc, owner, [&](OpBuilder &, Location) {
+        Value highTakes = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::sge,
+            arith::AddIOp::create(b, loc, before, inHigh), need);
+        Value bin = arith::SelectOp::create(b, loc, highTakes, highBin, lowBin);
+        Value above = arith::SelectOp::create(
+            b, loc, highTakes, before,
+            arith::AddIOp::create(b, loc, before, inHigh));
+        Value inBin = arith::SelectOp::create(b, loc, highTakes, inHigh, inLow);
+        auto put = [&](Value v, int64_t at) {
+          Value wide =
+              v.getType().isIndex()
+                  ? arith::IndexCastOp::create(b, loc, i64Type, v).getResult()
+                  : arith::ExtSIOp::create(b, loc, i64Type, v).getResult();
+          memref::StoreOp::create(b, loc, wide, words, ValueRange{index(at)});
+        };
+        put(bin, kBin);
+        put(above, kAbove);
+        put(inBin, kInBin);
+        scf::YieldOp::create(b, loc);
+      });
+      barrier();
+      auto word = [&](int64_t at) {
+        return memref::LoadOp::create(b, loc, words, ValueRange{index(at)})
+            .getResult();
+      };
+      Value bin = word(kBin);
+      Value newNeed = arith::SubIOp::create(
+          b, loc, need, arith::TruncIOp::create(b, loc, i32Type, word(kAbove)));
+      Value inBin = arith::TruncIOp::create(b, loc, i32Type, word(kInBin));
+      Value newPrefix = arith::OrIOp::create(
+          b, loc, prefix, arith::ShLIOp::create(b, loc, bin, i64(shift)));
+      Value newMask = arith::OrIOp::create(
+          b, loc, mask,
+          i64(static_cast<int64_t>(uint64_t(kBins - 1) << shift)));
+      Value done = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                         inBin, newNeed);
+      scf::YieldOp::create(b, loc,
+                           ValueRange{newPrefix, newMask, newNeed, done});
+      b.setInsertionPointToStart(step.elseBlock());
+      scf::YieldOp::create(b, loc, state);
+    }
+    state =
+        SmallVector<Value>(step.getResults().begin(), step.getResults().end());
+  }
+  // Every key with the prefix's digits and any below is among the k
+  // largest: after an early stop the prefix's low digits are 0.
+  return state[0];
+}
+
+void BlockSelect::cutToBest() {
+  Value n = count();
+  Value nIndex = arith::IndexCastOp::create(b, loc, b.getIndexType(), n);
+  Value floor = kthLargest(n);
+  strided(b, loc, thread, nIndex, kThreads, [&](Value i) {
+    Value x = memref::LoadOp::create(b, loc, candidates, ValueRange{i});
+    Value best =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, x, floor);
+    scf::IfOp::create(b, loc, best, [&](OpBuilder &, Location) {
+      Value at = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi,
+                                             i32(1), counters,
+                                             ValueRange{index(kKeptCount)});
+      memref::StoreOp::create(
+          b, loc, x, kept,
+          ValueRange{arith::IndexCastOp::create(b, loc, b.getIndexType(), at)});
+      scf::YieldOp::create(b, loc);
+    });
+  });
+  barrier();
+  strided(b, loc, thread, index(k), kThreads, [&](Value i) {
+    memref::StoreOp::create(b, loc,
+                            memref::LoadOp::create(b, loc, kept, ValueRange{i}),
+                            candidates, ValueRange{i});
+  });
+  // Later keys must beat the k-th largest; `floor` is at most that and
+  // above every key dropped.
+  onFirstThread(b, loc, thread, [&] {
+    setCount(i32(k));
+    memref::StoreOp::create(b, loc, floor, words,
+                            ValueRange{index(kThreshold)});
+  });
+  barrier();
+}
+
+void BlockSelect::sortDescending() {
+  int64_t pairs = sortSize / 2;
+  for (int64_t size = 2; size <= sortSize; size *= 2) {
+    for (int64_t stride = size / 2; stride >= 1; stride /= 2) {
+      for (int64_t first = 0; first < pairs; first += kThreads) {
+        Value p = arith::AddIOp::create(b, loc, thread, index(first));
+        auto body = [&] {
+          // Pair p compares i and i + stride, i with a 0 bit at `stride`.
+          Value i = arith::AddIOp::create(
+              b, loc,
+              arith::MulIOp::create(
+                  b, loc, arith::DivUIOp::create(b, loc, p, index(stride)),
+                  index(2 * stride)),
+              arith::RemUIOp::create(b, loc, p, index(stride)));
+          Value j = arith::AddIOp::create(b, loc, i, index(stride));
+          Value x = memref::LoadOp::create(b, loc, candidates, ValueRange{i});
+          Value y = memref::LoadOp::create(b, loc, candidates, ValueRange{j});
+          // Runs whose bit `size` is clear sort descending, the others
+          // ascending; at the last size every run is descending.
+          Value descending = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::eq,
+              arith::AndIOp::create(b, loc, i, index(size)), index(0));
+          Value larger = arith::MaxUIOp::create(b, loc, x, y);
+          Value smaller = arith::MinUIOp::create(b, loc, x, y);
+          memref::StoreOp::create(
+              b, loc,
+              arith::SelectOp::create(b, loc, descending, larger, smaller),
+              candidates, ValueRange{i});
+          memref::StoreOp::create(
+              b, loc,
+              arith::SelectOp::create(b, loc, descending, smaller, larger),
+              candidates, ValueRange{j});
+        };
+        if (first + kThreads <= pairs) {
+          body();
+        } else {
+          Value inside = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::ult, p, index(pairs));
+          scf::IfOp::create(b, loc, inside, [&](OpBuilder &, Location) {
+            body();
+            scf::YieldOp::create(b, loc);
+          });
+        }
+      }
+      barrier();
+    }
+  }
+}
+
+void BlockSelect::finish() {
+  barrier();
+  Value n = count();
+  barrier();
+  scf::IfOp::create(
+      b, loc,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, n, i32(k)),
+      [&](OpBuilder &, Location) {
+        cutToBest();
+        scf::YieldOp::create(b, loc);
+      });
+  Value held = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(), arith::MinSIOp::create(b, loc, n, i32(k)));
+  strided(b, loc, arith::AddIOp::create(b, loc, held, thread), index(sortSize),
+          kThreads, [&](Value i) {
+            memref::StoreOp::create(b, loc, i64(0), candidates, ValueRange{i});
+          });
+  barrier();
+  sortDescending();
+}
+
+Value BlockSelect::key(Value i) {
+  return memref::LoadOp::create(b, loc, candidates, ValueRange{i});
+}
+
+Value BlockSelect::rankKey(OpBuilder &b, Location loc, Value score, Value row) {
+  Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
+  auto c32 = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  };
+  // -0 and +0 are one score.
+  Value canonical = arith::AddFOp::create(
+      b, loc, score, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0)));
+  Value bits = arith::BitcastOp::create(b, loc, i32Type, canonical);
+  Value negative =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, bits, c32(0));
+  // Negative floats reversed, positive ones above them.
+  Value ordered = arith::SelectOp::create(
+      b, loc, negative, arith::XOrIOp::create(b, loc, bits, c32(-1)),
+      arith::OrIOp::create(b, loc, bits, c32(INT32_MIN)));
+  Value high = arith::ShLIOp::create(
+      b, loc, arith::ExtUIOp::create(b, loc, i64Type, ordered),
+      arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32)));
+  Value rowBits = arith::XOrIOp::create(
+      b, loc, arith::IndexCastOp::create(b, loc, i32Type, row), c32(-1));
+  return arith::OrIOp::create(b, loc, high,
+                              arith::ExtUIOp::create(b, loc, i64Type, rowBits));
+}
+
+Value BlockSelect::rowOfKey(OpBuilder &b, Location loc, Value key) {
+  Type i32Type = b.getI32Type();
+  Value none = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq, key,
+      arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
+  Value row = arith::XOrIOp::create(
+      b, loc, arith::TruncIOp::create(b, loc, i32Type, key),
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(-1)));
+  return arith::SelectOp::create(
+      b, loc, none, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(-1)),
+      row);
+}
+
+} // namespace v4a::gpu

@@ -1,0 +1,92 @@
+//===- BlockSelect.h - a block's streaming top-k in shared memory -*- C++
+//-*-===//
+//
+// The k largest of a stream of 64-bit keys, kept by one block of 128 threads
+// in shared memory: keys are offered a block of the stream at a time, those
+// above a running threshold are appended to a candidate buffer, and a full
+// buffer is cut back to its k largest by a radix select (8-bit digits from
+// the top, a histogram in shared memory), whose k-th key becomes the new
+// threshold. At the end the k largest are sorted, descending, by a bitonic
+// sort. Keys are compared as unsigned integers and must be distinct; 0 means
+// "none" and is never kept. The result depends only on the set of keys
+// offered, never on their order or on how a stream was split.
+//
+// A score and its row make a key (`rankKey`): the score's bits in an order
+// that sorts like the float, above the row's complement, so that keys
+// descending are scores descending, then rows ascending.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_PASSES_CONVERSION_V4ATOGPU_BLOCKSELECT_H
+#define V4A_PASSES_CONVERSION_V4ATOGPU_BLOCKSELECT_H
+
+#include "mlir/IR/Builders.h"
+
+namespace v4a::gpu {
+
+class BlockSelect {
+public:
+  /// Threads of the block that runs a selection.
+  static constexpr int64_t kThreads = 128;
+
+  /// The shared memory a selection of `k` keys taking up to `incoming` keys
+  /// between two calls of makeRoom needs (bytes, a multiple of 8).
+  static int64_t sharedBytes(int64_t k, int64_t incoming);
+
+  /// A selection over the shared bytes at `shared` + `offset` (memref<?xi8>,
+  /// workgroup; the offset an index, a multiple of 8). Every thread of the
+  /// block constructs it; `start` must run before the first offer.
+  BlockSelect(mlir::OpBuilder &b, mlir::Location loc, mlir::Value shared,
+              mlir::Value offset, mlir::Value thread, int64_t k,
+              int64_t incoming);
+
+  /// Empties the buffer (thread 0; a barrier follows before any offer).
+  void start();
+  /// Raises the threshold to `floor` (any thread, after start's barrier):
+  /// only keys above it are taken.
+  void raiseFloor(mlir::Value floor);
+  /// Offers `key` (i64) when `valid`: appended if above the threshold. At
+  /// most `incoming` offers of all threads between two makeRoom calls.
+  void offer(mlir::Value key, mlir::Value valid);
+  /// After a round of offers (every thread): cuts the buffer back to its k
+  /// largest when another round might not fit.
+  void makeRoom();
+  /// Every thread: cuts the buffer to its k largest and sorts them,
+  /// descending; then key(i) for i < k is the i-th largest (0: none).
+  void finish();
+  mlir::Value key(mlir::Value i);
+
+  /// The key of `score` (f32) at `row` (index, < 2^31), and back the row of
+  /// a key (i32, -1 for 0).
+  static mlir::Value rankKey(mlir::OpBuilder &b, mlir::Location loc,
+                             mlir::Value score, mlir::Value row);
+  static mlir::Value rowOfKey(mlir::OpBuilder &b, mlir::Location loc,
+                              mlir::Value key);
+
+private:
+  /// Cuts the buffer to its k largest (count > k).
+  void cutToBest();
+  /// The smallest key of the k largest of the buffer, or a value below it
+  /// and above every key outside them.
+  mlir::Value kthLargest(mlir::Value count);
+  void sortDescending();
+
+  mlir::Value count();
+  void setCount(mlir::Value count);
+  void barrier();
+  mlir::Value index(int64_t v);
+  mlir::Value i32(int64_t v);
+  mlir::Value i64(int64_t v);
+
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+  mlir::Value thread;
+  int64_t k, sortSize, capacity, incoming;
+  /// Shared views: candidates (i64), kept keys (i64), the histogram and the
+  /// counters (i32), the threshold and the select's answers (i64).
+  mlir::Value candidates, kept, histogram, counters, words;
+};
+
+} // namespace v4a::gpu
+
+#endif // V4A_PASSES_CONVERSION_V4ATOGPU_BLOCKSELECT_H

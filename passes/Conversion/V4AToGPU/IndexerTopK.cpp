@@ -1,0 +1,486 @@
+//===- IndexerTopK.cpp - the indexer's scores and top-k as one family -----===//
+//
+// score(t, j) = sum_h relu(q[t, h] . key_j) * w[t, h] over token t's rows
+// j < min((p + 1) / ratio, rows), and its k best rows, in two kernels:
+//
+// - scores: a block of one warpgroup per (token, split). Its rows are
+//   gathered 64 at a time into one of two shared stages with 16-byte
+//   cp.async while the previous 64 are scored: the keys are the MMA's M
+//   and the token's heads its N (padded to a multiple of 8 with zero rows),
+//   so that an m64nHk16 wgmma chain over the head width gives every
+//   (key, head) dot product in f32. relu(dot) * w lands in shared memory,
+//   and a thread per key sums its heads in head order, as the loop path
+//   and the reference do, so that a score's bits do not depend on the
+//   kernel. Each score is offered to the block's streaming top-k
+//   (BlockSelect.h) and never stored. A token whose rows are one split
+//   writes its picks; otherwise each split leaves its sorted k best keys.
+// - merge (only with splits): a block per token streams its splits' lists
+//   through the same top-k, starting above the best of their k-th keys
+//   (no key below it can be among the k best of all).
+//
+// Splits depend on the batch (enough blocks to fill the chip) but the picks
+// never do: the selection is exact and keys are distinct (score, row)
+// pairs, so any split gives the same picks in the same order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Conversion/V4AToGPU/IndexerTopK.h"
+
+#include "core/CacheLayout.h"
+#include "dialects/V4A/IR/V4AOps.h"
+#include "passes/Conversion/V4AToCPU/CacheRows.h"
+#include "passes/Conversion/V4AToCPU/LoopEmitter.h"
+#include "passes/Conversion/V4AToGPU/BlockSelect.h"
+#include "passes/Conversion/V4AToGPU/DeviceKit.h"
+#include "passes/Conversion/V4AToGPU/Warpgroup.h"
+
+#include "core/StepSignature.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+
+namespace v4a::gpu {
+
+namespace {
+
+using IP = arith::CmpIPredicate;
+
+/// Keys scored per MMA (its M) and the block's threads: one warpgroup.
+constexpr int64_t kKeysPerBlock = kMmaM;
+constexpr int64_t kThreads = kWarpgroupThreads;
+static_assert(kThreads == BlockSelect::kThreads);
+/// Blocks that fill the chip (132 SMs, two blocks each), the fewest rows a
+/// split takes, and the keys each merge thread offers per round.
+constexpr int64_t kResidentBlocks = 264;
+constexpr int64_t kSplitRows = 1024;
+constexpr int64_t kMergeKeysPerThread = 8;
+constexpr int64_t kLargestK = 2048;
+constexpr int64_t kChunkBytes = 16;
+
+/// Byte offsets in the scoring kernel's dynamic shared memory.
+struct SharedPlan {
+  int64_t heads = 0, paddedHeads = 0, width = 0;
+  int64_t query = 0, stages[2] = {0, 0}, products = 0, select = 0, total = 0;
+  /// f32 elements between two keys' rows of products.
+  int64_t productStride = 0;
+};
+
+std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k) {
+  if (width % 64 != 0 || width > 256 || heads < 1 || heads > 256 || k < 1 ||
+      k > kLargestK)
+    return std::nullopt;
+  SharedPlan plan;
+  plan.heads = heads;
+  plan.paddedHeads = llvm::alignTo(heads, 8);
+  plan.width = width;
+  plan.productStride = plan.paddedHeads + 4;
+  int64_t queryTile = plan.paddedHeads * width * 2;
+  int64_t keyTile = kKeysPerBlock * width * 2;
+  // Tiles are whole 1 KiB atoms; the window's base is aligned up to one,
+  // hence the spare atom at the end.
+  plan.query = 0;
+  plan.stages[0] = queryTile;
+  plan.stages[1] = queryTile + keyTile;
+  plan.products = queryTile + 2 * keyTile;
+  plan.select = plan.products + kKeysPerBlock * plan.productStride * 4;
+  plan.total = plan.select + BlockSelect::sharedBytes(k, kKeysPerBlock) +
+               kSwizzleAtomBytes;
+  if (plan.total > step::HostOp::kMaxSharedBytes)
+    return std::nullopt;
+  return plan;
+}
+
+bool hasBF16IndexRows(KVCacheType type, int64_t width) {
+  std::optional<layout::RowLayout> row =
+      layout::describeRow(toRowKind(type.getLayout()), type.getDim());
+  return row && row->kind == layout::RowKind::IndexBF16 && row->dim == width;
+}
+
+/// A read-only buffer of a tensor, and the bytes of a cache.
+Value bufferOf(OpBuilder &b, Location loc, Value tensor) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  return bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get(type.getShape(), type.getElementType()), tensor,
+      /*readOnly=*/b.getUnitAttr());
+}
+Value bytesOf(OpBuilder &b, Location loc, Value cache) {
+  return UnrealizedConversionCastOp::create(
+             b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type()),
+             cache)
+      .getResult(0);
+}
+
+/// The dynamic shared memory with its base aligned up to a swizzle atom:
+/// the aligned address (i64) and the bytes skipped (an index).
+std::pair<Value, Value> alignedShared(cpu::LoopEmitter &e, Value shared) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Value unaligned = addressOf(b, loc, shared);
+  Value base = arith::AndIOp::create(
+      b, loc, e.add(unaligned, e.i64(kSwizzleAtomBytes - 1)),
+      e.i64(-kSwizzleAtomBytes));
+  Value pad = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(), arith::SubIOp::create(b, loc, base, unaligned));
+  return {base, pad};
+}
+
+Value toI64(OpBuilder &b, Location loc, Value v) {
+  return arith::IndexCastOp::create(b, loc, b.getI64Type(), v);
+}
+Value toIndex(OpBuilder &b, Location loc, Value v) {
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+}
+
+/// What both kernels read: the host's sizes and the buffers.
+struct Operands {
+  int64_t k = 0;
+  Value tokens, rows, splits, splitRows;
+  Value picks;   // memref<?xKxi32>
+  Value partial; // memref<?xi64>: [token, split, k] keys
+};
+
+/// Writes the selection's k best of `token`: its rows, or, as split `split`
+/// of several, its keys for the merge.
+void writeBest(cpu::LoopEmitter &e, BlockSelect &select, const Operands &o,
+               Value thread, Value token, Value splitSlot, Value asPicks) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  scf::ForOp::create(
+      b, loc, thread, e.index(o.k), e.index(kThreads), ValueRange{},
+      [&](OpBuilder &, Location, Value i, ValueRange) {
+        Value key = select.key(i);
+        auto which = scf::IfOp::create(b, loc, asPicks, /*withElse=*/true);
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(which.thenBlock());
+          memref::StoreOp::create(b, loc, BlockSelect::rowOfKey(b, loc, key),
+                                  o.picks, ValueRange{token, i});
+          b.setInsertionPointToStart(which.elseBlock());
+          if (splitSlot)
+            memref::StoreOp::create(
+                b, loc, key, o.partial,
+                ValueRange{e.add(e.mul(splitSlot, e.index(o.k)), i)});
+        }
+        scf::YieldOp::create(b, loc);
+      });
+}
+
+/// The scoring kernel: grid tokens x splits.
+void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
+                 const SharedPlan &plan, const Operands &o, Value query,
+                 Value weights, Value positions, Value bases, Value keyBytes,
+                 Operation *func) {
+  cpu::LoopEmitter e(b, loc);
+  Value blocks = e.mul(o.tokens, o.splits);
+  mlir::gpu::LaunchOp launch =
+      createLaunch(b, loc, kernelName(func, "indexer"), blocks, kThreads,
+                   /*sharedFloats=*/0, plan.total);
+  Value thread = launch.getThreadIds().x;
+  Value block = launch.getBlockIds().x;
+  Value token = arith::DivUIOp::create(b, loc, block, o.splits);
+  Value split = arith::RemUIOp::create(b, loc, block, o.splits);
+  Value warp = arith::DivUIOp::create(
+      b, loc, arith::RemUIOp::create(b, loc, thread, e.index(kThreads)),
+      e.index(kWarpLanes));
+  Value lane = arith::RemUIOp::create(b, loc, thread, e.index(kWarpLanes));
+  Value shared = dynamicShared(b, loc);
+  auto [sharedBase, pad] = alignedShared(e, shared);
+  BlockSelect select(b, loc, shared, e.add(pad, e.index(plan.select)), thread,
+                     o.k, kKeysPerBlock);
+  select.start();
+
+  // This block's rows: [begin, end) of the token's visible ones.
+  int64_t ratio = op.getRatio();
+  Value position = toIndex(
+      b, loc, memref::LoadOp::create(b, loc, positions, ValueRange{token}));
+  Value visible =
+      e.min(arith::DivUIOp::create(b, loc, e.add(position, e.index(1)),
+                                   e.index(ratio)),
+            o.rows);
+  Value begin = e.mul(split, o.splitRows);
+  Value end = e.max(e.min(e.add(begin, o.splitRows), visible), begin);
+  Value keyBlocks = arith::CeilDivUIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, end, begin),
+      e.index(kKeysPerBlock));
+  Value base =
+      toIndex(b, loc, memref::LoadOp::create(b, loc, bases, ValueRange{token}));
+
+  // The weights of this thread's heads (0 past the head count).
+  int64_t n = plan.paddedHeads;
+  SmallVector<Value> weightOf(n / 2);
+  for (int64_t r = 0; r < n / 2; ++r) {
+    if (r % 4 >= 2) {
+      weightOf[r] = weightOf[r - 2];
+      continue;
+    }
+    Value column = fragmentPlace(b, loc, warp, lane, r).column;
+    Value real = e.cmp(IP::ult, column, e.index(plan.heads));
+    Value safe = e.min(column, e.index(plan.heads - 1));
+    weightOf[r] = e.select(
+        real, memref::LoadOp::create(b, loc, weights, ValueRange{token, safe}),
+        e.f32(0.0));
+  }
+
+  // Tiles: the query's heads, and two stages of keys.
+  int64_t rowChunks = plan.width * 2 / kChunkBytes;
+  Value queryAddress = addressOf(b, loc, query);
+  Value queryTile = e.add(sharedBase, e.i64(plan.query));
+  copyTileAsync(
+      b, loc, queryTile, n, rowChunks, kThreads, thread,
+      [&](Value head) -> std::pair<Value, Value> {
+        Value real = e.cmp(IP::ult, head, e.index(plan.heads));
+        Value element = e.mul(e.add(e.mul(token, e.index(plan.heads)), head),
+                              e.index(plan.width));
+        return {e.add(queryAddress, e.mul(toI64(b, loc, element), e.i64(2))),
+                real};
+      },
+      queryAddress);
+  CacheRows keys(e, keyBytes, op.getKeys().getType());
+  Value keysAddress = addressOf(b, loc, keyBytes);
+  auto stageAddress = [&](Value stage) {
+    return e.add(sharedBase,
+                 e.select(e.cmp(IP::eq, stage, e.index(0)),
+                          e.i64(plan.stages[0]), e.i64(plan.stages[1])));
+  };
+  auto copyKeys = [&](Value keyBlock, Value stage) {
+    Value first = e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock)));
+    copyTileAsync(
+        b, loc, stageAddress(stage), kKeysPerBlock, rowChunks, kThreads, thread,
+        [&](Value row) -> std::pair<Value, Value> {
+          Value j = e.add(first, row);
+          Value real = e.cmp(IP::ult, j, end);
+          Value global = e.add(base, e.select(real, j, e.index(0)));
+          return {e.add(keysAddress, toI64(b, loc, keys.valueOffset(global))),
+                  real};
+        },
+        queryAddress);
+  };
+  copyKeys(e.index(0), e.index(0));
+  commitCopies(b, loc);
+
+  Value products =
+      sharedView(b, loc, shared, e.add(pad, e.index(plan.products)),
+                 b.getF32Type(), kKeysPerBlock * plan.productStride);
+  int64_t groupStride = plan.width / 64 * kSwizzleAtomBytes;
+  auto kStep = [&](int64_t step) {
+    return step / 4 * kSwizzleAtomBytes + step % 4 * 2 * kMmaK;
+  };
+  auto loop = scf::ForOp::create(b, loc, e.index(0), keyBlocks, e.index(1));
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    Value keyBlock = loop.getInductionVar();
+    Value stage = arith::RemUIOp::create(b, loc, keyBlock, e.index(2));
+    Value next = e.add(keyBlock, e.index(1));
+    e.ifThen(e.cmp(IP::ult, next, keyBlocks), [&] {
+      copyKeys(next, arith::SubIOp::create(b, loc, e.index(1), stage));
+    });
+    commitCopies(b, loc);
+    waitCopies(b, loc, 1);
+    fenceSharedForMma(b, loc);
+    mlir::gpu::BarrierOp::create(b, loc);
+
+    // Every (key, head) dot product of the stage.
+    Value keysTile = stageAddress(stage);
+    Value dots = zeroAccumulator(b, loc, n);
+    mmaFence(b, loc);
+    for (int64_t step = 0; step < plan.width / kMmaK; ++step) {
+      Value a = matrixDescriptor(b, loc, e.add(keysTile, e.i64(kStep(step))),
+                                 kChunkBytes, groupStride);
+      Value bDesc =
+          matrixDescriptor(b, loc, e.add(queryTile, e.i64(kStep(step))),
+                           kChunkBytes, groupStride);
+      dots = mmaBF16(b, loc, a, bDesc, dots, n, /*transposeB=*/false,
+                     /*accumulate=*/step > 0);
+    }
+    mmaCommit(b, loc);
+    mmaWait(b, loc, 0);
+
+    // relu(dot) * w, a pair of heads per store.
+    SmallVector<Value> d = unpackAccumulator(b, loc, dots);
+    auto pairType = VectorType::get({2}, b.getF32Type());
+    for (int64_t r = 0; r < n / 2; r += 2) {
+      FragmentPlace at = fragmentPlace(b, loc, warp, lane, r);
+      auto term = [&](int64_t i) {
+        return e.mul(e.max(d[i], e.f32(0.0)), weightOf[i]);
+      };
+      Value pair = vector::FromElementsOp::create(
+          b, loc, pairType, ValueRange{term(r), term(r + 1)});
+      vector::StoreOp::create(
+          b, loc, pair, products,
+          ValueRange{
+              e.add(e.mul(at.row, e.index(plan.productStride)), at.column)},
+          /*nontemporal=*/false, llvm::MaybeAlign(8));
+    }
+    mlir::gpu::BarrierOp::create(b, loc);
+
+    // A thread per key sums its heads in order and offers the score.
+    e.ifThen(e.cmp(IP::ult, thread, e.index(kKeysPerBlock)), [&] {
+      Value rowStart = e.mul(thread, e.index(plan.productStride));
+      Value total = e.f32(0.0);
+      auto quadType = VectorType::get({4}, b.getF32Type());
+      for (int64_t h = 0; h < plan.heads; h += 4) {
+        Value quad = vector::LoadOp::create(
+            b, loc, quadType, products, ValueRange{e.add(rowStart, e.index(h))},
+            /*nontemporal=*/false, llvm::MaybeAlign(16));
+        for (int64_t i = 0; i < 4 && h + i < plan.heads; ++i)
+          total = e.add(total, vector::ExtractOp::create(b, loc, quad, i));
+      }
+      Value j =
+          e.add(e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock))), thread);
+      // Only finite scores are picked (NaN compares false).
+      Value finite = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
+                                           e.abs(total), e.f32(INFINITY));
+      Value real =
+          arith::AndIOp::create(b, loc, e.cmp(IP::ult, j, end), finite);
+      select.offer(BlockSelect::rankKey(b, loc, total, j), real);
+    });
+    select.makeRoom();
+  }
+  waitCopies(b, loc, 0);
+  select.finish();
+  Value single = e.cmp(IP::eq, o.splits, e.index(1));
+  writeBest(e, select, o, thread, token, block, single);
+}
+
+/// The merge kernel: a block per token over its splits' lists.
+void buildMerge(OpBuilder &b, Location loc, const Operands &o,
+                Operation *func) {
+  cpu::LoopEmitter e(b, loc);
+  int64_t incoming = kThreads * kMergeKeysPerThread;
+  Value many = e.cmp(IP::ugt, o.splits, e.index(1));
+  Value blocks = e.select(many, o.tokens, e.index(0));
+  mlir::gpu::LaunchOp launch =
+      createLaunch(b, loc, kernelName(func, "indexer"), blocks, kThreads,
+                   /*sharedFloats=*/0,
+                   BlockSelect::sharedBytes(o.k, incoming) + kSwizzleAtomBytes);
+  Value thread = launch.getThreadIds().x;
+  Value token = launch.getBlockIds().x;
+  Value shared = dynamicShared(b, loc);
+  // At the aligned base, as in the scoring kernel (and with the offset a
+  // run-time value, no access looks out of bounds to ptxas).
+  Value pad = alignedShared(e, shared).second;
+  BlockSelect select(b, loc, shared, pad, thread, o.k, incoming);
+  select.start();
+  mlir::gpu::BarrierOp::create(b, loc);
+  Value lists = e.mul(token, o.splits);
+  // The best of the lists' k-th keys: keys below it lose to k others.
+  scf::ForOp::create(
+      b, loc, thread, o.splits, e.index(kThreads), ValueRange{},
+      [&](OpBuilder &, Location, Value s, ValueRange) {
+        Value last = memref::LoadOp::create(
+            b, loc, o.partial,
+            ValueRange{
+                e.add(e.mul(e.add(lists, s), e.index(o.k)), e.index(o.k - 1))});
+        Value floor = e.select(e.cmp(IP::eq, last, e.i64(0)), e.i64(0),
+                               arith::SubIOp::create(b, loc, last, e.i64(1)));
+        select.raiseFloor(floor);
+        scf::YieldOp::create(b, loc);
+      });
+  mlir::gpu::BarrierOp::create(b, loc);
+  Value total = e.mul(o.splits, e.index(o.k));
+  Value first = e.mul(lists, e.index(o.k));
+  Value rounds = arith::CeilDivUIOp::create(b, loc, total, e.index(incoming));
+  e.loop(e.index(0), rounds, [&](Value round) {
+    for (int64_t i = 0; i < kMergeKeysPerThread; ++i) {
+      Value at =
+          e.add(e.add(e.mul(round, e.index(incoming)), e.index(i * kThreads)),
+                thread);
+      Value inside = e.cmp(IP::ult, at, total);
+      Value safe = e.select(inside, at, e.index(0));
+      Value key = memref::LoadOp::create(b, loc, o.partial,
+                                         ValueRange{e.add(first, safe)});
+      select.offer(key, inside);
+    }
+    select.makeRoom();
+  });
+  select.finish();
+  Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  writeBest(e, select, o, thread, token, Value(), always);
+}
+
+} // namespace
+
+TopKOp coveredTopK(CacheIndexerScoreOp scores) {
+  Value result = scores.getScores();
+  if (!result.hasOneUse())
+    return nullptr;
+  auto topk = dyn_cast<TopKOp>(*result.getUsers().begin());
+  if (!topk || topk.getCandidates())
+    return nullptr;
+  auto query = cast<RankedTensorType>(scores.getQuery().getType());
+  if (!query.getElementType().isBF16())
+    return nullptr;
+  int64_t heads = query.getDimSize(1), width = query.getDimSize(2);
+  if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(width) ||
+      !planShared(heads, width, static_cast<int64_t>(topk.getK())) ||
+      !hasBF16IndexRows(scores.getKeys().getType(), width))
+    return nullptr;
+  return topk;
+}
+
+void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
+                      TopKOp topk) {
+  Location loc = op.getLoc();
+  OpBuilder &b = rewriter;
+  b.setInsertionPoint(topk);
+  cpu::LoopEmitter e(b, loc);
+  auto queryType = cast<RankedTensorType>(op.getQuery().getType());
+  Operands o;
+  o.k = static_cast<int64_t>(topk.getK());
+  SharedPlan plan =
+      *planShared(queryType.getDimSize(1), queryType.getDimSize(2), o.k);
+  Value query = bufferOf(b, loc, op.getQuery());
+  // The query is read by address (its layout must be the identity); the
+  // others through memref loads, in whatever layout they come.
+  Value weights = e.buffer(op.getWeights());
+  Value positions = e.buffer(op.getPositions());
+  Value bases = e.buffer(op.getBase());
+  Value context = e.buffer(op.getContext());
+  Value keyBytes = bytesOf(b, loc, op.getKeys());
+
+  // Host sizes: the rows any token may see (the host's bound), and splits
+  // enough to fill the chip, each of at least kSplitRows rows.
+  o.tokens = memref::DimOp::create(b, loc, query, 0);
+  Value bound = toIndex(
+      b, loc, memref::LoadOp::create(b, loc, context, ValueRange{e.index(0)}));
+  // (Signed divisions: the host program's arithmetic has no unsigned
+  // ceiling division; every value here is non-negative.)
+  o.rows = arith::DivSIOp::create(b, loc, e.max(bound, e.index(0)),
+                                  e.index(op.getRatio()));
+  Value perToken = arith::DivSIOp::create(b, loc, e.index(kResidentBlocks),
+                                          e.max(o.tokens, e.index(1)));
+  Value needed =
+      arith::CeilDivSIOp::create(b, loc, o.rows, e.index(kSplitRows));
+  o.splits = e.max(e.min(perToken, needed), e.index(1));
+  Value rowsPerSplit = arith::CeilDivSIOp::create(b, loc, o.rows, o.splits);
+  o.splitRows = e.max(e.mul(arith::CeilDivSIOp::create(b, loc, rowsPerSplit,
+                                                       e.index(kKeysPerBlock)),
+                            e.index(kKeysPerBlock)),
+                      e.index(kKeysPerBlock));
+  auto picksType = cast<RankedTensorType>(topk.getType());
+  o.picks = memref::AllocOp::create(
+      b, loc, MemRefType::get(picksType.getShape(), b.getI32Type()),
+      ValueRange{o.tokens});
+  o.partial = memref::AllocOp::create(
+      b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI64Type()),
+      ValueRange{e.mul(e.mul(o.tokens, o.splits), e.index(o.k))});
+
+  Operation *func = op->getParentOfType<func::FuncOp>();
+  buildScores(b, loc, op, plan, o, query, weights, positions, bases, keyBytes,
+              func);
+  b.setInsertionPoint(topk);
+  buildMerge(b, loc, o, func);
+  b.setInsertionPoint(topk);
+  Value result = bufferization::ToTensorOp::create(
+      b, loc, picksType, o.picks, /*restrict=*/true, /*writable=*/true);
+  rewriter.replaceOp(topk, result);
+  rewriter.eraseOp(op);
+}
+
+} // namespace v4a::gpu

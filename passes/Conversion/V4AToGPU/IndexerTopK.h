@@ -1,0 +1,36 @@
+//===- IndexerTopK.h - the indexer's scores and top-k as one family -*- C++
+//-*-===//
+//
+// v4a.cache_indexer_score feeding a v4a.topk, without the [tokens, rows]
+// score matrix: a block per (token, split of its rows) scores 64 index keys
+// at a time on tensor cores and streams them through a shared-memory top-k;
+// when a token's rows are split, a second kernel merges the splits' lists.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef V4A_PASSES_CONVERSION_V4ATOGPU_INDEXERTOPK_H
+#define V4A_PASSES_CONVERSION_V4ATOGPU_INDEXERTOPK_H
+
+#include "mlir/IR/PatternMatch.h"
+
+namespace v4a {
+class CacheIndexerScoreOp;
+class TopKOp;
+} // namespace v4a
+
+namespace v4a::gpu {
+
+/// The top-k the family computes together with `scores`: the only user of
+/// the scores, a v4a.topk without candidate blocks; null when the family
+/// does not cover them (the query and keys must be bf16 with a head width
+/// that is a multiple of 64 and at most 256, at most 256 heads, k at most
+/// 2048).
+TopKOp coveredTopK(CacheIndexerScoreOp scores);
+
+/// Replaces `scores` and `topk` with the family's kernels.
+void lowerIndexerTopK(mlir::RewriterBase &rewriter, CacheIndexerScoreOp scores,
+                      TopKOp topk);
+
+} // namespace v4a::gpu
+
+#endif // V4A_PASSES_CONVERSION_V4ATOGPU_INDEXERTOPK_H
