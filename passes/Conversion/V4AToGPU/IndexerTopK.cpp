@@ -189,7 +189,8 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
       e.index(kWarpLanes));
   Value lane = arith::RemUIOp::create(b, loc, thread, e.index(kWarpLanes));
   Value shared = dynamicShared(b, loc);
-  auto [sharedBase, pad] = alignedShared(e, shared);
+  Value sharedBase, pad;
+  std::tie(sharedBase, pad) = alignedShared(e, shared);
   BlockSelect select(b, loc, shared, e.add(pad, e.index(plan.select)), thread,
                      o.k, kKeysPerBlock);
   select.start();
