@@ -152,7 +152,7 @@ if [[ $part == all || $part == boundaries ]]; then
 fi
 # The indexer family against the loop path (packages built with
 # --indexer-loops), bit for bit: the same picks give the same outputs. Rows
-# past k and past one split (1,024) so that the candidate buffer is cut and
+# past k and past one split (256) so that the candidate buffer is cut and
 # decode steps merge split lists: the reference's small model (k 16) at
 # 6,000 tokens, and V4-Flash's ratio-4 layer (k 512) at 9,000. (The strict
 # --check does not hold there for either path: a ulp of difference upstream
@@ -179,6 +179,13 @@ same_outputs() { # name package prompt lengths decode layers
 if [[ $part == all || $part == indexer ]]; then
   same_outputs refdata-8k refdata-8k 6000 6000,4501,1 3 ""
   same_outputs v4-flash-64k v4-flash-64k 9000 9000,5000,1 2 2
+  # 64 sequences at a decode step: 4 splits of 576 rows for the longest,
+  # so that V4-Flash's lists of 512 are full when merged.
+  same_outputs v4-flash-64k-batch v4-flash-64k 9000 \
+    "9000,5000$(printf ',1%.0s' {1..62})" 2 2
+  # 100 sequences: 2 splits of 1,152 rows.
+  same_outputs v4-flash-64k-100 v4-flash-64k 9000 \
+    "9000,5000$(printf ',1%.0s' {1..98})" 2 2
 fi
 if [[ $part == all || $part == large ]]; then
   CASE_TIMEOUT=240 run_case v4-pro-fp8 v4-pro 140 140,1 2 0,2

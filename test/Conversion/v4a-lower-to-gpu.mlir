@@ -193,21 +193,32 @@ func.func @attention_fp8_rows(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>
 
 // An indexer's scores feeding a top-k: no [T, rows] score matrix. A
 // warpgroup per (token, split) scores 64 keys per m64n8k16 wgmma chain
-// (4 heads padded to 8, head width 128: 8 K steps) and streams them through
+// (4 heads padded to 8, head width 128: 8 K steps) from a ring of 4 key
+// stages (3 tiles in flight while one is scored) and streams them through
 // a shared-memory top-k; a merge kernel runs when the rows are split (its
 // grid is empty otherwise). Splits: enough blocks to fill the chip, each of
-// at least 1024 rows.
+// at least 256 rows. The merge weighs samples of the sorted lists (weights
+// and keys per bin, one histogram each) to a floor and raises the
+// selection's threshold to it.
 // CHECK-LABEL: func.func @indexer_topk
 // CHECK: %[[CTX:.*]] = memref.load %{{.*}}[%c0{{.*}}] : memref<1xi64
 // CHECK: %[[PICKS:.*]] = memref.alloc(%{{.*}}) : memref<?x16xi32>
 // CHECK: %[[PARTIAL:.*]] = memref.alloc(%{{.*}}) : memref<?xi64>
 // CHECK: gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c128{{.*}} dynamic_shared_memory_size {{.*}} function(@indexer_topk_indexer0)
 // CHECK: nvvm.cp.async.shared.global
+// CHECK-COUNT-3: nvvm.cp.async.commit.group
+// CHECK: scf.for
+// CHECK: nvvm.cp.async.commit.group
+// CHECK-NEXT: nvvm.cp.async.wait.group 3
 // CHECK-COUNT-8: nvvm.wgmma.mma_async
 // CHECK-NOT: nvvm.wgmma.mma_async
 // CHECK: memref.atomic_rmw addi
 // CHECK: gpu.shuffle  up
 // CHECK: gpu.launch {{.*}} function(@indexer_topk_indexer1)
+// CHECK: memref.load %[[PARTIAL]]
+// CHECK: memref.atomic_rmw addi %{{[0-9]+}}, %{{.*}}[%[[BIN:.*]]] :
+// CHECK: memref.atomic_rmw addi %c1_i32{{.*}}, %{{.*}}[%[[BIN]]] :
+// CHECK: gpu.shuffle  up
 // CHECK: memref.atomic_rmw maxu
 // CHECK: %[[IDX:.*]] = bufferization.to_tensor %[[PICKS]] restrict writable
 // CHECK: return %[[IDX]]

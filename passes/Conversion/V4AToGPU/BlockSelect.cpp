@@ -24,10 +24,11 @@ constexpr int64_t kWarps = BlockSelect::kThreads / kWarpLanes;
 /// Counters: the buffer's count, the kept count, then a total per warp.
 constexpr int64_t kCount = 0, kKeptCount = 1, kWarpTotals = 2;
 constexpr int64_t kCounters = kWarpTotals + kWarps;
-/// Words: the threshold, then the select's bin, count above it and count
-/// in it.
-constexpr int64_t kThreshold = 0, kBin = 1, kAbove = 2, kInBin = 3;
-constexpr int64_t kWords = 4;
+/// Words: the threshold, then the select's bin, the weight above it and in
+/// it, and the keys in it.
+constexpr int64_t kThreshold = 0, kBin = 1, kAbove = 2, kInBin = 3,
+                  kKeysInBin = 4;
+constexpr int64_t kWords = 6;
 
 int64_t sortSizeFor(int64_t k) {
   return std::max<int64_t>(2, llvm::PowerOf2Ceil(k));
@@ -41,7 +42,7 @@ int64_t capacityFor(int64_t k, int64_t incoming) {
 
 int64_t BlockSelect::sharedBytes(int64_t k, int64_t incoming) {
   return (capacityFor(k, incoming) + sortSizeFor(k) + kWords) * 8 +
-         llvm::alignTo((kBins + kCounters) * 4, 8);
+         llvm::alignTo((2 * kBins + kCounters) * 4, 8);
 }
 
 BlockSelect::BlockSelect(OpBuilder &b, Location loc, Value shared, Value offset,
@@ -61,6 +62,7 @@ BlockSelect::BlockSelect(OpBuilder &b, Location loc, Value shared, Value offset,
   kept = view(b.getI64Type(), sortSize);
   words = view(b.getI64Type(), kWords);
   histogram = view(b.getI32Type(), kBins);
+  binCounts = view(b.getI32Type(), kBins);
   counters = view(b.getI32Type(), kCounters);
 }
 
@@ -151,24 +153,62 @@ void BlockSelect::makeRoom() {
                     });
 }
 
-Value BlockSelect::kthLargest(Value n) {
-  Type i64Type = b.getI64Type(), i32Type = b.getI32Type();
+Value BlockSelect::inclusiveScan(Value local, Value &total) {
   Value lanes = index(kWarpLanes);
   Value warp = arith::DivUIOp::create(b, loc, thread, lanes);
   Value lane = arith::RemUIOp::create(b, loc, thread, lanes);
+  Value scan = local;
+  for (int64_t offset = 1; offset < kWarpLanes; offset *= 2) {
+    auto up = mlir::gpu::ShuffleOp::create(
+        b, loc, scan, static_cast<int32_t>(offset),
+        static_cast<int32_t>(kWarpLanes), mlir::gpu::ShuffleMode::UP);
+    scan = arith::AddIOp::create(b, loc, scan,
+                                 arith::SelectOp::create(b, loc, up.getValid(),
+                                                         up.getShuffleResult(),
+                                                         i32(0)));
+  }
+  Value lastLane = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
+                                         index(kWarpLanes - 1));
+  scf::IfOp::create(b, loc, lastLane, [&](OpBuilder &, Location) {
+    memref::StoreOp::create(
+        b, loc, scan, counters,
+        ValueRange{arith::AddIOp::create(b, loc, warp, index(kWarpTotals))});
+    scf::YieldOp::create(b, loc);
+  });
+  barrier();
+  total = i32(0);
+  for (int64_t w = 0; w < kWarps; ++w) {
+    Value sum = memref::LoadOp::create(b, loc, counters,
+                                       ValueRange{index(kWarpTotals + w)});
+    total = arith::AddIOp::create(b, loc, total, sum);
+    if (w + 1 == kWarps)
+      continue;
+    Value later = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, warp,
+                                        index(w));
+    scan = arith::AddIOp::create(
+        b, loc, scan, arith::SelectOp::create(b, loc, later, sum, i32(0)));
+  }
+  return scan;
+}
+
+Value BlockSelect::kthLargest(Value n) {
+  return weightedFloor(candidates, n, i32(k), /*weight=*/nullptr);
+}
+
+Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
+                                 function_ref<Value(Value)> weight) {
+  Type i64Type = b.getI64Type(), i32Type = b.getI32Type();
   Value nIndex = arith::IndexCastOp::create(b, loc, b.getIndexType(), n);
   onFirstThread(b, loc, thread, [&] {
     memref::StoreOp::create(b, loc, i32(0), counters,
                             ValueRange{index(kKeptCount)});
   });
-  SmallVector<Value> state = {
-      i64(0), i64(0), i32(k),
-      arith::ConstantOp::create(b, loc, b.getBoolAttr(false))};
+  Value falseValue = arith::ConstantOp::create(b, loc, b.getBoolAttr(false));
+  Value trueValue = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  SmallVector<Value> state = {i64(0), i64(0), need0, falseValue};
   for (int64_t pass = 0; pass < kPasses; ++pass) {
     int64_t shift = 64 - kDigitBits * (pass + 1);
-    Value notDone = arith::XOrIOp::create(
-        b, loc, state[3],
-        arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+    Value notDone = arith::XOrIOp::create(b, loc, state[3], trueValue);
     auto step = scf::IfOp::create(
         b, loc, TypeRange{i64Type, i64Type, i32Type, b.getI1Type()}, notDone,
         /*withElse=*/true);
@@ -176,30 +216,40 @@ Value BlockSelect::kthLargest(Value n) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(step.thenBlock());
       Value prefix = state[0], mask = state[1], need = state[2];
-      for (int64_t part = 0; part < kBins / kThreads; ++part)
-        memref::StoreOp::create(b, loc, i32(0), histogram,
-                                ValueRange{arith::AddIOp::create(
-                                    b, loc, thread, index(part * kThreads))});
+      for (int64_t part = 0; part < kBins / kThreads; ++part) {
+        Value bin =
+            arith::AddIOp::create(b, loc, thread, index(part * kThreads));
+        memref::StoreOp::create(b, loc, i32(0), histogram, ValueRange{bin});
+        if (weight)
+          memref::StoreOp::create(b, loc, i32(0), binCounts, ValueRange{bin});
+      }
       barrier();
       strided(b, loc, thread, nIndex, kThreads, [&](Value i) {
-        Value x = memref::LoadOp::create(b, loc, candidates, ValueRange{i});
-        Value matches = arith::CmpIOp::create(
-            b, loc, arith::CmpIPredicate::eq,
-            arith::AndIOp::create(b, loc, x, mask), prefix);
+        Value x = memref::LoadOp::create(b, loc, keys, ValueRange{i});
+        Value matches = arith::AndIOp::create(
+            b, loc,
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                  arith::AndIOp::create(b, loc, x, mask),
+                                  prefix),
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x, i64(0)));
         scf::IfOp::create(b, loc, matches, [&](OpBuilder &, Location) {
-          Value digit = arith::AndIOp::create(
-              b, loc, arith::ShRUIOp::create(b, loc, x, i64(shift)),
-              i64(kBins - 1));
+          Value digit = arith::IndexCastOp::create(
+              b, loc, b.getIndexType(),
+              arith::AndIOp::create(
+                  b, loc, arith::ShRUIOp::create(b, loc, x, i64(shift)),
+                  i64(kBins - 1)));
           memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi,
-                                      i32(1), histogram,
-                                      ValueRange{arith::IndexCastOp::create(
-                                          b, loc, b.getIndexType(), digit)});
+                                      weight ? weight(i) : i32(1), histogram,
+                                      ValueRange{digit});
+          if (weight)
+            memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi,
+                                        i32(1), binCounts, ValueRange{digit});
           scf::YieldOp::create(b, loc);
         });
       });
       barrier();
       // Thread t holds bins 255 - 2t and 254 - 2t: an inclusive scan over
-      // threads counts the keys in bins from the top down to its own.
+      // threads weighs the keys in bins from the top down to its own.
       Value highBin = arith::SubIOp::create(
           b, loc, index(kBins - 1),
           arith::MulIOp::create(b, loc, thread, index(2)));
@@ -209,35 +259,8 @@ Value BlockSelect::kthLargest(Value n) {
       Value inLow =
           memref::LoadOp::create(b, loc, histogram, ValueRange{lowBin});
       Value local = arith::AddIOp::create(b, loc, inHigh, inLow);
-      Value scan = local;
-      for (int64_t offset = 1; offset < kWarpLanes; offset *= 2) {
-        auto up = mlir::gpu::ShuffleOp::create(
-            b, loc, scan, static_cast<int32_t>(offset),
-            static_cast<int32_t>(kWarpLanes), mlir::gpu::ShuffleMode::UP);
-        scan = arith::AddIOp::create(
-            b, loc, scan,
-            arith::SelectOp::create(b, loc, up.getValid(),
-                                    up.getShuffleResult(), i32(0)));
-      }
-      Value lastLane = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                             lane, index(kWarpLanes - 1));
-      scf::IfOp::create(b, loc, lastLane, [&](OpBuilder &, Location) {
-        memref::StoreOp::create(b, loc, scan, counters,
-                                ValueRange{arith::AddIOp::create(
-                                    b, loc, warp, index(kWarpTotals))});
-        scf::YieldOp::create(b, loc);
-      });
-      barrier();
-      Value through = scan;
-      for (int64_t w = 0; w + 1 < kWarps; ++w) {
-        Value total = memref::LoadOp::create(
-            b, loc, counters, ValueRange{index(kWarpTotals + w)});
-        Value later = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt,
-                                            warp, index(w));
-        through = arith::AddIOp::create(
-            b, loc, through,
-            arith::SelectOp::create(b, loc, later, total, i32(0)));
-      }
+      Value total;
+      Value through = inclusiveScan(local, total);
       Value before = arith::SubIOp::create(b, loc, through, local);
       Value owner = arith::AndIOp::create(
           b, loc,
@@ -254,6 +277,10 @@ Value BlockSelect::kthLargest(Value n) {
             b, loc, highTakes, before,
             arith::AddIOp::create(b, loc, before, inHigh));
         Value inBin = arith::SelectOp::create(b, loc, highTakes, inHigh, inLow);
+        Value keysInBin =
+            weight ? memref::LoadOp::create(b, loc, binCounts, ValueRange{bin})
+                         .getResult()
+                   : inBin;
         auto put = [&](Value v, int64_t at) {
           Value wide =
               v.getType().isIndex()
@@ -264,24 +291,38 @@ Value BlockSelect::kthLargest(Value n) {
         put(bin, kBin);
         put(above, kAbove);
         put(inBin, kInBin);
+        put(keysInBin, kKeysInBin);
         scf::YieldOp::create(b, loc);
       });
       barrier();
       auto word = [&](int64_t at) {
-        return memref::LoadOp::create(b, loc, words, ValueRange{index(at)})
+        return arith::TruncIOp::create(
+                   b, loc, i32Type,
+                   memref::LoadOp::create(b, loc, words, ValueRange{index(at)}))
             .getResult();
       };
-      Value bin = word(kBin);
-      Value newNeed = arith::SubIOp::create(
-          b, loc, need, arith::TruncIOp::create(b, loc, i32Type, word(kAbove)));
-      Value inBin = arith::TruncIOp::create(b, loc, i32Type, word(kInBin));
+      Value bin = arith::ExtUIOp::create(b, loc, i64Type, word(kBin));
+      Value newNeed = arith::SubIOp::create(b, loc, need, word(kAbove));
+      Value inBin = word(kInBin);
       Value newPrefix = arith::OrIOp::create(
           b, loc, prefix, arith::ShLIOp::create(b, loc, bin, i64(shift)));
       Value newMask = arith::OrIOp::create(
           b, loc, mask,
           i64(static_cast<int64_t>(uint64_t(kBins - 1) << shift)));
-      Value done = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                         inBin, newNeed);
+      // Done when every key of the bin is needed or the bin holds one key;
+      // and, with too little weight in all, at once with no floor.
+      Value short_ =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, total, need);
+      Value done = arith::OrIOp::create(
+          b, loc,
+          arith::OrIOp::create(
+              b, loc,
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, inBin,
+                                    newNeed),
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                    word(kKeysInBin), i32(1))),
+          short_);
+      newPrefix = arith::SelectOp::create(b, loc, short_, i64(0), newPrefix);
       scf::YieldOp::create(b, loc,
                            ValueRange{newPrefix, newMask, newNeed, done});
       b.setInsertionPointToStart(step.elseBlock());
@@ -290,8 +331,8 @@ Value BlockSelect::kthLargest(Value n) {
     state =
         SmallVector<Value>(step.getResults().begin(), step.getResults().end());
   }
-  // Every key with the prefix's digits and any below is among the k
-  // largest: after an early stop the prefix's low digits are 0.
+  // Every key with the prefix's digits and any below weighs at least the
+  // need: after an early stop the prefix's low digits are 0.
   return state[0];
 }
 

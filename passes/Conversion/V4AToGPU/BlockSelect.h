@@ -56,6 +56,19 @@ public:
   void finish();
   mlir::Value key(mlir::Value i);
 
+  /// The largest key v of `keys` (shared i64, `n` of them, 0s skipped) such
+  /// that the keys at or above v weigh at least `need` (i32) in all, or a
+  /// value below v with that property and with no key between; 0 when all
+  /// the keys weigh less. A null `weight` weighs each key 1. Every thread;
+  /// uses the histogram and counters.
+  mlir::Value
+  weightedFloor(mlir::Value keys, mlir::Value n, mlir::Value need,
+                llvm::function_ref<mlir::Value(mlir::Value)> weight);
+  /// The inclusive scan of `local` (i32) over the block's threads in thread
+  /// order, and in `total` its sum. Every thread; a barrier must separate
+  /// two scans.
+  mlir::Value inclusiveScan(mlir::Value local, mlir::Value &total);
+
   /// The key of `score` (f32) at `row` (index, < 2^31), and back the row of
   /// a key (i32, -1 for 0).
   static mlir::Value rankKey(mlir::OpBuilder &b, mlir::Location loc,
@@ -82,9 +95,10 @@ private:
   mlir::Location loc;
   mlir::Value thread;
   int64_t k, sortSize, capacity, incoming;
-  /// Shared views: candidates (i64), kept keys (i64), the histogram and the
-  /// counters (i32), the threshold and the select's answers (i64).
-  mlir::Value candidates, kept, histogram, counters, words;
+  /// Shared views: candidates (i64), kept keys (i64), the histogram (weights
+  /// per bin), keys per bin and the counters (i32), the threshold and the
+  /// select's answers (i64).
+  mlir::Value candidates, kept, histogram, binCounts, counters, words;
 };
 
 } // namespace v4a::gpu

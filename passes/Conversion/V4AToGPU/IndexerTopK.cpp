@@ -4,8 +4,9 @@
 // j < min((p + 1) / ratio, rows), and its k best rows, in two kernels:
 //
 // - scores: a block of one warpgroup per (token, split). Its rows are
-//   gathered 64 at a time into one of two shared stages with 16-byte
-//   cp.async while the previous 64 are scored: the keys are the MMA's M
+//   gathered 64 at a time into a ring of shared stages (up to four, as
+//   many as leave room for two blocks per SM) with 16-byte cp.async, the
+//   next ones in flight while 64 are scored: the keys are the MMA's M
 //   and the token's heads its N (padded to a multiple of 8 with zero rows),
 //   so that an m64nHk16 wgmma chain over the head width gives every
 //   (key, head) dot product in f32. relu(dot) * w lands in shared memory,
@@ -14,9 +15,9 @@
 //   kernel. Each score is offered to the block's streaming top-k
 //   (BlockSelect.h) and never stored. A token whose rows are one split
 //   writes its picks; otherwise each split leaves its sorted k best keys.
-// - merge (only with splits): a block per token streams its splits' lists
-//   through the same top-k, starting above the best of their k-th keys
-//   (no key below it can be among the k best of all).
+// - merge (only with splits): a block per token finds, from samples of its
+//   splits' sorted lists, a floor no pick is below, and offers the lists'
+//   keys above it (a few times k) to the same top-k.
 //
 // Splits depend on the batch (enough blocks to fill the chip) but the picks
 // never do: the selection is exact and keys are distinct (score, row)
@@ -57,15 +58,26 @@ static_assert(kThreads == BlockSelect::kThreads);
 /// Blocks that fill the chip (132 SMs, two blocks each), the fewest rows a
 /// split takes, and the keys each merge thread offers per round.
 constexpr int64_t kResidentBlocks = 264;
-constexpr int64_t kSplitRows = 1024;
+constexpr int64_t kSplitRows = 256;
+/// The merge: a block of one selection's threads per token, over at most
+/// kMaxSplits lists, kListsPerThread of them per thread in its scan.
+constexpr int64_t kMergeThreads = BlockSelect::kThreads;
 constexpr int64_t kMergeKeysPerThread = 8;
+constexpr int64_t kMaxSplits = kResidentBlocks;
+constexpr int64_t kListsPerThread =
+    (kMaxSplits + kMergeThreads - 1) / kMergeThreads;
 constexpr int64_t kLargestK = 2048;
+/// Key stages in the scoring kernel's ring, at most, and the shared bytes
+/// per block that let two blocks share an SM (228 KiB, 1 KiB reserved each).
+constexpr int64_t kMostStages = 4;
+constexpr int64_t kTwoBlocksSharedBytes = 113 * 1024;
 constexpr int64_t kChunkBytes = 16;
 
 /// Byte offsets in the scoring kernel's dynamic shared memory.
 struct SharedPlan {
   int64_t heads = 0, paddedHeads = 0, width = 0;
-  int64_t query = 0, stages[2] = {0, 0}, products = 0, select = 0, total = 0;
+  int64_t query = 0, firstStage = 0, stages = 0, keyTile = 0, products = 0,
+          select = 0, total = 0;
   /// f32 elements between two keys' rows of products.
   int64_t productStride = 0;
 };
@@ -80,16 +92,20 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k) {
   plan.width = width;
   plan.productStride = plan.paddedHeads + 4;
   int64_t queryTile = plan.paddedHeads * width * 2;
-  int64_t keyTile = kKeysPerBlock * width * 2;
+  plan.keyTile = kKeysPerBlock * width * 2;
   // Tiles are whole 1 KiB atoms; the window's base is aligned up to one,
-  // hence the spare atom at the end.
-  plan.query = 0;
-  plan.stages[0] = queryTile;
-  plan.stages[1] = queryTile + keyTile;
-  plan.products = queryTile + 2 * keyTile;
-  plan.select = plan.products + kKeysPerBlock * plan.productStride * 4;
-  plan.total = plan.select + BlockSelect::sharedBytes(k, kKeysPerBlock) +
-               kSwizzleAtomBytes;
+  // hence the spare atom at the end. The deepest ring that leaves room for
+  // two blocks per SM, else two stages.
+  for (plan.stages = kMostStages; plan.stages >= 2; --plan.stages) {
+    plan.query = 0;
+    plan.firstStage = queryTile;
+    plan.products = queryTile + plan.stages * plan.keyTile;
+    plan.select = plan.products + kKeysPerBlock * plan.productStride * 4;
+    plan.total = plan.select + BlockSelect::sharedBytes(k, kKeysPerBlock) +
+                 kSwizzleAtomBytes;
+    if (plan.total <= kTwoBlocksSharedBytes || plan.stages == 2)
+      break;
+  }
   if (plan.total > step::HostOp::kMaxSharedBytes)
     return std::nullopt;
   return plan;
@@ -227,7 +243,7 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
         e.f32(0.0));
   }
 
-  // Tiles: the query's heads, and two stages of keys.
+  // Tiles: the query's heads, and the ring of key stages.
   int64_t rowChunks = plan.width * 2 / kChunkBytes;
   Value queryAddress = addressOf(b, loc, query);
   Value queryTile = e.add(sharedBase, e.i64(plan.query));
@@ -244,9 +260,8 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
   CacheRows keys(e, keyBytes, op.getKeys().getType());
   Value keysAddress = addressOf(b, loc, keyBytes);
   auto stageAddress = [&](Value stage) {
-    return e.add(sharedBase,
-                 e.select(e.cmp(IP::eq, stage, e.index(0)),
-                          e.i64(plan.stages[0]), e.i64(plan.stages[1])));
+    return e.add(e.add(sharedBase, e.i64(plan.firstStage)),
+                 e.mul(toI64(b, loc, stage), e.i64(plan.keyTile)));
   };
   auto copyKeys = [&](Value keyBlock, Value stage) {
     Value first = e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock)));
@@ -261,8 +276,12 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
         },
         queryAddress);
   };
-  copyKeys(e.index(0), e.index(0));
-  commitCopies(b, loc);
+  // The ring's first tiles, a copy group each (empty past the last).
+  for (int64_t t = 0; t + 1 < plan.stages; ++t) {
+    e.ifThen(e.cmp(IP::ult, e.index(t), keyBlocks),
+             [&] { copyKeys(e.index(t), e.index(t)); });
+    commitCopies(b, loc);
+  }
 
   Value products =
       sharedView(b, loc, shared, e.add(pad, e.index(plan.products)),
@@ -276,13 +295,16 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(loop.getBody()->getTerminator());
     Value keyBlock = loop.getInductionVar();
-    Value stage = arith::RemUIOp::create(b, loc, keyBlock, e.index(2));
-    Value next = e.add(keyBlock, e.index(1));
+    Value stage =
+        arith::RemUIOp::create(b, loc, keyBlock, e.index(plan.stages));
+    // Into the stage scored last round: every thread is past its MMA.
+    Value next = e.add(keyBlock, e.index(plan.stages - 1));
     e.ifThen(e.cmp(IP::ult, next, keyBlocks), [&] {
-      copyKeys(next, arith::SubIOp::create(b, loc, e.index(1), stage));
+      copyKeys(next,
+               arith::RemUIOp::create(b, loc, next, e.index(plan.stages)));
     });
     commitCopies(b, loc);
-    waitCopies(b, loc, 1);
+    waitCopies(b, loc, plan.stages - 1);
     fenceSharedForMma(b, loc);
     mlir::gpu::BarrierOp::create(b, loc);
 
@@ -349,57 +371,183 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
   writeBest(e, select, o, thread, token, block, single);
 }
 
-/// The merge kernel: a block per token over its splits' lists.
+/// The ranks sampled in each split's sorted list by the merge: the 1st,
+/// 2nd, 4th, ... best and the k-th (positions 0, 1, 3, ..., k - 1).
+SmallVector<int64_t> samplePositions(int64_t k) {
+  SmallVector<int64_t> at;
+  for (int64_t p = 1; p < k; p *= 2)
+    at.push_back(p - 1);
+  at.push_back(k - 1);
+  return at;
+}
+
+/// Shared bytes of the merge: the selection, then the samples (i64) and the
+/// lists' first candidates (i32).
+int64_t mergeSharedBytes(int64_t k) {
+  int64_t samples = kMaxSplits * samplePositions(k).size();
+  return BlockSelect::sharedBytes(k, kMergeThreads * kMergeKeysPerThread) +
+         samples * 8 + kMaxSplits * 4 + kSwizzleAtomBytes;
+}
+
+/// The merge kernel: a block per token over its splits' sorted lists.
+///
+/// A list's key at rank p stands for p + 1 keys at or above it, so the
+/// samples at ranks 0, 1, 3, 7, ... weigh 1, 1, 2, 4, ... keys. The largest
+/// sample whose samples at or above weigh k is a floor no pick is below,
+/// and since every list was sampled at least every doubling of rank, only
+/// keys of the lists' prefixes up to their first sample below the floor
+/// (at most 3k + splits of them) are offered to the selection.
 void buildMerge(OpBuilder &b, Location loc, const Operands &o,
                 Operation *func) {
   cpu::LoopEmitter e(b, loc);
-  int64_t incoming = kThreads * kMergeKeysPerThread;
+  int64_t incoming = kMergeThreads * kMergeKeysPerThread;
+  SmallVector<int64_t> ranks = samplePositions(o.k);
+  int64_t perList = ranks.size();
   Value many = e.cmp(IP::ugt, o.splits, e.index(1));
   Value blocks = e.select(many, o.tokens, e.index(0));
   mlir::gpu::LaunchOp launch =
-      createLaunch(b, loc, kernelName(func, "indexer"), blocks, kThreads,
-                   /*sharedFloats=*/0,
-                   BlockSelect::sharedBytes(o.k, incoming) + kSwizzleAtomBytes);
+      createLaunch(b, loc, kernelName(func, "indexer"), blocks, kMergeThreads,
+                   /*sharedFloats=*/0, mergeSharedBytes(o.k));
   Value thread = launch.getThreadIds().x;
   Value token = launch.getBlockIds().x;
   Value shared = dynamicShared(b, loc);
   // At the aligned base, as in the scoring kernel (and with the offset a
   // run-time value, no access looks out of bounds to ptxas).
   Value pad = alignedShared(e, shared).second;
+  int64_t selectBytes = BlockSelect::sharedBytes(o.k, incoming);
   BlockSelect select(b, loc, shared, pad, thread, o.k, incoming);
+  Value samples = sharedView(b, loc, shared, e.add(pad, e.index(selectBytes)),
+                             b.getI64Type(), kMaxSplits * perList);
+  Value starts =
+      sharedView(b, loc, shared,
+                 e.add(pad, e.index(selectBytes + kMaxSplits * perList * 8)),
+                 b.getI32Type(), kMaxSplits);
   select.start();
+  Value first = e.mul(e.mul(token, o.splits), e.index(o.k));
+  auto listKey = [&](Value list, Value rank, Value valid) {
+    Value at = e.add(first, e.add(e.mul(list, e.index(o.k)), rank));
+    return memref::LoadOp::create(b, loc, o.partial,
+                                  ValueRange{e.select(valid, at, first)})
+        .getResult();
+  };
+  auto rankOf = [&](Value j) {
+    Value rank = e.index(ranks.back());
+    for (int64_t i = perList - 2; i >= 0; --i)
+      rank = e.select(e.cmp(IP::eq, j, e.index(i)), e.index(ranks[i]), rank);
+    return rank;
+  };
+
+  // The samples, kMergeKeysPerThread loads in flight per thread.
+  Value sampleCount = e.mul(o.splits, e.index(perList));
+  e.loop(e.index(0),
+         arith::CeilDivUIOp::create(b, loc, sampleCount, e.index(incoming)),
+         [&](Value round) {
+           SmallVector<std::pair<Value, Value>> loaded;
+           for (int64_t i = 0; i < kMergeKeysPerThread; ++i) {
+             Value at = e.add(e.add(e.mul(round, e.index(incoming)),
+                                    e.index(i * kMergeThreads)),
+                              thread);
+             Value inside = e.cmp(IP::ult, at, sampleCount);
+             Value list = arith::DivUIOp::create(b, loc, at, e.index(perList));
+             Value j = arith::RemUIOp::create(b, loc, at, e.index(perList));
+             loaded.push_back({at, listKey(list, rankOf(j), inside)});
+             loaded.back().second =
+                 e.select(inside, loaded.back().second, e.i64(0));
+           }
+           for (const std::pair<Value, Value> &sample : loaded)
+             e.ifThen(e.cmp(IP::ult, sample.first, sampleCount), [&] {
+               memref::StoreOp::create(b, loc, sample.second, samples,
+                                       ValueRange{sample.first});
+             });
+         });
   mlir::gpu::BarrierOp::create(b, loc);
-  Value lists = e.mul(token, o.splits);
-  // The best of the lists' k-th keys: keys below it lose to k others.
-  scf::ForOp::create(
-      b, loc, thread, o.splits, e.index(kThreads), ValueRange{},
-      [&](OpBuilder &, Location, Value s, ValueRange) {
-        Value last = memref::LoadOp::create(
-            b, loc, o.partial,
-            ValueRange{
-                e.add(e.mul(e.add(lists, s), e.index(o.k)), e.index(o.k - 1))});
-        Value floor = e.select(e.cmp(IP::eq, last, e.i64(0)), e.i64(0),
-                               arith::SubIOp::create(b, loc, last, e.i64(1)));
-        select.raiseFloor(floor);
-        scf::YieldOp::create(b, loc);
+
+  // The floor: sample j of a list weighs ranks[j] - ranks[j - 1] keys.
+  Value floor = select.weightedFloor(
+      samples, arith::IndexCastOp::create(b, loc, b.getI32Type(), sampleCount),
+      e.i32(o.k), [&](Value i) {
+        Value j = arith::RemUIOp::create(b, loc, i, e.index(perList));
+        Value weight =
+            e.i32(ranks.back() - (perList > 1 ? ranks[perList - 2] : -1));
+        for (int64_t r = perList - 2; r >= 0; --r)
+          weight =
+              e.select(e.cmp(IP::eq, j, e.index(r)),
+                       e.i32(ranks[r] - (r > 0 ? ranks[r - 1] : -1)), weight);
+        return weight;
       });
-  mlir::gpu::BarrierOp::create(b, loc);
-  Value total = e.mul(o.splits, e.index(o.k));
-  Value first = e.mul(lists, e.index(o.k));
-  Value rounds = arith::CeilDivUIOp::create(b, loc, total, e.index(incoming));
-  e.loop(e.index(0), rounds, [&](Value round) {
-    for (int64_t i = 0; i < kMergeKeysPerThread; ++i) {
-      Value at =
-          e.add(e.add(e.mul(round, e.index(incoming)), e.index(i * kThreads)),
-                thread);
-      Value inside = e.cmp(IP::ult, at, total);
-      Value safe = e.select(inside, at, e.index(0));
-      Value key = memref::LoadOp::create(b, loc, o.partial,
-                                         ValueRange{e.add(first, safe)});
-      select.offer(key, inside);
+  floor = arith::MaxUIOp::create(b, loc, floor, e.i64(1));
+
+  // Each list's candidates: the ranks before its first sample below the
+  // floor; a thread's lists are consecutive, their starts a block scan.
+  SmallVector<Value> lengths;
+  Value local = e.i32(0);
+  for (int64_t u = 0; u < kListsPerThread; ++u) {
+    Value list = e.add(e.mul(thread, e.index(kListsPerThread)), e.index(u));
+    Value real = e.cmp(IP::ult, list, o.splits);
+    Value safe = e.select(real, list, e.index(0));
+    Value length = e.i32(0);
+    for (int64_t j = 0; j < perList; ++j) {
+      Value key = memref::LoadOp::create(
+          b, loc, samples,
+          ValueRange{e.add(e.mul(safe, e.index(perList)), e.index(j))});
+      int64_t reach = j + 1 < perList ? ranks[j + 1] : o.k;
+      length = e.select(e.cmp(IP::uge, key, floor), e.i32(reach), length);
     }
-    select.makeRoom();
-  });
+    length = e.select(real, length, e.i32(0));
+    lengths.push_back(length);
+    local = arith::AddIOp::create(b, loc, local, length);
+  }
+  Value total;
+  Value through = select.inclusiveScan(local, total);
+  Value start = arith::SubIOp::create(b, loc, through, local);
+  for (int64_t u = 0; u < kListsPerThread; ++u) {
+    Value list = e.add(e.mul(thread, e.index(kListsPerThread)), e.index(u));
+    e.ifThen(e.cmp(IP::ult, list, o.splits), [&] {
+      memref::StoreOp::create(b, loc, start, starts, ValueRange{list});
+    });
+    start = arith::AddIOp::create(b, loc, start, lengths[u]);
+  }
+  select.raiseFloor(arith::SubIOp::create(b, loc, floor, e.i64(1)));
+  mlir::gpu::BarrierOp::create(b, loc);
+
+  // Candidate c is in the last list whose start is at most c.
+  auto listOf = [&](Value c) {
+    Value list = e.index(0);
+    for (int64_t step = llvm::PowerOf2Ceil(kMaxSplits) / 2; step >= 1;
+         step /= 2) {
+      Value next = e.add(list, e.index(step));
+      Value inside = e.cmp(IP::ult, next, o.splits);
+      Value at = memref::LoadOp::create(
+          b, loc, starts, ValueRange{e.select(inside, next, list)});
+      Value reached = arith::AndIOp::create(
+          b, loc, inside, arith::CmpIOp::create(b, loc, IP::sle, at, c));
+      list = e.select(reached, next, list);
+    }
+    return list;
+  };
+  Value candidates = toIndex(b, loc, total);
+  e.loop(e.index(0),
+         arith::CeilDivUIOp::create(b, loc, candidates, e.index(incoming)),
+         [&](Value round) {
+           SmallVector<std::pair<Value, Value>> loaded;
+           for (int64_t i = 0; i < kMergeKeysPerThread; ++i) {
+             Value at = e.add(e.add(e.mul(round, e.index(incoming)),
+                                    e.index(i * kMergeThreads)),
+                              thread);
+             Value inside = e.cmp(IP::ult, at, candidates);
+             Value c = arith::IndexCastOp::create(b, loc, b.getI32Type(), at);
+             Value list = listOf(c);
+             Value rank = toIndex(
+                 b, loc,
+                 arith::SubIOp::create(
+                     b, loc, c,
+                     memref::LoadOp::create(b, loc, starts, ValueRange{list})));
+             loaded.push_back({listKey(list, rank, inside), inside});
+           }
+           for (const std::pair<Value, Value> &candidate : loaded)
+             select.offer(candidate.first, candidate.second);
+           select.makeRoom();
+         });
   select.finish();
   Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
   writeBest(e, select, o, thread, token, Value(), always);
