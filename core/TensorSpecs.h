@@ -51,6 +51,18 @@ inline bool compressorOverlaps(int64_t ratio) { return ratio == 4; }
 inline bool hasIndexerCompressor(const LayerSpec &layer) {
   return layer.compressRatio == 4 && layer.indexTopk > 0;
 }
+/// Whether a layer picks its compressed rows with its own indexer top-k
+/// rather than taking its index source's picks.
+inline bool ownsTopk(const LayerSpec &layer) {
+  return layer.compressRatio > 0 && layer.indexTopk > 0 &&
+         layer.indexSource == layer.id;
+}
+/// Whether that top-k picks rows inside candidate blocks (V4.1's two-level
+/// selection) that its candidate source chose.
+inline bool usesCandidates(const LayerSpec &layer) {
+  return ownsTopk(layer) && layer.candidateSource >= 0 &&
+         layer.candidateSource != layer.id;
+}
 
 } // namespace v4a
 

@@ -3,7 +3,9 @@
 #include "lib/Report/Report.h"
 
 #include "core/FileIO.h"
+#include "core/TensorSpecs.h"
 #include "lib/Plan/ModelPlan.h"
+#include "passes/Conversion/V4AToGPU/IndexerTopK.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -64,6 +66,55 @@ planLayout(StringRef name, const std::vector<LayerSpec> &layers,
   return result;
 }
 
+/// Step sizes the indexer report shows: a decode token, a decode batch, a
+/// prefill chunk.
+static constexpr int64_t kReportedTokens[] = {1, 128, 8192};
+
+static std::vector<IndexerUsage>
+indexerUsage(const std::vector<Group> &groups,
+             const std::vector<LayerSpec> &layers, const ModelConfig &config,
+             int64_t contextTokens) {
+  std::vector<IndexerUsage> result;
+  for (const Group &group : groups) {
+    for (int64_t id : group.layers) {
+      const LayerSpec &layer = layers[id];
+      if (layer.isMtp || !ownsTopk(layer) ||
+          !ratioUsesIndexer(layer.compressRatio))
+        continue;
+      // Candidate blocks, made or used, keep a layer on the loop path.
+      bool candidates = layer.candidateSource >= 0;
+      bool family = !candidates && gpu::indexerFamilyCovers(config.indexNHeads,
+                                                            config.indexHeadDim,
+                                                            layer.indexTopk);
+      std::string path = family       ? "family"
+                         : candidates ? "loops (candidate blocks)"
+                                      : "loops (shape)";
+      auto it = llvm::find_if(result, [&](const IndexerUsage &usage) {
+        return usage.key == group.key && usage.path == path &&
+               usage.k == layer.indexTopk;
+      });
+      if (it != result.end()) {
+        ++it->layers;
+        continue;
+      }
+      IndexerUsage usage;
+      usage.key = group.key;
+      usage.layers = 1;
+      usage.k = layer.indexTopk;
+      usage.rows = contextTokens / layer.compressRatio;
+      usage.path = path;
+      // The family keeps split lists of k keys; the loop path writes every
+      // score of the step, [tokens, rows] f32.
+      for (int64_t tokens : kReportedTokens)
+        usage.bytes.push_back(
+            {tokens, family ? gpu::indexerSplitListBytes(tokens, usage.k)
+                            : tokens * usage.rows * 4});
+      result.push_back(std::move(usage));
+    }
+  }
+  return result;
+}
+
 std::optional<Report> report::buildReport(ModelOp model, int64_t contextTokens,
                                           int64_t pageSize,
                                           std::string &error) {
@@ -105,6 +156,8 @@ std::optional<Report> report::buildReport(ModelOp model, int64_t contextTokens,
     }
     report.layouts.push_back(std::move(*layout));
   }
+  report.indexers = indexerUsage(report.groups, layers,
+                                 collectModelConfig(model), contextTokens);
   return report;
 }
 
@@ -142,6 +195,27 @@ static std::string formatNames(const std::set<std::string> &names) {
 static const char *const kComponentOrder[] = {
     "window",           "compressed",    "main_kv", "index_keys",
     "compressor_state", "indexer_state", "total"};
+
+static void printIndexers(const Report &report, llvm::raw_ostream &os) {
+  if (report.indexers.empty())
+    return;
+  os << "\nIndexer transient memory per step on the GPU (bf16 index keys), "
+        "layers with their own top-k:\n";
+  os << llvm::formatv("{0,-20} {1,6} {2,6} {3,9}  {4,-24}", "sched_meta_key",
+                      "layers", "k", "rows", "path");
+  for (int64_t tokens : kReportedTokens)
+    os << llvm::formatv(" {0,12}", std::to_string(tokens) + " tok");
+  os << "\n";
+  for (const IndexerUsage &usage : report.indexers) {
+    os << llvm::formatv("{0,-20} {1,6} {2,6} {3,9}  {4,-24}", usage.key,
+                        usage.layers, usage.k, usage.rows, usage.path);
+    for (const auto &[tokens, bytes] : usage.bytes)
+      os << llvm::formatv(" {0,12}", io::formatBytes(bytes));
+    os << "\n";
+  }
+  os << "family: split lists of k keys, at most max(tokens, 264) of them, "
+        "nothing in tokens x rows;\nloops: the [tokens, rows] f32 scores.\n";
+}
 
 void report::printText(const Report &report, llvm::raw_ostream &os) {
   os << "model " << report.model << ": " << report.attentionLayers
@@ -193,6 +267,7 @@ void report::printText(const Report &report, llvm::raw_ostream &os) {
         "counts a cache that consumer layers alias once,\nunshared once per "
         "layer. Window rings hold min(sliding_window, context) rows. Exact "
         "bytes:\n--report=json.\n";
+  printIndexers(report, os);
 }
 
 static llvm::json::Array toJson(const std::set<int64_t> &values) {
@@ -229,6 +304,19 @@ void report::printJson(const Report &report, llvm::raw_ostream &os) {
       components["unavailable"] = layout.unavailable;
     memory[layout.name] = std::move(components);
   }
+  llvm::json::Array indexers;
+  for (const IndexerUsage &usage : report.indexers) {
+    llvm::json::Object bytes;
+    for (const auto &[tokens, amount] : usage.bytes)
+      bytes[std::to_string(tokens)] = amount;
+    indexers.push_back(
+        llvm::json::Object{{"key", usage.key},
+                           {"layers", usage.layers},
+                           {"k", usage.k},
+                           {"rows", usage.rows},
+                           {"path", usage.path},
+                           {"bytes_per_step", std::move(bytes)}});
+  }
   llvm::json::Object root{
       {"model", report.model},
       {"attention_layers", report.attentionLayers},
@@ -238,6 +326,7 @@ void report::printJson(const Report &report, llvm::raw_ostream &os) {
       {"keys", toJson(report.groups)},
       {"mtp_keys", toJson(report.mtpGroups)},
       {"kernel_variants", llvm::json::Array(report.kernels)},
-      {"memory", std::move(memory)}};
+      {"memory", std::move(memory)},
+      {"indexer_transient", std::move(indexers)}};
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
 }

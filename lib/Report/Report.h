@@ -40,6 +40,20 @@ struct LayoutReport {
   std::map<std::string, Usage> usage;
 };
 
+/// The transient memory an indexer top-k takes in one step on the GPU, for
+/// the layers of a key that pick with their own indexer.
+struct IndexerUsage {
+  std::string key;
+  int64_t layers = 0;
+  int64_t k = 0;
+  /// Compressed rows a sequence sees at the report's context.
+  int64_t rows = 0;
+  /// "family" (split lists, bounded) or the loop path and why.
+  std::string path;
+  /// (tokens in the step, bytes).
+  std::vector<std::pair<int64_t, int64_t>> bytes;
+};
+
 struct Report {
   std::string model;
   int64_t attentionLayers = 0, mtpLayers = 0;
@@ -47,6 +61,7 @@ struct Report {
   std::vector<Group> groups, mtpGroups;
   std::vector<std::string> kernels;
   std::vector<LayoutReport> layouts;
+  std::vector<IndexerUsage> indexers;
 };
 
 /// Builds the report of a model that went through the planning pipeline

@@ -50,10 +50,9 @@ struct Role {
     role.sharesKv = layer.compressRatio > 0 && layer.kvSource != layer.id;
     bool selects = layer.compressRatio > 0 && layer.indexTopk > 0;
     role.sharesTopk = selects && layer.indexSource != layer.id;
-    bool ownsTopk = selects && !role.sharesTopk;
-    role.makesCandidates = ownsTopk && layer.candidateSource == layer.id;
-    role.usesCandidates = ownsTopk && layer.candidateSource >= 0 &&
-                          layer.candidateSource != layer.id;
+    role.makesCandidates =
+        v4a::ownsTopk(layer) && layer.candidateSource == layer.id;
+    role.usesCandidates = v4a::usesCandidates(layer);
     return role;
   }
   std::string suffix() const {

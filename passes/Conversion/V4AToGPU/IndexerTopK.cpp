@@ -555,6 +555,15 @@ void buildMerge(OpBuilder &b, Location loc, const Operands &o,
 
 } // namespace
 
+bool indexerFamilyCovers(int64_t heads, int64_t width, int64_t k) {
+  return planShared(heads, width, k).has_value();
+}
+
+int64_t indexerSplitListBytes(int64_t tokens, int64_t k) {
+  // tokens x splits is at most max(tokens, kResidentBlocks) lists of k keys.
+  return std::max(tokens, kResidentBlocks) * k * 8;
+}
+
 TopKOp coveredTopK(CacheIndexerScoreOp scores) {
   Value result = scores.getScores();
   if (!result.hasOneUse())
@@ -567,7 +576,7 @@ TopKOp coveredTopK(CacheIndexerScoreOp scores) {
     return nullptr;
   int64_t heads = query.getDimSize(1), width = query.getDimSize(2);
   if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(width) ||
-      !planShared(heads, width, static_cast<int64_t>(topk.getK())) ||
+      !indexerFamilyCovers(heads, width, static_cast<int64_t>(topk.getK())) ||
       !hasBF16IndexRows(scores.getKeys().getType(), width))
     return nullptr;
   return topk;

@@ -27,6 +27,13 @@ namespace v4a::gpu {
 /// 2048).
 TopKOp coveredTopK(CacheIndexerScoreOp scores);
 
+/// Whether the family takes an indexer of `heads` query heads of `width`
+/// keeping `k` rows (bf16 queries and index keys, no candidate blocks).
+bool indexerFamilyCovers(int64_t heads, int64_t width, int64_t k);
+/// The most bytes of split lists the family holds in a step of `tokens`
+/// tokens keeping `k` rows: nothing grows with the rows.
+int64_t indexerSplitListBytes(int64_t tokens, int64_t k);
+
 /// Replaces `scores` and `topk` with the family's kernels.
 void lowerIndexerTopK(mlir::RewriterBase &rewriter, CacheIndexerScoreOp scores,
                       TopKOp topk);
