@@ -437,29 +437,42 @@ void buildMerge(OpBuilder &b, Location loc, const Operands &o,
     return rank;
   };
 
-  // The samples, kMergeKeysPerThread loads in flight per thread.
+  // Rounds over [0, count) with kMergeKeysPerThread loads in flight per
+  // thread: `load` gives the key at `at`, `use` takes each round's keys.
+  using Loaded = SmallVector<std::pair<Value, Value>>; // (at, key)
+  auto inRounds = [&](Value count,
+                      function_ref<Value(Value at, Value inside)> load,
+                      function_ref<void(const Loaded &)> use) {
+    e.loop(e.index(0),
+           arith::CeilDivUIOp::create(b, loc, count, e.index(incoming)),
+           [&](Value round) {
+             Loaded loaded;
+             for (int64_t i = 0; i < kMergeKeysPerThread; ++i) {
+               Value at = e.add(e.add(e.mul(round, e.index(incoming)),
+                                      e.index(i * kMergeThreads)),
+                                thread);
+               loaded.push_back({at, load(at, e.cmp(IP::ult, at, count))});
+             }
+             use(loaded);
+           });
+  };
+
+  // The samples.
   Value sampleCount = e.mul(o.splits, e.index(perList));
-  e.loop(e.index(0),
-         arith::CeilDivUIOp::create(b, loc, sampleCount, e.index(incoming)),
-         [&](Value round) {
-           SmallVector<std::pair<Value, Value>> loaded;
-           for (int64_t i = 0; i < kMergeKeysPerThread; ++i) {
-             Value at = e.add(e.add(e.mul(round, e.index(incoming)),
-                                    e.index(i * kMergeThreads)),
-                              thread);
-             Value inside = e.cmp(IP::ult, at, sampleCount);
-             Value list = arith::DivUIOp::create(b, loc, at, e.index(perList));
-             Value j = arith::RemUIOp::create(b, loc, at, e.index(perList));
-             loaded.push_back({at, listKey(list, rankOf(j), inside)});
-             loaded.back().second =
-                 e.select(inside, loaded.back().second, e.i64(0));
-           }
-           for (const std::pair<Value, Value> &sample : loaded)
-             e.ifThen(e.cmp(IP::ult, sample.first, sampleCount), [&] {
-               memref::StoreOp::create(b, loc, sample.second, samples,
-                                       ValueRange{sample.first});
-             });
-         });
+  inRounds(
+      sampleCount,
+      [&](Value at, Value inside) {
+        Value list = arith::DivUIOp::create(b, loc, at, e.index(perList));
+        Value j = arith::RemUIOp::create(b, loc, at, e.index(perList));
+        return e.select(inside, listKey(list, rankOf(j), inside), e.i64(0));
+      },
+      [&](const Loaded &loaded) {
+        for (const std::pair<Value, Value> &sample : loaded)
+          e.ifThen(e.cmp(IP::ult, sample.first, sampleCount), [&] {
+            memref::StoreOp::create(b, loc, sample.second, samples,
+                                    ValueRange{sample.first});
+          });
+      });
   mlir::gpu::BarrierOp::create(b, loc);
 
   // The floor: sample j of a list weighs ranks[j] - ranks[j - 1] keys.
@@ -526,28 +539,24 @@ void buildMerge(OpBuilder &b, Location loc, const Operands &o,
     return list;
   };
   Value candidates = toIndex(b, loc, total);
-  e.loop(e.index(0),
-         arith::CeilDivUIOp::create(b, loc, candidates, e.index(incoming)),
-         [&](Value round) {
-           SmallVector<std::pair<Value, Value>> loaded;
-           for (int64_t i = 0; i < kMergeKeysPerThread; ++i) {
-             Value at = e.add(e.add(e.mul(round, e.index(incoming)),
-                                    e.index(i * kMergeThreads)),
-                              thread);
-             Value inside = e.cmp(IP::ult, at, candidates);
-             Value c = arith::IndexCastOp::create(b, loc, b.getI32Type(), at);
-             Value list = listOf(c);
-             Value rank = toIndex(
-                 b, loc,
-                 arith::SubIOp::create(
-                     b, loc, c,
-                     memref::LoadOp::create(b, loc, starts, ValueRange{list})));
-             loaded.push_back({listKey(list, rank, inside), inside});
-           }
-           for (const std::pair<Value, Value> &candidate : loaded)
-             select.offer(candidate.first, candidate.second);
-           select.makeRoom();
-         });
+  inRounds(
+      candidates,
+      [&](Value at, Value inside) {
+        Value c = arith::IndexCastOp::create(b, loc, b.getI32Type(), at);
+        Value list = listOf(c);
+        Value rank = toIndex(
+            b, loc,
+            arith::SubIOp::create(
+                b, loc, c,
+                memref::LoadOp::create(b, loc, starts, ValueRange{list})));
+        return listKey(list, rank, inside);
+      },
+      [&](const Loaded &loaded) {
+        for (const std::pair<Value, Value> &candidate : loaded)
+          select.offer(candidate.second,
+                       e.cmp(IP::ult, candidate.first, candidates));
+        select.makeRoom();
+      });
   select.finish();
   Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
   writeBest(e, select, o, thread, token, Value(), always);
