@@ -3,6 +3,7 @@
 #include "passes/Conversion/V4AToGPU/DeviceKit.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -213,6 +214,20 @@ std::string kernelName(Operation *func, StringRef family) {
         ++count;
   });
   return prefix + std::to_string(count);
+}
+
+Value readOnlyBuffer(OpBuilder &b, Location loc, Value tensor) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  return bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get(type.getShape(), type.getElementType()), tensor,
+      /*readOnly=*/b.getUnitAttr());
+}
+
+Value cacheBytes(OpBuilder &b, Location loc, Value cache) {
+  return UnrealizedConversionCastOp::create(
+             b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type()),
+             cache)
+      .getResult(0);
 }
 
 } // namespace v4a::gpu

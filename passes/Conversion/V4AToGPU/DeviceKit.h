@@ -86,6 +86,13 @@ mlir::gpu::LaunchOp createLaunch(mlir::OpBuilder &b, mlir::Location loc,
 /// n counting the launches of that family the function already has.
 std::string kernelName(mlir::Operation *func, llvm::StringRef family);
 
+/// A read-only buffer of a ranked tensor (its shape, identity layout), and
+/// the bytes of a KV cache (memref<?xi8>), for kernels that read them.
+mlir::Value readOnlyBuffer(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value tensor);
+mlir::Value cacheBytes(mlir::OpBuilder &b, mlir::Location loc,
+                       mlir::Value cache);
+
 } // namespace v4a::gpu
 
 #endif // V4A_PASSES_CONVERSION_V4ATOGPU_DEVICEKIT_H

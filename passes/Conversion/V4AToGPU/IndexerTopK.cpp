@@ -117,34 +117,6 @@ bool hasBF16IndexRows(KVCacheType type, int64_t width) {
   return row && row->kind == layout::RowKind::IndexBF16 && row->dim == width;
 }
 
-/// A read-only buffer of a tensor, and the bytes of a cache.
-Value bufferOf(OpBuilder &b, Location loc, Value tensor) {
-  auto type = cast<RankedTensorType>(tensor.getType());
-  return bufferization::ToBufferOp::create(
-      b, loc, MemRefType::get(type.getShape(), type.getElementType()), tensor,
-      /*readOnly=*/b.getUnitAttr());
-}
-Value bytesOf(OpBuilder &b, Location loc, Value cache) {
-  return UnrealizedConversionCastOp::create(
-             b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type()),
-             cache)
-      .getResult(0);
-}
-
-/// The dynamic shared memory with its base aligned up to a swizzle atom:
-/// the aligned address (i64) and the bytes skipped (an index).
-std::pair<Value, Value> alignedShared(cpu::LoopEmitter &e, Value shared) {
-  OpBuilder &b = e.builder();
-  Location loc = e.location();
-  Value unaligned = addressOf(b, loc, shared);
-  Value base = arith::AndIOp::create(
-      b, loc, e.add(unaligned, e.i64(kSwizzleAtomBytes - 1)),
-      e.i64(-kSwizzleAtomBytes));
-  Value pad = arith::IndexCastOp::create(
-      b, loc, b.getIndexType(), arith::SubIOp::create(b, loc, base, unaligned));
-  return {base, pad};
-}
-
 Value toI64(OpBuilder &b, Location loc, Value v) {
   return arith::IndexCastOp::create(b, loc, b.getI64Type(), v);
 }
@@ -205,8 +177,8 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
       e.index(kWarpLanes));
   Value lane = arith::RemUIOp::create(b, loc, thread, e.index(kWarpLanes));
   Value shared = dynamicShared(b, loc);
-  Value sharedBase, pad;
-  std::tie(sharedBase, pad) = alignedShared(e, shared);
+  AlignedShared aligned = alignToAtom(b, loc, shared);
+  Value sharedBase = aligned.base, pad = aligned.pad;
   BlockSelect select(b, loc, shared, e.add(pad, e.index(plan.select)), thread,
                      o.k, kKeysPerBlock);
   select.start();
@@ -413,7 +385,7 @@ void buildMerge(OpBuilder &b, Location loc, const Operands &o,
   Value shared = dynamicShared(b, loc);
   // At the aligned base, as in the scoring kernel (and with the offset a
   // run-time value, no access looks out of bounds to ptxas).
-  Value pad = alignedShared(e, shared).second;
+  Value pad = alignToAtom(b, loc, shared).pad;
   int64_t selectBytes = BlockSelect::sharedBytes(o.k, incoming);
   BlockSelect select(b, loc, shared, pad, thread, o.k, incoming);
   Value samples = sharedView(b, loc, shared, e.add(pad, e.index(selectBytes)),
@@ -602,14 +574,14 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
   o.k = static_cast<int64_t>(topk.getK());
   SharedPlan plan =
       *planShared(queryType.getDimSize(1), queryType.getDimSize(2), o.k);
-  Value query = bufferOf(b, loc, op.getQuery());
+  Value query = readOnlyBuffer(b, loc, op.getQuery());
   // The query is read by address (its layout must be the identity); the
   // others through memref loads, in whatever layout they come.
   Value weights = e.buffer(op.getWeights());
   Value positions = e.buffer(op.getPositions());
   Value bases = e.buffer(op.getBase());
   Value context = e.buffer(op.getContext());
-  Value keyBytes = bytesOf(b, loc, op.getKeys());
+  Value keyBytes = cacheBytes(b, loc, op.getKeys());
 
   // Host sizes: the rows any token may see (the host's bound), and splits
   // enough to fill the chip, each of at least kSplitRows rows.

@@ -252,24 +252,13 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   auto queryType = cast<RankedTensorType>(op.getQuery().getType());
   int64_t heads = queryType.getDimSize(1), width = queryType.getDimSize(2);
   SharedPlan plan = *planShared(width);
-  auto buffer = [&](Value tensor) {
-    auto type = cast<RankedTensorType>(tensor.getType());
-    return bufferization::ToBufferOp::create(
-        b, loc, MemRefType::get(type.getShape(), type.getElementType()), tensor,
-        /*readOnly=*/b.getUnitAttr());
-  };
-  auto bytesOf = [&](Value cache) {
-    return UnrealizedConversionCastOp::create(
-               b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type()),
-               cache)
-        .getResult(0);
-  };
+  auto buffer = [&](Value tensor) { return readOnlyBuffer(b, loc, tensor); };
   Value query = buffer(op.getQuery()), kv = buffer(op.getKv());
   Value windowRows = buffer(op.getWindowRows()), sink = buffer(op.getSink());
-  Value windowBytes = bytesOf(op.getWindow());
+  Value windowBytes = cacheBytes(b, loc, op.getWindow());
   Value compressedBytes, compressedRows, bases;
   if (op.getCompressed()) {
-    compressedBytes = bytesOf(op.getCompressed());
+    compressedBytes = cacheBytes(b, loc, op.getCompressed());
     compressedRows = buffer(op.getCompressedRows());
     bases = buffer(op.getBase());
   }
@@ -295,13 +284,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       k.div(k.rem(k.thread, k.index(kWarpgroupThreads)), k.index(kWarpLanes));
   k.lane = k.rem(k.thread, k.index(kWarpLanes));
   Value shared = dynamicShared(b, loc);
-  Value unaligned = addressOf(b, loc, shared);
-  k.sharedBase = arith::AndIOp::create(
-      b, loc, k.add(unaligned, k.i64(kSwizzleAtomBytes - 1)),
-      k.i64(-kSwizzleAtomBytes));
-  Value pad = arith::IndexCastOp::create(
-      b, loc, b.getIndexType(),
-      arith::SubIOp::create(b, loc, k.sharedBase, unaligned));
+  AlignedShared aligned = alignToAtom(b, loc, shared);
+  k.sharedBase = aligned.base;
+  Value pad = aligned.pad;
   auto view = [&](int64_t offset, Type element, int64_t count) {
     return sharedView(b, loc, shared, k.add(pad, k.index(offset)), element,
                       count);

@@ -61,6 +61,22 @@ Value addressOf(OpBuilder &b, Location loc, Value buffer) {
   return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), index);
 }
 
+AlignedShared alignToAtom(OpBuilder &b, Location loc, Value shared) {
+  Type i64 = b.getI64Type();
+  Value unaligned = addressOf(b, loc, shared);
+  Value base = arith::AndIOp::create(
+      b, loc,
+      arith::AddIOp::create(
+          b, loc, unaligned,
+          arith::ConstantOp::create(
+              b, loc, b.getIntegerAttr(i64, kSwizzleAtomBytes - 1))),
+      arith::ConstantOp::create(b, loc,
+                                b.getIntegerAttr(i64, -kSwizzleAtomBytes)));
+  Value pad = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(), arith::SubIOp::create(b, loc, base, unaligned));
+  return {base, pad};
+}
+
 void copyAsync16(OpBuilder &b, Location loc, Value to, Value from,
                  Value valid) {
   Value bytes = arith::SelectOp::create(

@@ -47,6 +47,15 @@ mlir::Value sharedView(mlir::OpBuilder &b, mlir::Location loc,
 mlir::Value addressOf(mlir::OpBuilder &b, mlir::Location loc,
                       mlir::Value buffer);
 
+/// The dynamic shared memory `shared` aligned up to a swizzle atom: its
+/// address (i64) and the bytes skipped (an index). Plans keep a spare atom
+/// at the end for it.
+struct AlignedShared {
+  mlir::Value base, pad;
+};
+AlignedShared alignToAtom(mlir::OpBuilder &b, mlir::Location loc,
+                          mlir::Value shared);
+
 /// Copies 16 bytes from global address `from` to shared address `to`
 /// (i64 each) without waiting; with `valid` false it reads nothing and
 /// writes zeros (`from` must still be a mapped address).
