@@ -2,6 +2,8 @@
 
 #include "passes/Conversion/V4AToGPU/BlockSelect.h"
 
+#include "passes/Conversion/V4AToCPU/LoopEmitter.h"
+
 #include "passes/Conversion/V4AToGPU/DeviceKit.h"
 #include "passes/Conversion/V4AToGPU/Warpgroup.h"
 
@@ -47,14 +49,14 @@ int64_t BlockSelect::sharedBytes(int64_t k, int64_t incoming) {
 
 BlockSelect::BlockSelect(OpBuilder &b, Location loc, Value shared, Value offset,
                          Value thread, int64_t k, int64_t incoming)
-    : b(b), loc(loc), thread(thread), k(k), sortSize(sortSizeFor(k)),
+    : b(b), loc(loc), e(b, loc), thread(thread), k(k), sortSize(sortSizeFor(k)),
       capacity(capacityFor(k, incoming)), incoming(incoming) {
   int64_t at = 0;
   auto view = [&](Type element, int64_t count) {
-    Value v =
-        sharedView(b, loc, shared,
-                   arith::AddIOp::create(b, loc, offset, index(at)).getResult(),
-                   element, count);
+    Value v = sharedView(
+        b, loc, shared,
+        arith::AddIOp::create(b, loc, offset, e.index(at)).getResult(), element,
+        count);
     at += count * (element.getIntOrFloatBitWidth() / 8);
     return v;
   };
@@ -66,22 +68,13 @@ BlockSelect::BlockSelect(OpBuilder &b, Location loc, Value shared, Value offset,
   counters = view(b.getI32Type(), kCounters);
 }
 
-Value BlockSelect::index(int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
-}
-Value BlockSelect::i32(int64_t v) {
-  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
-}
-Value BlockSelect::i64(int64_t v) {
-  return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
-}
 void BlockSelect::barrier() { mlir::gpu::BarrierOp::create(b, loc); }
 
 Value BlockSelect::count() {
-  return memref::LoadOp::create(b, loc, counters, ValueRange{index(kCount)});
+  return memref::LoadOp::create(b, loc, counters, ValueRange{e.index(kCount)});
 }
 void BlockSelect::setCount(Value value) {
-  memref::StoreOp::create(b, loc, value, counters, ValueRange{index(kCount)});
+  memref::StoreOp::create(b, loc, value, counters, ValueRange{e.index(kCount)});
 }
 
 /// Runs `body` on thread 0 only.
@@ -109,27 +102,27 @@ static void strided(OpBuilder &b, Location loc, Value from, Value to,
 
 void BlockSelect::start() {
   onFirstThread(b, loc, thread, [&] {
-    setCount(i32(0));
-    memref::StoreOp::create(b, loc, i64(0), words,
-                            ValueRange{index(kThreshold)});
+    setCount(e.i32(0));
+    memref::StoreOp::create(b, loc, e.i64(0), words,
+                            ValueRange{e.index(kThreshold)});
   });
 }
 
 void BlockSelect::raiseFloor(Value floor) {
   memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::maxu, floor, words,
-                              ValueRange{index(kThreshold)});
+                              ValueRange{e.index(kThreshold)});
 }
 
 void BlockSelect::offer(Value key, Value valid) {
   Value threshold =
-      memref::LoadOp::create(b, loc, words, ValueRange{index(kThreshold)});
+      memref::LoadOp::create(b, loc, words, ValueRange{e.index(kThreshold)});
   Value above =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, key, threshold);
   Value take = arith::AndIOp::create(b, loc, valid, above);
   scf::IfOp::create(b, loc, take, [&](OpBuilder &, Location) {
-    Value at =
-        memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, i32(1),
-                                    counters, ValueRange{index(kCount)});
+    Value at = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi,
+                                           e.i32(1), counters,
+                                           ValueRange{e.index(kCount)});
     Value slot = arith::IndexCastOp::create(b, loc, b.getIndexType(), at);
     memref::StoreOp::create(b, loc, key, candidates, ValueRange{slot});
     scf::YieldOp::create(b, loc);
@@ -146,7 +139,7 @@ void BlockSelect::makeRoom() {
   // incoming leaves room for the next round.
   scf::IfOp::create(b, loc,
                     arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, n,
-                                          i32(capacity - incoming)),
+                                          e.i32(capacity - incoming)),
                     [&](OpBuilder &, Location) {
                       cutToBest();
                       scf::YieldOp::create(b, loc);
@@ -154,7 +147,7 @@ void BlockSelect::makeRoom() {
 }
 
 Value BlockSelect::inclusiveScan(Value local, Value &total) {
-  Value lanes = index(kWarpLanes);
+  Value lanes = e.index(kWarpLanes);
   Value warp = arith::DivUIOp::create(b, loc, thread, lanes);
   Value lane = arith::RemUIOp::create(b, loc, thread, lanes);
   Value scan = local;
@@ -165,34 +158,34 @@ Value BlockSelect::inclusiveScan(Value local, Value &total) {
     scan = arith::AddIOp::create(b, loc, scan,
                                  arith::SelectOp::create(b, loc, up.getValid(),
                                                          up.getShuffleResult(),
-                                                         i32(0)));
+                                                         e.i32(0)));
   }
   Value lastLane = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
-                                         index(kWarpLanes - 1));
+                                         e.index(kWarpLanes - 1));
   scf::IfOp::create(b, loc, lastLane, [&](OpBuilder &, Location) {
     memref::StoreOp::create(
         b, loc, scan, counters,
-        ValueRange{arith::AddIOp::create(b, loc, warp, index(kWarpTotals))});
+        ValueRange{arith::AddIOp::create(b, loc, warp, e.index(kWarpTotals))});
     scf::YieldOp::create(b, loc);
   });
   barrier();
-  total = i32(0);
+  total = e.i32(0);
   for (int64_t w = 0; w < kWarps; ++w) {
     Value sum = memref::LoadOp::create(b, loc, counters,
-                                       ValueRange{index(kWarpTotals + w)});
+                                       ValueRange{e.index(kWarpTotals + w)});
     total = arith::AddIOp::create(b, loc, total, sum);
     if (w + 1 == kWarps)
       continue;
     Value later = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, warp,
-                                        index(w));
+                                        e.index(w));
     scan = arith::AddIOp::create(
-        b, loc, scan, arith::SelectOp::create(b, loc, later, sum, i32(0)));
+        b, loc, scan, arith::SelectOp::create(b, loc, later, sum, e.i32(0)));
   }
   return scan;
 }
 
 Value BlockSelect::kthLargest(Value n) {
-  return weightedFloor(candidates, n, i32(k), /*weight=*/nullptr);
+  return weightedFloor(candidates, n, e.i32(k), /*weight=*/nullptr);
 }
 
 Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
@@ -200,12 +193,12 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
   Type i64Type = b.getI64Type(), i32Type = b.getI32Type();
   Value nIndex = arith::IndexCastOp::create(b, loc, b.getIndexType(), n);
   onFirstThread(b, loc, thread, [&] {
-    memref::StoreOp::create(b, loc, i32(0), counters,
-                            ValueRange{index(kKeptCount)});
+    memref::StoreOp::create(b, loc, e.i32(0), counters,
+                            ValueRange{e.index(kKeptCount)});
   });
   Value falseValue = arith::ConstantOp::create(b, loc, b.getBoolAttr(false));
   Value trueValue = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-  SmallVector<Value> state = {i64(0), i64(0), need0, falseValue};
+  SmallVector<Value> state = {e.i64(0), e.i64(0), need0, falseValue};
   for (int64_t pass = 0; pass < kPasses; ++pass) {
     int64_t shift = 64 - kDigitBits * (pass + 1);
     Value notDone = arith::XOrIOp::create(b, loc, state[3], trueValue);
@@ -218,10 +211,10 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
       Value prefix = state[0], mask = state[1], need = state[2];
       for (int64_t part = 0; part < kBins / kThreads; ++part) {
         Value bin =
-            arith::AddIOp::create(b, loc, thread, index(part * kThreads));
-        memref::StoreOp::create(b, loc, i32(0), histogram, ValueRange{bin});
+            arith::AddIOp::create(b, loc, thread, e.index(part * kThreads));
+        memref::StoreOp::create(b, loc, e.i32(0), histogram, ValueRange{bin});
         if (weight)
-          memref::StoreOp::create(b, loc, i32(0), binCounts, ValueRange{bin});
+          memref::StoreOp::create(b, loc, e.i32(0), binCounts, ValueRange{bin});
       }
       barrier();
       strided(b, loc, thread, nIndex, kThreads, [&](Value i) {
@@ -231,19 +224,20 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
             arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                   arith::AndIOp::create(b, loc, x, mask),
                                   prefix),
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x, i64(0)));
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x,
+                                  e.i64(0)));
         scf::IfOp::create(b, loc, matches, [&](OpBuilder &, Location) {
           Value digit = arith::IndexCastOp::create(
               b, loc, b.getIndexType(),
               arith::AndIOp::create(
-                  b, loc, arith::ShRUIOp::create(b, loc, x, i64(shift)),
-                  i64(kBins - 1)));
+                  b, loc, arith::ShRUIOp::create(b, loc, x, e.i64(shift)),
+                  e.i64(kBins - 1)));
           memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi,
-                                      weight ? weight(i) : i32(1), histogram,
+                                      weight ? weight(i) : e.i32(1), histogram,
                                       ValueRange{digit});
           if (weight)
             memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi,
-                                        i32(1), binCounts, ValueRange{digit});
+                                        e.i32(1), binCounts, ValueRange{digit});
           scf::YieldOp::create(b, loc);
         });
       });
@@ -251,9 +245,9 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
       // Thread t holds bins 255 - 2t and 254 - 2t: an inclusive scan over
       // threads weighs the keys in bins from the top down to its own.
       Value highBin = arith::SubIOp::create(
-          b, loc, index(kBins - 1),
-          arith::MulIOp::create(b, loc, thread, index(2)));
-      Value lowBin = arith::SubIOp::create(b, loc, highBin, index(1));
+          b, loc, e.index(kBins - 1),
+          arith::MulIOp::create(b, loc, thread, e.index(2)));
+      Value lowBin = arith::SubIOp::create(b, loc, highBin, e.index(1));
       Value inHigh =
           memref::LoadOp::create(b, loc, histogram, ValueRange{highBin});
       Value inLow =
@@ -286,7 +280,7 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
               v.getType().isIndex()
                   ? arith::IndexCastOp::create(b, loc, i64Type, v).getResult()
                   : arith::ExtSIOp::create(b, loc, i64Type, v).getResult();
-          memref::StoreOp::create(b, loc, wide, words, ValueRange{index(at)});
+          memref::StoreOp::create(b, loc, wide, words, ValueRange{e.index(at)});
         };
         put(bin, kBin);
         put(above, kAbove);
@@ -298,17 +292,18 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
       auto word = [&](int64_t at) {
         return arith::TruncIOp::create(
                    b, loc, i32Type,
-                   memref::LoadOp::create(b, loc, words, ValueRange{index(at)}))
+                   memref::LoadOp::create(b, loc, words,
+                                          ValueRange{e.index(at)}))
             .getResult();
       };
       Value bin = arith::ExtUIOp::create(b, loc, i64Type, word(kBin));
       Value newNeed = arith::SubIOp::create(b, loc, need, word(kAbove));
       Value inBin = word(kInBin);
       Value newPrefix = arith::OrIOp::create(
-          b, loc, prefix, arith::ShLIOp::create(b, loc, bin, i64(shift)));
+          b, loc, prefix, arith::ShLIOp::create(b, loc, bin, e.i64(shift)));
       Value newMask = arith::OrIOp::create(
           b, loc, mask,
-          i64(static_cast<int64_t>(uint64_t(kBins - 1) << shift)));
+          e.i64(static_cast<int64_t>(uint64_t(kBins - 1) << shift)));
       // Done when every key of the bin is needed or the bin holds one key;
       // and, with too little weight in all, at once with no floor.
       Value short_ =
@@ -320,9 +315,9 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
               arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, inBin,
                                     newNeed),
               arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                    word(kKeysInBin), i32(1))),
+                                    word(kKeysInBin), e.i32(1))),
           short_);
-      newPrefix = arith::SelectOp::create(b, loc, short_, i64(0), newPrefix);
+      newPrefix = arith::SelectOp::create(b, loc, short_, e.i64(0), newPrefix);
       scf::YieldOp::create(b, loc,
                            ValueRange{newPrefix, newMask, newNeed, done});
       b.setInsertionPointToStart(step.elseBlock());
@@ -346,8 +341,8 @@ void BlockSelect::cutToBest() {
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, x, floor);
     scf::IfOp::create(b, loc, best, [&](OpBuilder &, Location) {
       Value at = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi,
-                                             i32(1), counters,
-                                             ValueRange{index(kKeptCount)});
+                                             e.i32(1), counters,
+                                             ValueRange{e.index(kKeptCount)});
       memref::StoreOp::create(
           b, loc, x, kept,
           ValueRange{arith::IndexCastOp::create(b, loc, b.getIndexType(), at)});
@@ -355,7 +350,7 @@ void BlockSelect::cutToBest() {
     });
   });
   barrier();
-  strided(b, loc, thread, index(k), kThreads, [&](Value i) {
+  strided(b, loc, thread, e.index(k), kThreads, [&](Value i) {
     memref::StoreOp::create(b, loc,
                             memref::LoadOp::create(b, loc, kept, ValueRange{i}),
                             candidates, ValueRange{i});
@@ -363,9 +358,9 @@ void BlockSelect::cutToBest() {
   // Later keys must beat the k-th largest; `floor` is at most that and
   // above every key dropped.
   onFirstThread(b, loc, thread, [&] {
-    setCount(i32(k));
+    setCount(e.i32(k));
     memref::StoreOp::create(b, loc, floor, words,
-                            ValueRange{index(kThreshold)});
+                            ValueRange{e.index(kThreshold)});
   });
   barrier();
 }
@@ -375,23 +370,23 @@ void BlockSelect::sortDescending() {
   for (int64_t size = 2; size <= sortSize; size *= 2) {
     for (int64_t stride = size / 2; stride >= 1; stride /= 2) {
       for (int64_t first = 0; first < pairs; first += kThreads) {
-        Value p = arith::AddIOp::create(b, loc, thread, index(first));
+        Value p = arith::AddIOp::create(b, loc, thread, e.index(first));
         auto body = [&] {
           // Pair p compares i and i + stride, i with a 0 bit at `stride`.
           Value i = arith::AddIOp::create(
               b, loc,
               arith::MulIOp::create(
-                  b, loc, arith::DivUIOp::create(b, loc, p, index(stride)),
-                  index(2 * stride)),
-              arith::RemUIOp::create(b, loc, p, index(stride)));
-          Value j = arith::AddIOp::create(b, loc, i, index(stride));
+                  b, loc, arith::DivUIOp::create(b, loc, p, e.index(stride)),
+                  e.index(2 * stride)),
+              arith::RemUIOp::create(b, loc, p, e.index(stride)));
+          Value j = arith::AddIOp::create(b, loc, i, e.index(stride));
           Value x = memref::LoadOp::create(b, loc, candidates, ValueRange{i});
           Value y = memref::LoadOp::create(b, loc, candidates, ValueRange{j});
           // Runs whose bit `size` is clear sort descending, the others
           // ascending; at the last size every run is descending.
           Value descending = arith::CmpIOp::create(
               b, loc, arith::CmpIPredicate::eq,
-              arith::AndIOp::create(b, loc, i, index(size)), index(0));
+              arith::AndIOp::create(b, loc, i, e.index(size)), e.index(0));
           Value larger = arith::MaxUIOp::create(b, loc, x, y);
           Value smaller = arith::MinUIOp::create(b, loc, x, y);
           memref::StoreOp::create(
@@ -407,7 +402,7 @@ void BlockSelect::sortDescending() {
           body();
         } else {
           Value inside = arith::CmpIOp::create(
-              b, loc, arith::CmpIPredicate::ult, p, index(pairs));
+              b, loc, arith::CmpIPredicate::ult, p, e.index(pairs));
           scf::IfOp::create(b, loc, inside, [&](OpBuilder &, Location) {
             body();
             scf::YieldOp::create(b, loc);
@@ -425,16 +420,17 @@ void BlockSelect::finish() {
   barrier();
   scf::IfOp::create(
       b, loc,
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, n, i32(k)),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, n, e.i32(k)),
       [&](OpBuilder &, Location) {
         cutToBest();
         scf::YieldOp::create(b, loc);
       });
   Value held = arith::IndexCastOp::create(
-      b, loc, b.getIndexType(), arith::MinSIOp::create(b, loc, n, i32(k)));
-  strided(b, loc, arith::AddIOp::create(b, loc, held, thread), index(sortSize),
-          kThreads, [&](Value i) {
-            memref::StoreOp::create(b, loc, i64(0), candidates, ValueRange{i});
+      b, loc, b.getIndexType(), arith::MinSIOp::create(b, loc, n, e.i32(k)));
+  strided(b, loc, arith::AddIOp::create(b, loc, held, thread),
+          e.index(sortSize), kThreads, [&](Value i) {
+            memref::StoreOp::create(b, loc, e.i64(0), candidates,
+                                    ValueRange{i});
           });
   barrier();
   sortDescending();

@@ -20,6 +20,8 @@
 #ifndef V4A_PASSES_CONVERSION_V4ATOGPU_BLOCKSELECT_H
 #define V4A_PASSES_CONVERSION_V4ATOGPU_BLOCKSELECT_H
 
+#include "passes/Conversion/V4AToCPU/LoopEmitter.h"
+
 #include "mlir/IR/Builders.h"
 
 namespace v4a::gpu {
@@ -87,12 +89,11 @@ private:
   mlir::Value count();
   void setCount(mlir::Value count);
   void barrier();
-  mlir::Value index(int64_t v);
-  mlir::Value i32(int64_t v);
-  mlir::Value i64(int64_t v);
 
   mlir::OpBuilder &b;
   mlir::Location loc;
+  /// Constants.
+  cpu::LoopEmitter e;
   mlir::Value thread;
   int64_t k, sortSize, capacity, incoming;
   /// Shared views: candidates (i64), kept keys (i64), the histogram (weights
