@@ -6,11 +6,11 @@ rows (window + compressed) at its position.
     attention_report.py CSV CONFIG BATCH CONTEXT TOKENS
 """
 
-import csv
-import io
 import json
 import re
 import sys
+
+import ncu_csv
 
 
 def rows_of(position, ratio, config):
@@ -27,18 +27,10 @@ def main():
     path, config_path = sys.argv[1], sys.argv[2]
     batch, context, tokens = (int(v) for v in sys.argv[3:6])
     config = json.load(open(config_path))
-    text = open(path).read().splitlines()
-    start = next((i for i, l in enumerate(text) if l.startswith('"ID"')), None)
-    if start is None:
+    times = ncu_csv.launch_times(path)
+    if times is None:
         print(json.dumps({"attention": config_path, "error": "no kernels in " + path}))
         return
-    times = {}
-    for row in csv.DictReader(io.StringIO("\n".join(text[start:]))):
-        if row.get("Metric Name") != "gpu__time_duration.sum":
-            continue
-        name = row["Kernel Name"].split("(")[0]
-        ns = float(row["Metric Value"].replace(",", ""))
-        times.setdefault(name, []).append(ns)
     heads, width = config["num_attention_heads"], config["head_dim"]
     for name, values in sorted(times.items()):
         match = re.match(r"step_(\d+)_", name)

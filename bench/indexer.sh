@@ -15,13 +15,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 dir=build/gpu
 if [[ ${1:-} == prepare ]]; then
-  mkdir -p "$dir"
-  build/bin/v4a-compile examples/v4-flash.json --context 65792 \
-    --target=sm_90a -o "$dir/v4-flash-64k.v4apkg" || exit 1
+  bench/attention.sh prepare || exit 1 # v4-flash-64k, v4-pro-64k
   build/bin/v4a-compile examples/v4-flash.json --context 1048832 \
     --target=sm_90a -o "$dir/v4-flash-1m.v4apkg" || exit 1
-  build/bin/v4a-compile examples/v4-pro.json --context 65792 \
-    --target=sm_90a -o "$dir/v4-pro-64k.v4apkg" || exit 1
   exit 0
 fi
 out=${OUT:-$dir}

@@ -6,32 +6,25 @@ visible keys: (position + 1) // 4 rows of 2 * index_head_dim bytes).
     indexer_report.py CSV CONFIG BATCH CONTEXT TOKENS
 """
 
-import csv
-import io
 import json
 import sys
+
+import ncu_csv
 
 
 def main():
     path, config_path = sys.argv[1], sys.argv[2]
     batch, context, tokens = (int(v) for v in sys.argv[3:6])
     config = json.load(open(config_path))
-    text = open(path).read().splitlines()
-    start = next((i for i, l in enumerate(text) if l.startswith('"ID"')), None)
+    times = ncu_csv.launch_times(path)
     shape = {"model": config_path, "batch": batch, "context": context,
              "tokens": tokens}
-    if start is None:
+    if times is None:
         print(json.dumps(dict(shape, error="no kernels in " + path)))
         return
-    # Per launch: its kernel and time; a step launches each kernel once.
-    times = {}
-    for row in csv.DictReader(io.StringIO("\n".join(text[start:]))):
-        if row.get("Metric Name") != "gpu__time_duration.sum":
-            continue
-        name = row["Kernel Name"].split("(")[0]
-        us = float(row["Metric Value"].replace(",", "")) / 1e3
-        times.setdefault(name, []).append(us)
-    kernels = {name: round(min(v), 2) for name, v in sorted(times.items())}
+    # A step launches each kernel once: the best of the run's steps.
+    kernels = {name: round(min(v) / 1e3, 2)
+               for name, v in sorted(times.items())}
     row_bytes = 2 * config["index_head_dim"]
     keys = sum((context + t + 1) // 4 for t in range(tokens)) * batch
     total = sum(kernels.values())

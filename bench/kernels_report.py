@@ -9,12 +9,13 @@ grid and block, time, DRAM bytes read and written, and those bytes per second
 against the same run's device copy. A kernel passes the GPU kernels issue's
 bar when it reaches 60% of the copy rate or runs under 5 us."""
 
-import csv
 import glob
 import json
 import os
 import re
 import sys
+
+import ncu_csv
 
 
 def family(name):
@@ -25,17 +26,12 @@ def family(name):
 
 
 def read_case(path):
-    lines = open(path).read().splitlines()
-    start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
-    if start is None:
-        return []
     kernels = {}
-    for row in csv.DictReader(lines[start:]):
+    for row in ncu_csv.rows(path) or []:
         k = kernels.setdefault(row["ID"], {
             "kernel": row["Kernel Name"], "grid": row["Grid Size"],
             "block": row["Block Size"]})
-        value = float(row["Metric Value"].replace(",", ""))
-        k[row["Metric Name"]] = value
+        k[row["Metric Name"]] = ncu_csv.value(row)
     out = []
     for k in kernels.values():
         out.append({

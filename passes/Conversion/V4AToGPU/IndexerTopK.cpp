@@ -185,8 +185,7 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
 
   // This block's rows: [begin, end) of the token's visible ones.
   int64_t ratio = op.getRatio();
-  Value position = toIndex(
-      b, loc, memref::LoadOp::create(b, loc, positions, ValueRange{token}));
+  Value position = e.loadIndex(positions, {token});
   Value visible =
       e.min(arith::DivUIOp::create(b, loc, e.add(position, e.index(1)),
                                    e.index(ratio)),
@@ -196,8 +195,7 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
   Value keyBlocks = arith::CeilDivUIOp::create(
       b, loc, arith::SubIOp::create(b, loc, end, begin),
       e.index(kKeysPerBlock));
-  Value base =
-      toIndex(b, loc, memref::LoadOp::create(b, loc, bases, ValueRange{token}));
+  Value base = e.loadIndex(bases, {token});
 
   // The weights of this thread's heads (0 past the head count).
   int64_t n = plan.paddedHeads;
@@ -586,8 +584,7 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
   // Host sizes: the rows any token may see (the host's bound), and splits
   // enough to fill the chip, each of at least kSplitRows rows.
   o.tokens = memref::DimOp::create(b, loc, query, 0);
-  Value bound = toIndex(
-      b, loc, memref::LoadOp::create(b, loc, context, ValueRange{e.index(0)}));
+  Value bound = e.loadIndex(context, {e.index(0)});
   // (Signed divisions: the host program's arithmetic has no unsigned
   // ceiling division; every value here is non-negative.)
   o.rows = arith::DivSIOp::create(b, loc, e.max(bound, e.index(0)),

@@ -103,12 +103,11 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
         continue;
       // Scores and their top-k are two units; the family takes both.
       SmallVector<std::pair<CacheIndexerScoreOp, TopKOp>> indexer;
-      func.walk([&](CacheIndexerScoreOp scores) {
-        if (!indexerFamily)
-          return;
-        if (TopKOp topk = v4a::gpu::coveredTopK(scores))
-          indexer.push_back({scores, topk});
-      });
+      if (indexerFamily)
+        func.walk([&](CacheIndexerScoreOp scores) {
+          if (TopKOp topk = v4a::gpu::coveredTopK(scores))
+            indexer.push_back({scores, topk});
+        });
       for (auto [scores, topk] : indexer)
         v4a::gpu::lowerIndexerTopK(rewriter, scores, topk);
       for (ArrayRef<Operation *> unit : kernelUnits(func)) {
