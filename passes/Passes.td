@@ -99,14 +99,44 @@ def Fuse : Pass<"v4a-fuse", "::mlir::ModuleOp"> {
     In every step function (`v4a.sched_meta_key`), projections of the same
     input with the same kind of weight become one `v4a.fused
     "merged_linear"` region (a unit a backend may run as one GEMM over the
-    stacked weights; the GPU lowering still calls the library once per
-    projection), and chains
+    stacked weights: v4a-merge-projections), and chains
     of row-wise ops (rms_norm, rope, act_quant, hadamard, compressor, tensor
     casts) in which each result feeds only the next op become one region,
     with a cache store of the last result when there is one. A region is
     what a backend turns into one kernel; its kind lists its ops. The
     window store stays outside: it follows the attention, which still reads
     the ring rows a long prefill overwrites.
+  }];
+  let dependentDialects = ["::v4a::V4ADialect"];
+}
+
+def MergeProjections : Pass<"v4a-merge-projections", "::mlir::ModuleOp"> {
+  let summary = "Runs each group of projections of one input as one product";
+  let description = [{
+    In every step function (`v4a.sched_meta_key`), a `v4a.fused
+    "merged_linear"` region of bf16 weights (no block scales, the same
+    `k_block`) becomes one `v4a.linear` over the stacked weight and a
+    `v4a.split_columns` that gives each projection its columns: one GEMM
+    where there were several, each of which costs a GEMM library's fixed
+    minimum at decode. The weight arguments are replaced by one argument
+    whose `v4a.bind` joins theirs with `+` in order (the runtime stacks the
+    checkpoint's rows at load); their rows follow one another, so each
+    output column sums what it did before, in the same order. The product
+    is f32 when any projection's result is (the bf16 ones are rounded from
+    it, as the library rounds them), bf16 otherwise. Regions whose weights
+    another op also reads are left as they are, and so are those whose
+    stacked product is wider than its input (wq_b with the indexer's wq_b):
+    such products are large enough that the library's minimum does not
+    matter, and handing out their columns would copy more than merging
+    saves.
+
+    Example: a region of `v4a.linear %x, %a : tensor<?x256xbf16>,
+    tensor<128x256xbf16> -> tensor<?x128xbf16>` and `v4a.linear %x, %b :
+    ... tensor<64x256xbf16> -> tensor<?x64xf32>` over arguments bound to
+    "a.weight" and "b.weight" becomes `%y = v4a.linear %x, %ab :
+    tensor<?x256xbf16>, tensor<192x256xbf16> -> tensor<?x192xf32>` and
+    `v4a.split_columns %y : tensor<?x192xf32> -> tensor<?x128xbf16>,
+    tensor<?x64xf32>`, with `%ab` bound to "a.weight+b.weight".
   }];
   let dependentDialects = ["::v4a::V4ADialect"];
 }

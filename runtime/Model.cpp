@@ -283,8 +283,60 @@ bool convertWeight(LayerTensors &tensors, const std::string &name,
   return true;
 }
 
+/// The checkpoint tensors a weight argument binds: one, or for the stacked
+/// weight of merged projections ("a.weight+b.weight") each in order.
+std::vector<std::string> partsOfBind(const std::string &bind) {
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  for (size_t plus; (plus = bind.find('+', begin)) != std::string::npos;
+       begin = plus + 1)
+    parts.push_back(bind.substr(begin, plus - begin));
+  parts.push_back(bind.substr(begin));
+  return parts;
+}
+
+/// Replaces the (converted) tensors of a stacked weight's parts by the
+/// weight: their rows one after another, as the argument's shape says.
+bool stackWeight(LayerTensors &tensors, const step::Arg &arg,
+                 std::string &error) {
+  std::vector<std::string> parts = partsOfBind(arg.bind);
+  if (arg.shape.size() != 2) {
+    error = arg.bind + ": a stacked weight is a matrix, the step takes rank " +
+            std::to_string(arg.shape.size());
+    return false;
+  }
+  HostTensor stacked;
+  stacked.type = hostTypeOf(arg.element);
+  stacked.shape = {0, arg.shape[1]};
+  for (const std::string &name : parts) {
+    const HostTensor &part = tensors.at(name);
+    if (part.shape.size() != 2 || part.shape[1] != arg.shape[1] ||
+        part.type != stacked.type || part.type == HostTensor::Type::F32) {
+      error = arg.bind + ": " + name + " cannot be stacked into a [" +
+              std::to_string(arg.shape[0]) + ", " +
+              std::to_string(arg.shape[1]) + "] " + typeName(stacked.type) +
+              " weight";
+      return false;
+    }
+    stacked.shape[0] += part.shape[0];
+  }
+  if (stacked.shape[0] != arg.shape[0]) {
+    error = arg.bind + ": the parts have " + std::to_string(stacked.shape[0]) +
+            " rows, the step takes " + std::to_string(arg.shape[0]);
+    return false;
+  }
+  for (const std::string &name : parts) {
+    std::vector<uint8_t> &bytes = tensors.at(name).bytes;
+    stacked.bytes.insert(stacked.bytes.end(), bytes.begin(), bytes.end());
+    tensors.erase(name);
+  }
+  tensors[arg.bind] = std::move(stacked);
+  return true;
+}
+
 /// Checks that every selected layer has one step call and that its weights
-/// can be bound to it, converting weights to the argument types.
+/// can be bound to it, converting weights to the argument types (and
+/// stacking the weights of merged projections).
 bool bindWeights(const std::vector<LayerSpec> &layers,
                  const StepProgram &program, std::vector<LayerTensors> &weights,
                  std::string &error) {
@@ -301,26 +353,42 @@ bool bindWeights(const std::vector<LayerSpec> &layers,
   struct Job {
     int64_t layer;
     const step::Arg *arg;
+    std::string tensor;
   };
-  std::vector<Job> jobs;
+  std::vector<Job> jobs, stacks;
   for (const StepProgram::Call &call : program.calls) {
     if (call.layer < 0)
       continue;
-    for (const step::Arg &arg : program.functions[call.function].args)
-      if (weights[call.layer].count(arg.bind))
-        jobs.push_back({call.layer, &arg});
+    for (const step::Arg &arg : program.functions[call.function].args) {
+      std::vector<std::string> parts = partsOfBind(arg.bind);
+      bool present =
+          std::all_of(parts.begin(), parts.end(), [&](const std::string &part) {
+            return weights[call.layer].count(part);
+          });
+      if (!present)
+        continue;
+      for (const std::string &part : parts)
+        jobs.push_back({call.layer, &arg, part});
+      if (parts.size() > 1)
+        stacks.push_back({call.layer, &arg, arg.bind});
+    }
   }
   // Tensors convert independently; the first error in job order is kept.
   std::vector<std::string> errors(jobs.size());
   parallelFor(jobs.size(), [&](size_t i) {
     const Job &job = jobs[i];
-    if (!convertWeight(weights[job.layer], job.arg->bind, job.arg->element,
+    if (!convertWeight(weights[job.layer], job.tensor, job.arg->element,
                        errors[i]))
       errors[i] = "layer " + std::to_string(job.layer) + " " + errors[i];
   });
   for (const std::string &problem : errors)
     if (!problem.empty()) {
       error = problem;
+      return false;
+    }
+  for (const Job &stack : stacks)
+    if (!stackWeight(weights[stack.layer], *stack.arg, error)) {
+      error = "layer " + std::to_string(stack.layer) + " " + error;
       return false;
     }
   return true;

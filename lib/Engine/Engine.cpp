@@ -178,10 +178,11 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
   m.fp8Steps = fp8;
   mlir::PassManager pm(context.get());
   // GPU steps (and their structure run on the CPU) take fp8 products as
-  // exact bf16 products of dequantized operands.
+  // exact bf16 products of dequantized operands, and each group of
+  // projections of one input as one product.
   bool gpuForm = m.options.backend == "cuda" || m.options.gpuLoopsOnCpu;
-  buildStepsPipeline(
-      pm, {m.options.contextTokens, m.options.pageSize, "bf16", gpuForm});
+  buildStepsPipeline(pm, {m.options.contextTokens, m.options.pageSize, "bf16",
+                          gpuForm, gpuForm});
   if (!module || mlir::failed(pm.run(*module))) {
     error =
         "cannot build the step functions: " +

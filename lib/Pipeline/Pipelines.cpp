@@ -26,6 +26,8 @@ void v4a::buildStepsPipeline(OpPassManager &pm,
   if (options.dequantizeFP8Weights)
     pm.addPass(createDequantizeFP8Weights());
   pm.addPass(createFuse());
+  if (options.mergeProjections)
+    pm.addPass(createMergeProjections());
   pm.addPass(createSchedule());
 }
 

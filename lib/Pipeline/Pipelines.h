@@ -17,6 +17,9 @@ struct PlanningOptions {
   /// v4a-dequantize-fp8-weights after v4a-build-steps: the GPU's exact form
   /// of fp8 products (bf16 GEMMs of the dequantized operands).
   bool dequantizeFP8Weights = false;
+  /// v4a-merge-projections after v4a-fuse: one product per group of
+  /// projections of one input (the GPU's library calls).
+  bool mergeProjections = false;
 };
 
 /// v4a-verify-topology, v4a-plan-kv, v4a-schedule.

@@ -16,6 +16,15 @@ func.func @projections(%x: tensor<?x256xbf16>, %w8: tensor<96x256xf8E4M3FN>,
   return %a, %b : tensor<?x96xbf16>, tensor<?x96xf32>
 }
 
+// CHECK-LABEL: func @split_columns
+func.func @split_columns(%y: tensor<?x1088xf32>)
+    -> (tensor<?x1024xf32>, tensor<?x64xbf16>) {
+  // CHECK: v4a.split_columns %{{.*}} : tensor<?x1088xf32> -> tensor<?x1024xf32>, tensor<?x64xbf16>
+  %kv, %w = v4a.split_columns %y
+      : tensor<?x1088xf32> -> tensor<?x1024xf32>, tensor<?x64xbf16>
+  return %kv, %w : tensor<?x1024xf32>, tensor<?x64xbf16>
+}
+
 // CHECK-LABEL: func @norms_and_rope
 func.func @norms_and_rope(%kv: tensor<?x512xbf16>, %g: tensor<512xbf16>,
                           %q: tensor<?x4x512xbf16>, %pos: tensor<?xi64>)

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -149,27 +150,53 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
   return !o.packages.empty();
 }
 
-/// What a product is called: the projections whose weights have its shape
-/// (wo_a, the grouped one, is the batched product; the compressors' are the
-/// ones with f32 results).
-std::string productName(const pkg::Package &package, const GemmCall &c) {
+/// A checkpoint name without its ".weight", if it has one.
+std::optional<std::string> weightStem(const std::string &name) {
   const std::string suffix = ".weight";
+  if (name.size() <= suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return std::nullopt;
+  return name.substr(0, name.size() - suffix.size());
+}
+
+/// The merged projections (v4a-merge-projections) of `function` whose
+/// stacked weight has the product's shape, as "wq_a+wkv".
+std::string mergedName(const step::Function &function, const GemmCall &c) {
+  for (const step::Arg &arg : function.args) {
+    if (arg.bind.find('+') == std::string::npos || c.batch != 1 ||
+        arg.shape != std::vector<int64_t>{c.m, c.k})
+      continue;
+    std::string name, rest = arg.bind + "+";
+    for (size_t plus; (plus = rest.find('+')) != std::string::npos;
+         rest.erase(0, plus + 1)) {
+      std::string part = rest.substr(0, plus);
+      name += (name.empty() ? "" : "+") + weightStem(part).value_or(part);
+    }
+    return name;
+  }
+  return "";
+}
+
+/// What a product is called: its merged projections, or the projections
+/// whose weights have its shape (wo_a, the grouped one, is the batched
+/// product; the compressors' are the ones with f32 results).
+std::string productName(const pkg::Package &package,
+                        const step::Function &function, const GemmCall &c) {
+  if (std::string merged = mergedName(function, c); !merged.empty())
+    return merged;
   std::vector<std::string> names;
   for (const LayerSpec &layer : package.layers)
     for (const TensorSpec &spec : layerTensorSpecs(package.config, layer)) {
       const std::string &name = spec.name;
-      bool weight =
-          name.size() > suffix.size() &&
-          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+      std::optional<std::string> stem = weightStem(name);
       bool compressor = name.find("compressor.") != std::string::npos;
-      if (!weight || spec.shape.size() != 2 ||
+      if (!stem || spec.shape.size() != 2 ||
           (name == "wo_a.weight") != (c.batch > 1) ||
           compressor != (c.type == GemmType::BF16F32) ||
           spec.shape[0] != c.m * c.batch || spec.shape[1] != c.k)
         continue;
-      std::string stem = name.substr(0, name.size() - suffix.size());
-      if (std::find(names.begin(), names.end(), stem) == names.end())
-        names.push_back(stem);
+      if (std::find(names.begin(), names.end(), *stem) == names.end())
+        names.push_back(*stem);
     }
   std::string joined;
   for (const std::string &name : names)
@@ -448,9 +475,10 @@ bool productsOf(const std::string &path, const std::vector<int64_t> &tokens,
     return false;
   }
   for (const StepProduct &p : found)
-    products.push_back({package->functions[p.function].name,
-                        productName(*package, p.call), p.tokens, p.call,
-                        products.size()});
+    products.push_back(
+        {package->functions[p.function].name,
+         productName(*package, package->functions[p.function], p.call),
+         p.tokens, p.call, products.size()});
   // Products of one weight next to each other: it is made once. Ties keep
   // the steps' order (std::sort with the position as the last key).
   std::sort(products.begin(), products.end(),
@@ -481,7 +509,8 @@ int printSequence(const Options &o) {
       return fail(function.name + ": " + error);
     for (const GemmCall &c : calls)
       std::printf("layer %lld %s %s: %s\n", static_cast<long long>(call.layer),
-                  function.name.c_str(), productName(*package, c).c_str(),
+                  function.name.c_str(),
+                  productName(*package, function, c).c_str(),
                   describeGemm(c).c_str());
   }
   return 0;

@@ -293,7 +293,8 @@ int main(int argc, char **argv) {
   else if (emitKind == EmitKind::Ptx || emitKind == EmitKind::Kernels ||
            packaging)
     v4a::buildStepsPipeline(pm, {contextTokens, pageSize, "bf16",
-                                 fp8Gemms == v4a::jit::FP8Gemms::Dequantized});
+                                 fp8Gemms == v4a::jit::FP8Gemms::Dequantized,
+                                 /*mergeProjections=*/true});
   else
     v4a::buildPlanningPipeline(pm, {contextTokens, pageSize, "bf16"});
   if (failed(pm.run(*module)))

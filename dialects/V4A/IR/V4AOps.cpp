@@ -264,6 +264,27 @@ LogicalResult LinearOp::verify() {
   return verifyBlockScale(*this, "weight", getWeight(), getScale());
 }
 
+LogicalResult SplitColumnsOp::verify() {
+  if (getParts().empty())
+    return emitOpError() << "needs at least one part";
+  Type from = getElementTypeOrSelf(getInput().getType());
+  int64_t width = 0;
+  for (Value part : getParts()) {
+    if (failed(expectSameExtent(*this, dimOf(part, 0), "part rows",
+                                dimOf(getInput(), 0), "input rows")))
+      return failure();
+    int64_t columns = dimOf(part, 1);
+    if (ShapedType::isDynamic(columns))
+      return emitOpError() << "needs parts of a static width";
+    if (getElementTypeOrSelf(part.getType()).isF32() && !from.isF32())
+      return emitOpError() << "cannot widen a " << from
+                           << " input to an f32 part";
+    width += columns;
+  }
+  return expectSameExtent(*this, width, "the parts' total width",
+                          dimOf(getInput(), 1), "input width");
+}
+
 LogicalResult RMSNormOp::verify() {
   if (!getWeight())
     return success();

@@ -583,6 +583,37 @@ struct LowerLinear : public V4APattern<LinearOp> {
   }
 };
 
+/// A loop over tokens, in it one over each part's columns: on the GPU one
+/// kernel, a block per token, whatever the parts.
+struct LowerSplitColumns : public V4APattern<SplitColumnsOp> {
+  using V4APattern::V4APattern;
+  LogicalResult matchAndRewrite(SplitColumnsOp op,
+                                PatternRewriter &rewriter) const override {
+    LoopEmitter e(rewriter, op.getLoc());
+    Value input = e.buffer(op.getInput());
+    Value tokens = e.dim(input, 0), zero = e.index(0);
+    SmallVector<Value> parts;
+    for (Value part : op.getParts())
+      parts.push_back(e.allocShaped(part.getType(), {tokens}));
+    e.parallelLoop(zero, tokens, [&](Value t) {
+      int64_t begin = 0;
+      for (auto [part, buffer] : llvm::zip(op.getParts(), parts)) {
+        int64_t width = cast<RankedTensorType>(part.getType()).getDimSize(1);
+        Value offset = e.index(begin);
+        e.parallelLoop(zero, e.index(width), [&](Value c) {
+          e.store(e.load(input, {t, e.add(offset, c)}), buffer, {t, c});
+        });
+        begin += width;
+      }
+    });
+    SmallVector<Value> results;
+    for (auto [part, buffer] : llvm::zip(op.getParts(), parts))
+      results.push_back(e.tensor(buffer, part.getType()));
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
 struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
   using V4APattern::V4APattern;
   LogicalResult matchAndRewrite(GroupedOutputOp op,
@@ -2100,13 +2131,13 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
     if (libraryGemms || libraryFP8Gemms)
       declareGemms(getOperation());
     RewritePatternSet patterns(&getContext());
-    patterns.add<DecomposeProjectIndexKeys, LowerLinear, LowerGroupedOutput,
-                 LowerRMSNorm, LowerRoPE, LowerActQuant, LowerHadamard,
-                 LowerCompress, LowerCompressStep, LowerIndexerScore, LowerTopK,
-                 LowerBlockTopK, LowerWindowStore, LowerWindowIndices,
-                 LowerSparseAttention, LowerStepWindow, LowerStepCompressed,
-                 LowerVisibleRows>(&getContext(), tokenParallel, libraryGemms,
-                                   libraryFP8Gemms);
+    patterns.add<DecomposeProjectIndexKeys, LowerLinear, LowerSplitColumns,
+                 LowerGroupedOutput, LowerRMSNorm, LowerRoPE, LowerActQuant,
+                 LowerHadamard, LowerCompress, LowerCompressStep,
+                 LowerIndexerScore, LowerTopK, LowerBlockTopK, LowerWindowStore,
+                 LowerWindowIndices, LowerSparseAttention, LowerStepWindow,
+                 LowerStepCompressed, LowerVisibleRows>(
+        &getContext(), tokenParallel, libraryGemms, libraryFP8Gemms);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     WalkResult leftover = getOperation()->walk([](Operation *op) {
