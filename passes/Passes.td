@@ -122,8 +122,8 @@ def MergeProjections : Pass<"v4a-merge-projections", "::mlir::ModuleOp"> {
     whose `v4a.bind` joins theirs with `+` in order (the runtime stacks the
     checkpoint's rows at load); their rows follow one another, so each
     output column sums what it did before, in the same order. The product
-    is f32 when any projection's result is (the bf16 ones are rounded from
-    it, as the library rounds them), bf16 otherwise. Regions whose weights
+    keeps its f32 sums; the bf16 parts are rounded from them, as the library
+    rounds a bf16 product's. Regions whose weights
     another op also reads are left as they are, and so are those whose
     stacked product is wider than its input (wq_b with the indexer's wq_b):
     such products are large enough that the library's minimum does not

@@ -2,6 +2,7 @@
 
 #include "lib/JIT/CpuJit.h"
 
+#include "core/Numerics.h"
 #include "dialects/V4A/IR/V4ADialect.h"
 #include "passes/Passes.h"
 
@@ -29,11 +30,13 @@
 #include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/TargetSelect.h"
 
 #include "llvm/Target/TargetMachine.h"
+#include <cstring>
 #include <dlfcn.h>
 #include <set>
 
@@ -72,6 +75,18 @@ struct CpuJit::Lowered {
 
 CpuJit::CpuJit() = default;
 CpuJit::~CpuJit() = default;
+
+/// f32 to bf16 (nearest, ties to even) for the code generator of a host
+/// without bf16 arithmetic: it keeps a bf16 value that lives across blocks
+/// in an f32 register and narrows it again through `__truncsfbf2`, which
+/// libgcc before 13 lacks. The calling convention returns a bf16 in the low
+/// half of the register that holds an f32 result, so the bits go there.
+static float truncateToBF16(float value) {
+  uint32_t bits = num::toBF16Bits(value);
+  float result;
+  std::memcpy(&result, &bits, sizeof(result));
+  return result;
+}
 
 /// The GPU's library GEMM calls, on the host: their fallback loops, which
 /// follow each call, do the work.
@@ -168,6 +183,13 @@ std::unique_ptr<CpuJit> CpuJit::compile(std::unique_ptr<MLIRContext> context,
             llvm::toString(engine.takeError());
     return nullptr;
   }
+  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    symbols[interner("__truncsfbf2")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&truncateToBF16),
+        llvm::JITSymbolFlags::Exported};
+    return symbols;
+  });
   jit->engine = std::move(*engine);
   jit->lowered = std::make_unique<Lowered>();
   jit->lowered->module = std::move(module);

@@ -105,13 +105,11 @@ LogicalResult mergeRegion(FusedOp region) {
   auto func = region->getParentOfType<func::FuncOp>();
 
   int64_t rows = 0;
-  bool f32 = false;
   SmallVector<Type> parts;
   llvm::BitVector oldArgs(func.getNumArguments());
   llvm::BitVector oldInputs(region.getInputs().size());
   for (LinearOp linear : linears) {
     rows += cast<RankedTensorType>(linear.getWeight().getType()).getDimSize(0);
-    f32 |= getElementTypeOrSelf(linear.getType()).isF32();
     parts.push_back(linear.getType());
     oldArgs.set(soleArgument(region, linear.getWeight()).getArgNumber());
     oldInputs.set(cast<BlockArgument>(linear.getWeight()).getArgNumber());
@@ -137,9 +135,10 @@ LogicalResult mergeRegion(FusedOp region) {
 
   OpBuilder b(first);
   auto inputType = cast<RankedTensorType>(first.getInput().getType());
-  Type element = f32 ? Type(b.getF32Type()) : Type(b.getBF16Type());
+  // f32 sums, each bf16 part rounded from them by the split as the
+  // library rounds a bf16 product's.
   auto productType =
-      RankedTensorType::get({inputType.getDimSize(0), rows}, element);
+      RankedTensorType::get({inputType.getDimSize(0), rows}, b.getF32Type());
   Value product =
       LinearOp::create(b, first.getLoc(), productType, first.getInput(),
                        stacked, Value(), first.getKBlockAttr());

@@ -647,25 +647,25 @@ func.func @wo_b_k_block_128(%o: tensor<?x4x512xbf16>, %a: tensor<64x1024xbf16>, 
 
 // -----
 
-func.func @split_width(%y: tensor<4x96xbf16>) {
+func.func @split_width(%y: tensor<4x96xf32>) {
   // expected-error @+1 {{the parts' total width (80) must equal input width (96)}}
-  %0:2 = v4a.split_columns %y : tensor<4x96xbf16> -> tensor<4x64xbf16>, tensor<4x16xbf16>
+  %0:2 = v4a.split_columns %y : tensor<4x96xf32> -> tensor<4x64xbf16>, tensor<4x16xf32>
   return
 }
 
 // -----
 
-func.func @split_rows(%y: tensor<4x96xbf16>) {
+func.func @split_rows(%y: tensor<4x96xf32>) {
   // expected-error @+1 {{part rows (5) must equal input rows (4)}}
-  %0:2 = v4a.split_columns %y : tensor<4x96xbf16> -> tensor<4x64xbf16>, tensor<5x32xbf16>
+  %0:2 = v4a.split_columns %y : tensor<4x96xf32> -> tensor<4x64xbf16>, tensor<5x32xbf16>
   return
 }
 
 // -----
 
-func.func @split_widen(%y: tensor<?x96xbf16>) {
-  // expected-error @+1 {{cannot widen a 'bf16' input to an f32 part}}
-  %0:2 = v4a.split_columns %y : tensor<?x96xbf16> -> tensor<?x64xf32>, tensor<?x32xbf16>
+func.func @split_bf16(%y: tensor<?x96xbf16>) {
+  // expected-error @+1 {{operand #0 must be 2D tensor of 32-bit float values}}
+  %0:2 = v4a.split_columns %y : tensor<?x96xbf16> -> tensor<?x64xbf16>, tensor<?x32xbf16>
   return
 }
 

@@ -2,8 +2,8 @@
 // RUN: v4a-compile %examples/v4-flash.json --emit=planned | v4a-opt -v4a-build-steps -v4a-dequantize-fp8-weights -v4a-fuse -v4a-merge-projections | FileCheck %s --check-prefix=FLASH
 
 // Two products of one input: one argument bound to the stacked weight at
-// the place of the first, one f32 product (a part is f32), the bf16 part
-// rounded from it by the split.
+// the place of the first, one product of f32 sums, the bf16 part rounded
+// from them by the split.
 // CHECK-LABEL: func.func @step(
 // CHECK-SAME: %[[X:.*]]: tensor<?x256xbf16> {v4a.bind = "x"}, %[[AB:.*]]: tensor<192x256xbf16> {v4a.bind = "a.weight+b.weight"}, %[[C:.*]]: tensor<64xbf16> {v4a.bind = "c"})
 // CHECK-NEXT: %[[R:.*]]:2 = v4a.fused "merged_linear" (%[[X]], %[[AB]])
@@ -112,6 +112,6 @@ func.func @unbound(%x: tensor<?x256xbf16> {v4a.bind = "x"},
 // FLASH-LABEL: func.func @step_4_0_1_512(
 // FLASH-SAME: tensor<1536x4096xbf16> {v4a.bind = "wq_a.weight+wkv.weight"}
 // FLASH-SAME: tensor<2624x4096xbf16> {v4a.bind = "compressor.wkv.weight+compressor.wgate.weight+indexer.compressor.wkv.weight+indexer.compressor.wgate.weight+indexer.weights_proj.weight"}
-// FLASH: v4a.split_columns %{{.*}} : tensor<?x1536xbf16> -> tensor<?x1024xbf16>, tensor<?x512xbf16>
+// FLASH: v4a.split_columns %{{.*}} : tensor<?x1536xf32> -> tensor<?x1024xbf16>, tensor<?x512xbf16>
 // FLASH: v4a.linear %{{.*}}, %{{.*}} {k_block = 128 : i64} : tensor<?x1024xbf16>, tensor<32768x1024xbf16>
 // FLASH: v4a.split_columns %{{.*}} : tensor<?x2624xf32> -> tensor<?x1024xf32>, tensor<?x1024xf32>, tensor<?x256xf32>, tensor<?x256xf32>, tensor<?x64xbf16>

@@ -267,7 +267,6 @@ LogicalResult LinearOp::verify() {
 LogicalResult SplitColumnsOp::verify() {
   if (getParts().empty())
     return emitOpError() << "needs at least one part";
-  Type from = getElementTypeOrSelf(getInput().getType());
   int64_t width = 0;
   for (Value part : getParts()) {
     if (failed(expectSameExtent(*this, dimOf(part, 0), "part rows",
@@ -276,9 +275,6 @@ LogicalResult SplitColumnsOp::verify() {
     int64_t columns = dimOf(part, 1);
     if (ShapedType::isDynamic(columns))
       return emitOpError() << "needs parts of a static width";
-    if (getElementTypeOrSelf(part.getType()).isF32() && !from.isF32())
-      return emitOpError() << "cannot widen a " << from
-                           << " input to an f32 part";
     width += columns;
   }
   return expectSameExtent(*this, width, "the parts' total width",

@@ -200,14 +200,13 @@ def V4A_LinearOp : V4A_Op<"linear", [Pure]> {
 }
 
 def V4A_SplitColumnsOp : V4A_Op<"split_columns", [Pure]> {
-  let summary = "Consecutive column ranges of a matrix, each as its own result";
+  let summary = "Consecutive column ranges of a product's f32 sums, each as its own result";
   let description = [{
-    `input` is [T, W]; the results take its columns in order, each as wide as
-    its type says, and together all W of them. A bf16 result of an f32 input
-    is rounded to nearest even, as a product's bf16 result is rounded from
-    its f32 sums; otherwise the values are as they are. Projections of one
-    input merged into one product (v4a-merge-projections) hand each consumer
-    its part this way.
+    `input` is [T, W] f32; the results take its columns in order, each as
+    wide as its type says, and together all W of them. A bf16 result is
+    rounded to nearest even, as a product's bf16 result is rounded from its
+    f32 sums. Projections of one input merged into one product
+    (v4a-merge-projections) hand each consumer its part this way.
 
     Example:
     ```mlir
@@ -215,7 +214,7 @@ def V4A_SplitColumnsOp : V4A_Op<"split_columns", [Pure]> {
         : tensor<?x1088xf32> -> tensor<?x1024xf32>, tensor<?x64xbf16>
     ```
   }];
-  let arguments = (ins TensorRankOf<[BF16, F32], [2]>:$input);
+  let arguments = (ins TensorRankOf<[F32], [2]>:$input);
   let results = (outs Variadic<TensorRankOf<[BF16, F32], [2]>>:$parts);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($parts)";
   let hasVerifier = 1;

@@ -583,27 +583,35 @@ struct LowerLinear : public V4APattern<LinearOp> {
   }
 };
 
-/// A loop over tokens, in it one over each part's columns: on the GPU one
-/// kernel, a block per token, whatever the parts.
+/// One loop over every element of the input, each stored (rounded to a bf16
+/// part's type there) into the part its column falls in: on the GPU one
+/// kernel, a thread per element.
 struct LowerSplitColumns : public V4APattern<SplitColumnsOp> {
   using V4APattern::V4APattern;
   LogicalResult matchAndRewrite(SplitColumnsOp op,
                                 PatternRewriter &rewriter) const override {
     LoopEmitter e(rewriter, op.getLoc());
+    Location loc = op.getLoc();
     Value input = e.buffer(op.getInput());
-    Value tokens = e.dim(input, 0), zero = e.index(0);
-    SmallVector<Value> parts;
-    for (Value part : op.getParts())
+    Value tokens = e.dim(input, 0), width = e.dim(input, 1);
+    SmallVector<Value> parts, begins;
+    int64_t begin = 0;
+    for (Value part : op.getParts()) {
       parts.push_back(e.allocShaped(part.getType(), {tokens}));
-    e.parallelLoop(zero, tokens, [&](Value t) {
-      int64_t begin = 0;
-      for (auto [part, buffer] : llvm::zip(op.getParts(), parts)) {
-        int64_t width = cast<RankedTensorType>(part.getType()).getDimSize(1);
-        Value offset = e.index(begin);
-        e.parallelLoop(zero, e.index(width), [&](Value c) {
-          e.store(e.load(input, {t, e.add(offset, c)}), buffer, {t, c});
+      begins.push_back(e.index(begin));
+      begin += cast<RankedTensorType>(part.getType()).getDimSize(1);
+    }
+    e.parallelLoop(tokens, width, [&](Value t, Value c) {
+      Value value = e.load(input, {t, c});
+      for (size_t i = 0; i < parts.size(); ++i) {
+        Value inside = e.cmp(arith::CmpIPredicate::sge, c, begins[i]);
+        if (i + 1 < parts.size())
+          inside = arith::AndIOp::create(
+              rewriter, loc, inside,
+              e.cmp(arith::CmpIPredicate::slt, c, begins[i + 1]));
+        e.ifThen(inside, [&] {
+          e.store(value, parts[i], {t, e.sub(c, begins[i])});
         });
-        begin += width;
       }
     });
     SmallVector<Value> results;
