@@ -51,6 +51,19 @@ struct Arg {
 constexpr const char *kContextBind = "context";
 inline bool isHostArg(const Arg &arg) { return arg.bind == kContextBind; }
 
+/// The checkpoint tensors a weight argument binds: its bind, or for the
+/// stacked weight of merged projections ("a.weight+b.weight",
+/// v4a-merge-projections) each part in order, their rows one after another.
+inline std::vector<std::string> stackedParts(const std::string &bind) {
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  for (size_t plus; (plus = bind.find('+', begin)) != std::string::npos;
+       begin = plus + 1)
+    parts.push_back(bind.substr(begin, plus - begin));
+  parts.push_back(bind.substr(begin));
+  return parts;
+}
+
 /// One instruction of a host program: the work a step function compiled
 /// for a GPU leaves to the host (sizes, allocations, shape views, copies,
 /// kernel launches). Values are numbered; the function's arguments are the

@@ -283,23 +283,11 @@ bool convertWeight(LayerTensors &tensors, const std::string &name,
   return true;
 }
 
-/// The checkpoint tensors a weight argument binds: one, or for the stacked
-/// weight of merged projections ("a.weight+b.weight") each in order.
-std::vector<std::string> partsOfBind(const std::string &bind) {
-  std::vector<std::string> parts;
-  size_t begin = 0;
-  for (size_t plus; (plus = bind.find('+', begin)) != std::string::npos;
-       begin = plus + 1)
-    parts.push_back(bind.substr(begin, plus - begin));
-  parts.push_back(bind.substr(begin));
-  return parts;
-}
-
 /// Replaces the (converted) tensors of a stacked weight's parts by the
 /// weight: their rows one after another, as the argument's shape says.
 bool stackWeight(LayerTensors &tensors, const step::Arg &arg,
                  std::string &error) {
-  std::vector<std::string> parts = partsOfBind(arg.bind);
+  std::vector<std::string> parts = step::stackedParts(arg.bind);
   if (arg.shape.size() != 2) {
     error = arg.bind + ": a stacked weight is a matrix, the step takes rank " +
             std::to_string(arg.shape.size());
@@ -360,7 +348,7 @@ bool bindWeights(const std::vector<LayerSpec> &layers,
     if (call.layer < 0)
       continue;
     for (const step::Arg &arg : program.functions[call.function].args) {
-      std::vector<std::string> parts = partsOfBind(arg.bind);
+      std::vector<std::string> parts = step::stackedParts(arg.bind);
       bool present =
           std::all_of(parts.begin(), parts.end(), [&](const std::string &part) {
             return weights[call.layer].count(part);

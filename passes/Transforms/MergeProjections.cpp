@@ -41,6 +41,14 @@ BlockArgument soleArgument(FusedOp region, Value value) {
   return outer;
 }
 
+/// The rows of the linears' weights stacked.
+int64_t stackedRows(ArrayRef<LinearOp> linears) {
+  int64_t rows = 0;
+  for (LinearOp linear : linears)
+    rows += cast<RankedTensorType>(linear.getWeight().getType()).getDimSize(0);
+  return rows;
+}
+
 /// The projections of a region that can run as one product: bf16 weights
 /// that are step arguments only it reads, one input, one k_block.
 SmallVector<LinearOp> mergeableLinears(FusedOp region) {
@@ -66,11 +74,8 @@ SmallVector<LinearOp> mergeableLinears(FusedOp region) {
   // A product wider than its input is large enough that the library's
   // minimum does not matter, while handing out its columns would copy more
   // than merging saves.
-  int64_t rows = 0;
-  for (LinearOp linear : linears)
-    rows += cast<RankedTensorType>(linear.getWeight().getType()).getDimSize(0);
   auto weight = cast<RankedTensorType>(linears.front().getWeight().getType());
-  if (rows > weight.getDimSize(1))
+  if (stackedRows(linears) > weight.getDimSize(1))
     return {};
   return linears;
 }
@@ -104,12 +109,11 @@ LogicalResult mergeRegion(FusedOp region) {
   Block &body = region.getBody().front();
   auto func = region->getParentOfType<func::FuncOp>();
 
-  int64_t rows = 0;
+  int64_t rows = stackedRows(linears);
   SmallVector<Type> parts;
   llvm::BitVector oldArgs(func.getNumArguments());
   llvm::BitVector oldInputs(region.getInputs().size());
   for (LinearOp linear : linears) {
-    rows += cast<RankedTensorType>(linear.getWeight().getType()).getDimSize(0);
     parts.push_back(linear.getType());
     oldArgs.set(soleArgument(region, linear.getWeight()).getArgNumber());
     oldInputs.set(cast<BlockArgument>(linear.getWeight()).getArgNumber());

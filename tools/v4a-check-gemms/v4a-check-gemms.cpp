@@ -166,12 +166,9 @@ std::string mergedName(const step::Function &function, const GemmCall &c) {
     if (arg.bind.find('+') == std::string::npos || c.batch != 1 ||
         arg.shape != std::vector<int64_t>{c.m, c.k})
       continue;
-    std::string name, rest = arg.bind + "+";
-    for (size_t plus; (plus = rest.find('+')) != std::string::npos;
-         rest.erase(0, plus + 1)) {
-      std::string part = rest.substr(0, plus);
+    std::string name;
+    for (const std::string &part : step::stackedParts(arg.bind))
       name += (name.empty() ? "" : "+") + weightStem(part).value_or(part);
-    }
     return name;
   }
   return "";
