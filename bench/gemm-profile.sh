@@ -56,7 +56,7 @@ for case in $cases; do
     timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
       --print-units base build/bin/v4a-run-package "$dir/$package.v4apkg" \
       --random-weights 1 --layers "$layers" --bench --batch "$batch" \
-      --context "$context" --tokens "$tokens" --repeat 1 \
+      --context "$context" --tokens "$tokens" --repeat 3 \
       > "$work/$name.ncu.csv" 2> "$work/$name.err" || echo "$name: failed" >&2
     # Nsight's progress lines name the machine's paths: only the table stays.
     sed -i '/^==PROF==/d' "$work/$name.ncu.csv"

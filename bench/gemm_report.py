@@ -3,7 +3,7 @@
 usage: gemm_report.py PROFILE_DIR OUT_DIR
 
 For each case (package, batch, context, tokens): the kernels of the timed
-step (the second of the two --bench steps) from Nsight Compute; each run of
+steps from Nsight Compute (each product's median over them); each run of
 consecutive library kernels between v4a's own is one product, named in
 order by v4a-check-gemms --sequence; beside it the same shape through the
 library alone (gemm_library.py) and the v4a kernel launched right before it
@@ -17,7 +17,8 @@ import re
 import sys
 
 
-def kernels_of(path):
+def steps_of(path):
+    """The kernels of each step the profile recorded, in order."""
     rows = []
     with open(path) as f:
         lines = [l for l in f if l.startswith('"')]
@@ -28,8 +29,7 @@ def kernels_of(path):
         rows.append((row["Kernel Name"], ns / 1e3, row["Grid Size"]))
     # A step starts with the first metadata kernel, its next kernel that is
     # not a metadata one being a step kernel (restoring the sequences
-    # between steps runs the metadata alone); the timed step is the last,
-    # up to such a lone launch.
+    # between steps runs the metadata alone, which ends a step).
     first = rows[0][0]
 
     def starts_step(i):
@@ -39,11 +39,29 @@ def kernels_of(path):
         return False
 
     starts = [i for i, r in enumerate(rows) if r[0] == first and starts_step(i)]
-    begin = starts[-1]
-    step = rows[begin:]
-    lone = [i for i in range(1, len(step))
-            if step[i][0] == first and not starts_step(begin + i)]
-    return step[:lone[0]] if lone else step
+    steps = []
+    for n, begin in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(rows)
+        step = rows[begin:end]
+        lone = [i for i in range(1, len(step))
+                if step[i][0] == first and not starts_step(begin + i)]
+        steps.append(step[:lone[0]] if lone else step)
+    # A lone metadata launch followed by a step is not a step of its own.
+    longest = max(len(step) for step in steps)
+    return [step for step in steps if len(step) == longest]
+
+
+def timed_steps(path):
+    """The steps a case's times come from: all but the first (it loads the
+    kernels and plans the graphs) when there are three or more."""
+    steps = steps_of(path)
+    return steps[1:] if len(steps) >= 3 else steps[-1:]
+
+
+def median(values):
+    values = sorted(values)
+    n = len(values)
+    return values[n // 2] if n % 2 else 0.5 * (values[n // 2 - 1] + values[n // 2])
 
 
 def is_v4a(name):
@@ -127,9 +145,15 @@ def main():
                 sequence.append({"layer": int(layer), "function": fn,
                                  "name": name, "type": kind, "batch": int(b),
                                  "M": int(m), "N": int(n), "K": int(k)})
-        kernels = kernels_of(os.path.join(src, entry))
-        products = products_of(kernels, sequence)
-        step_us = sum(us for _, us, _ in kernels)
+        # Each product's time is its median over the timed steps (Nsight's
+        # single runs vary by ~10% at a few microseconds), the step's too.
+        steps = timed_steps(os.path.join(src, entry))
+        per_step = [products_of(kernels, sequence) for kernels in steps]
+        products = per_step[-1]
+        for i, p in enumerate(products):
+            p["us"] = median([s[i]["us"] for s in per_step if i < len(s)])
+            p["runs"] = len(per_step)
+        step_us = median([sum(us for _, us, _ in k) for k in steps])
         total = 0.0
         rows = []
         for p in products:
@@ -152,6 +176,7 @@ def main():
                              of_alone=round(ref["us"] / p["us"], 3) if ref and p["us"] else None,
                              alone_ncu_us=alone_ncu.get(key),
                              of_alone_ncu=round(alone_ncu[key] / p["us"], 3) if key in alone_ncu and p["us"] else None,
+                             runs=p["runs"],
                              kernels=p["kernels"], before=p["before"],
                              before_us=round(p["before_us"], 2)))
         cases.append({"case": case, "step_us": round(step_us, 1),

@@ -121,14 +121,15 @@ def MergeProjections : Pass<"v4a-merge-projections", "::mlir::ModuleOp"> {
     minimum at decode. The weight arguments are replaced by one argument
     whose `v4a.bind` joins theirs with `+` in order (the runtime stacks the
     checkpoint's rows at load); their rows follow one another, so each
-    output column sums what it did before, in the same order. The product
-    keeps its f32 sums; the bf16 parts are rounded from them, as the library
-    rounds a bf16 product's. Regions whose weights
-    another op also reads are left as they are, and so are those whose
-    stacked product is wider than its input (wq_b with the indexer's wq_b):
-    such products are large enough that the library's minimum does not
-    matter, and handing out their columns would copy more than merging
-    saves.
+    output column sums what it did before, in the same order. When every
+    projection has one result type the product has it too and its parts
+    are its own columns, which the GPU's row kernels read in place
+    (`v4a-lower-to-gpu`): wq_a with wkv, wq_b with the indexer's wq_b.
+    Mixed result types take f32 sums, from which the split rounds the bf16
+    parts as the library rounds a bf16 product's, copying the columns out.
+    Regions whose weights another op also reads are left as they are, and
+    so are mixed ones whose stacked product is wider than its input: their
+    copy would cost more than merging saves.
 
     Example: a region of `v4a.linear %x, %a : tensor<?x256xbf16>,
     tensor<128x256xbf16> -> tensor<?x128xbf16>` and `v4a.linear %x, %b :

@@ -6,6 +6,9 @@
 // layer's input alone. The projections v4a-fuse grouped by input become
 // one product over their stacked weights, whose columns are then handed
 // to each consumer; the runtime stacks the checkpoint's rows at load.
+// Parts of one element type are the product's own columns (the GPU's row
+// kernels read them in place); mixed parts take f32 sums, which the split
+// copies out.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +52,18 @@ int64_t stackedRows(ArrayRef<LinearOp> linears) {
   return rows;
 }
 
+/// The element type every one of the linears' results has, if any.
+Type commonElementType(ArrayRef<LinearOp> linears) {
+  auto elementOf = [](LinearOp linear) {
+    return cast<ShapedType>(linear.getType()).getElementType();
+  };
+  Type element = elementOf(linears.front());
+  for (LinearOp linear : linears)
+    if (elementOf(linear) != element)
+      return {};
+  return element;
+}
+
 /// The projections of a region that can run as one product: bf16 weights
 /// that are step arguments only it reads, one input, one k_block.
 SmallVector<LinearOp> mergeableLinears(FusedOp region) {
@@ -72,10 +87,11 @@ SmallVector<LinearOp> mergeableLinears(FusedOp region) {
   if (linears.size() < 2)
     return {};
   // A product wider than its input is large enough that the library's
-  // minimum does not matter, while handing out its columns would copy more
-  // than merging saves.
+  // minimum matters less, and copying its columns out would cost more than
+  // merging saves: only a product whose columns are read in place is wide.
   auto weight = cast<RankedTensorType>(linears.front().getWeight().getType());
-  if (stackedRows(linears) > weight.getDimSize(1))
+  if (!commonElementType(linears) &&
+      stackedRows(linears) > weight.getDimSize(1))
     return {};
   return linears;
 }
@@ -139,10 +155,12 @@ LogicalResult mergeRegion(FusedOp region) {
 
   OpBuilder b(first);
   auto inputType = cast<RankedTensorType>(first.getInput().getType());
-  // f32 sums, each bf16 part rounded from them by the split as the
+  // Parts of one type are the product's columns as they are; mixed parts
+  // take f32 sums, each bf16 part rounded from them by the split as the
   // library rounds a bf16 product's.
-  auto productType =
-      RankedTensorType::get({inputType.getDimSize(0), rows}, b.getF32Type());
+  Type element = commonElementType(linears);
+  auto productType = RankedTensorType::get({inputType.getDimSize(0), rows},
+                                           element ? element : b.getF32Type());
   Value product =
       LinearOp::create(b, first.getLoc(), productType, first.getInput(),
                        stacked, Value(), first.getKBlockAttr());

@@ -106,6 +106,42 @@ func.func @model1_store(%kv: tensor<?x512xbf16>, %ids: tensor<?xi64>, %cache: !v
 
 // -----
 
+// Parts of a merged bf16 product are read in place: each chain's kernel
+// loads row t of the product at its part's first column (the heads view at
+// 192 + h * 64), and the split goes away with its last reader. A part of
+// another element type than the product's is not a window: its split stays.
+// CHECK-LABEL: func.func @columns_in_place
+// CHECK-NOT: v4a.split_columns
+// CHECK: %[[P:.*]] = bufferization.to_buffer %arg0 read_only : tensor<?x448xbf16> to memref<?x448xbf16>
+// CHECK: function(@columns_in_place_rows0)
+// CHECK: vector.load %[[P]][{{.*}}] {alignment = 16 : i64} : memref<?x448xbf16>, vector<8xbf16>
+// CHECK: %[[P2:.*]] = bufferization.to_buffer %arg0 read_only : tensor<?x448xbf16> to memref<?x448xbf16>
+// CHECK: function(@columns_in_place_rows1)
+// CHECK: %[[B:.*]] = arith.addi %{{.*}}, %c192{{(_[0-9]+)?}} : index
+// CHECK: %[[H:.*]] = arith.muli %{{.*}}, %c64{{(_[0-9]+)?}} : index
+// CHECK: %[[C:.*]] = arith.addi %[[B]], %[[H]] : index
+// CHECK: vector.load %[[P2]][%{{.*}}, %[[C]]] {alignment = 16 : i64} : memref<?x448xbf16>, vector<8xbf16>
+// CHECK-NOT: v4a.split_columns
+// CHECK-LABEL: func.func @mixed_parts
+// CHECK: v4a.split_columns
+func.func @columns_in_place(%y: tensor<?x448xbf16>, %w: tensor<192xbf16>)
+    -> (tensor<?x192xbf16>, tensor<?x4x64xbf16>) {
+  %a, %b = v4a.split_columns %y : tensor<?x448xbf16> -> tensor<?x192xbf16>, tensor<?x256xbf16>
+  %n = v4a.rms_norm %a weight %w {eps = 1.0e-06 : f64} : tensor<?x192xbf16>, tensor<192xbf16>
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %b, %c0 : tensor<?x256xbf16>
+  %h = tensor.expand_shape %b [[0], [1, 2]] output_shape [%t, 4, 64] : tensor<?x256xbf16> into tensor<?x4x64xbf16>
+  %m = v4a.rms_norm %h {eps = 1.0e-06 : f64} : tensor<?x4x64xbf16>
+  return %n, %m : tensor<?x192xbf16>, tensor<?x4x64xbf16>
+}
+func.func @mixed_parts(%y: tensor<?x192xf32>) -> tensor<?x128xbf16> {
+  %a, %b = v4a.split_columns %y : tensor<?x192xf32> -> tensor<?x128xbf16>, tensor<?x64xf32>
+  %n = v4a.rms_norm %a {eps = 1.0e-06 : f64} : tensor<?x128xbf16>
+  return %n : tensor<?x128xbf16>
+}
+
+// -----
+
 // What the family does not cover stays: rows whose width is not a multiple
 // of 8, and Hadamard transforms wider than a warp's 256 elements.
 // CHECK-LABEL: func.func @uncovered

@@ -664,8 +664,16 @@ func.func @split_rows(%y: tensor<4x96xf32>) {
 // -----
 
 func.func @split_bf16(%y: tensor<?x96xbf16>) {
-  // expected-error @+1 {{operand #0 must be 2D tensor of 32-bit float values}}
-  %0:2 = v4a.split_columns %y : tensor<?x96xbf16> -> tensor<?x64xbf16>, tensor<?x32xbf16>
+  // expected-error @+1 {{takes bf16 parts of a bf16 input, not 'f32'}}
+  %0:2 = v4a.split_columns %y : tensor<?x96xbf16> -> tensor<?x64xbf16>, tensor<?x32xf32>
+  return
+}
+
+// -----
+
+func.func @split_f16(%y: tensor<?x96xf16>) {
+  // expected-error @+1 {{operand #0 must be 2D tensor of bfloat16 type or 32-bit float values}}
+  %0 = v4a.split_columns %y : tensor<?x96xf16> -> tensor<?x96xbf16>
   return
 }
 

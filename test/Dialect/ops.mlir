@@ -25,6 +25,15 @@ func.func @split_columns(%y: tensor<?x1088xf32>)
   return %kv, %w : tensor<?x1024xf32>, tensor<?x64xbf16>
 }
 
+// CHECK-LABEL: func @split_bf16_columns
+func.func @split_bf16_columns(%y: tensor<?x1536xbf16>)
+    -> (tensor<?x1024xbf16>, tensor<?x512xbf16>) {
+  // CHECK: v4a.split_columns %{{.*}} : tensor<?x1536xbf16> -> tensor<?x1024xbf16>, tensor<?x512xbf16>
+  %q, %kv = v4a.split_columns %y
+      : tensor<?x1536xbf16> -> tensor<?x1024xbf16>, tensor<?x512xbf16>
+  return %q, %kv : tensor<?x1024xbf16>, tensor<?x512xbf16>
+}
+
 // CHECK-LABEL: func @norms_and_rope
 func.func @norms_and_rope(%kv: tensor<?x512xbf16>, %g: tensor<512xbf16>,
                           %q: tensor<?x4x512xbf16>, %pos: tensor<?xi64>)

@@ -1,9 +1,9 @@
 // RUN: v4a-opt %s -split-input-file -v4a-merge-projections -verify-diagnostics | FileCheck %s
 // RUN: v4a-compile %examples/v4-flash.json --emit=planned | v4a-opt -v4a-build-steps -v4a-dequantize-fp8-weights -v4a-fuse -v4a-merge-projections | FileCheck %s --check-prefix=FLASH
 
-// Two products of one input: one argument bound to the stacked weight at
-// the place of the first, one product of f32 sums, the bf16 part rounded
-// from them by the split.
+// Two products of one input, of mixed result types: one argument bound to
+// the stacked weight at the place of the first, one product of f32 sums,
+// the bf16 part rounded from them by the split.
 // CHECK-LABEL: func.func @step(
 // CHECK-SAME: %[[X:.*]]: tensor<?x256xbf16> {v4a.bind = "x"}, %[[AB:.*]]: tensor<192x256xbf16> {v4a.bind = "a.weight+b.weight"}, %[[C:.*]]: tensor<64xbf16> {v4a.bind = "c"})
 // CHECK-NEXT: %[[R:.*]]:2 = v4a.fused "merged_linear" (%[[X]], %[[AB]])
@@ -28,9 +28,31 @@ func.func @step(%x: tensor<?x256xbf16> {v4a.bind = "x"},
 
 // -----
 
-// Left as they are: a weight another op also reads; products wider than
-// their input; products of different k_block; fp8 products; functions
-// that are not steps.
+// Parts of one element type: the product has it, and the split hands out
+// its columns as they are; such a product may be wider than its input.
+// CHECK-LABEL: func.func @one_type(
+// CHECK-SAME: tensor<192x64xbf16> {v4a.bind = "a.weight+b.weight"}
+// CHECK: %[[Y:.*]] = v4a.linear %{{.*}}, %{{.*}} : tensor<?x64xbf16>, tensor<192x64xbf16> -> tensor<?x192xbf16>
+// CHECK-NEXT: v4a.split_columns %[[Y]] : tensor<?x192xbf16> -> tensor<?x128xbf16>, tensor<?x64xbf16>
+func.func @one_type(%x: tensor<?x64xbf16> {v4a.bind = "x"},
+                    %a: tensor<128x64xbf16> {v4a.bind = "a.weight"},
+                    %b: tensor<64x64xbf16> {v4a.bind = "b.weight"})
+    -> (tensor<?x128xbf16>, tensor<?x64xbf16>)
+    attributes {v4a.sched_meta_key = "0_0_1_0"} {
+  %0:2 = v4a.fused "merged_linear" (%x, %a, %b) : (tensor<?x64xbf16>, tensor<128x64xbf16>, tensor<64x64xbf16>) -> (tensor<?x128xbf16>, tensor<?x64xbf16>) {
+  ^bb0(%ix: tensor<?x64xbf16>, %ia: tensor<128x64xbf16>, %ib: tensor<64x64xbf16>):
+    %1 = v4a.linear %ix, %ia : tensor<?x64xbf16>, tensor<128x64xbf16> -> tensor<?x128xbf16>
+    %2 = v4a.linear %ix, %ib : tensor<?x64xbf16>, tensor<64x64xbf16> -> tensor<?x64xbf16>
+    v4a.yield %1, %2 : tensor<?x128xbf16>, tensor<?x64xbf16>
+  }
+  return %0#0, %0#1 : tensor<?x128xbf16>, tensor<?x64xbf16>
+}
+
+// -----
+
+// Left as they are: a weight another op also reads; products of mixed
+// parts wider than their input (the split would copy them); products of
+// different k_block; fp8 products; functions that are not steps.
 // CHECK-LABEL: func.func @shared(
 // CHECK: v4a.linear %{{.*}}, %{{.*}} : tensor<?x256xbf16>, tensor<128x256xbf16>
 // CHECK: v4a.linear %{{.*}}, %{{.*}} : tensor<?x256xbf16>, tensor<64x256xbf16>
@@ -58,15 +80,15 @@ func.func @shared(%x: tensor<?x256xbf16> {v4a.bind = "x"},
 func.func @wide(%x: tensor<?x64xbf16> {v4a.bind = "x"},
                 %a: tensor<128x64xbf16> {v4a.bind = "a.weight"},
                 %b: tensor<64x64xbf16> {v4a.bind = "b.weight"})
-    -> (tensor<?x128xbf16>, tensor<?x64xbf16>)
+    -> (tensor<?x128xbf16>, tensor<?x64xf32>)
     attributes {v4a.sched_meta_key = "0_0_1_0"} {
-  %0:2 = v4a.fused "merged_linear" (%x, %a, %b) : (tensor<?x64xbf16>, tensor<128x64xbf16>, tensor<64x64xbf16>) -> (tensor<?x128xbf16>, tensor<?x64xbf16>) {
+  %0:2 = v4a.fused "merged_linear" (%x, %a, %b) : (tensor<?x64xbf16>, tensor<128x64xbf16>, tensor<64x64xbf16>) -> (tensor<?x128xbf16>, tensor<?x64xf32>) {
   ^bb0(%ix: tensor<?x64xbf16>, %ia: tensor<128x64xbf16>, %ib: tensor<64x64xbf16>):
     %1 = v4a.linear %ix, %ia : tensor<?x64xbf16>, tensor<128x64xbf16> -> tensor<?x128xbf16>
-    %2 = v4a.linear %ix, %ib : tensor<?x64xbf16>, tensor<64x64xbf16> -> tensor<?x64xbf16>
-    v4a.yield %1, %2 : tensor<?x128xbf16>, tensor<?x64xbf16>
+    %2 = v4a.linear %ix, %ib : tensor<?x64xbf16>, tensor<64x64xbf16> -> tensor<?x64xf32>
+    v4a.yield %1, %2 : tensor<?x128xbf16>, tensor<?x64xf32>
   }
-  return %0#0, %0#1 : tensor<?x128xbf16>, tensor<?x64xbf16>
+  return %0#0, %0#1 : tensor<?x128xbf16>, tensor<?x64xf32>
 }
 func.func @blocks(%x: tensor<?x256xbf16> {v4a.bind = "x"},
                   %a: tensor<128x256xbf16> {v4a.bind = "a.weight"},
@@ -111,7 +133,9 @@ func.func @unbound(%x: tensor<?x256xbf16> {v4a.bind = "x"},
 
 // FLASH-LABEL: func.func @step_4_0_1_512(
 // FLASH-SAME: tensor<1536x4096xbf16> {v4a.bind = "wq_a.weight+wkv.weight"}
+// FLASH-SAME: tensor<40960x1024xbf16> {v4a.bind = "wq_b.weight+indexer.wq_b.weight"}
 // FLASH-SAME: tensor<2624x4096xbf16> {v4a.bind = "compressor.wkv.weight+compressor.wgate.weight+indexer.compressor.wkv.weight+indexer.compressor.wgate.weight+indexer.weights_proj.weight"}
-// FLASH: v4a.split_columns %{{.*}} : tensor<?x1536xf32> -> tensor<?x1024xbf16>, tensor<?x512xbf16>
-// FLASH: v4a.linear %{{.*}}, %{{.*}} {k_block = 128 : i64} : tensor<?x1024xbf16>, tensor<32768x1024xbf16>
+// FLASH: v4a.split_columns %{{.*}} : tensor<?x1536xbf16> -> tensor<?x1024xbf16>, tensor<?x512xbf16>
+// FLASH: v4a.linear %{{.*}}, %{{.*}} {k_block = 128 : i64} : tensor<?x1024xbf16>, tensor<40960x1024xbf16> -> tensor<?x40960xbf16>
+// FLASH: v4a.split_columns %{{.*}} : tensor<?x40960xbf16> -> tensor<?x32768xbf16>, tensor<?x8192xbf16>
 // FLASH: v4a.split_columns %{{.*}} : tensor<?x2624xf32> -> tensor<?x1024xf32>, tensor<?x1024xf32>, tensor<?x256xf32>, tensor<?x256xf32>, tensor<?x64xbf16>

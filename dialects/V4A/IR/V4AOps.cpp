@@ -267,8 +267,13 @@ LogicalResult LinearOp::verify() {
 LogicalResult SplitColumnsOp::verify() {
   if (getParts().empty())
     return emitOpError() << "needs at least one part";
+  Type input = getInput().getType().getElementType();
   int64_t width = 0;
   for (Value part : getParts()) {
+    Type element = cast<ShapedType>(part.getType()).getElementType();
+    if (input.isBF16() && !element.isBF16())
+      return emitOpError() << "takes bf16 parts of a bf16 input, not "
+                           << element;
     if (failed(expectSameExtent(*this, dimOf(part, 0), "part rows",
                                 dimOf(getInput(), 0), "input rows")))
       return failure();

@@ -200,13 +200,15 @@ def V4A_LinearOp : V4A_Op<"linear", [Pure]> {
 }
 
 def V4A_SplitColumnsOp : V4A_Op<"split_columns", [Pure]> {
-  let summary = "Consecutive column ranges of a product's f32 sums, each as its own result";
+  let summary = "Consecutive column ranges of a product, each as its own result";
   let description = [{
-    `input` is [T, W] f32; the results take its columns in order, each as
-    wide as its type says, and together all W of them. A bf16 result is
-    rounded to nearest even, as a product's bf16 result is rounded from its
-    f32 sums. Projections of one input merged into one product
-    (v4a-merge-projections) hand each consumer its part this way.
+    `input` is [T, W]; the results take its columns in order, each as wide
+    as its type says, and together all W of them. An f32 input holds a
+    product's sums: a bf16 result is rounded from them to nearest even, as a
+    product's bf16 result is. A bf16 input hands out its columns as they are
+    (bf16 results only). Projections of one input merged into one product
+    (v4a-merge-projections) hand each consumer its part this way; the GPU's
+    row kernels read such a part in place.
 
     Example:
     ```mlir
@@ -214,7 +216,7 @@ def V4A_SplitColumnsOp : V4A_Op<"split_columns", [Pure]> {
         : tensor<?x1088xf32> -> tensor<?x1024xf32>, tensor<?x64xbf16>
     ```
   }];
-  let arguments = (ins TensorRankOf<[F32], [2]>:$input);
+  let arguments = (ins TensorRankOf<[BF16, F32], [2]>:$input);
   let results = (outs Variadic<TensorRankOf<[BF16, F32], [2]>>:$parts);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($parts)";
   let hasVerifier = 1;

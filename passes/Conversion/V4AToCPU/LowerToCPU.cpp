@@ -583,41 +583,60 @@ struct LowerLinear : public V4APattern<LinearOp> {
   }
 };
 
-/// One loop over every element of the input, each stored (rounded to a bf16
-/// part's type there) into the part its column falls in: on the GPU one
-/// kernel, a thread per element.
+/// One loop over the columns of the parts still read, each element stored
+/// (rounded to a bf16 part's type there) into the part its column falls in:
+/// on the GPU one kernel, a thread per element. Parts nobody reads (the
+/// GPU's row kernels read theirs in place) are not copied.
 struct LowerSplitColumns : public V4APattern<SplitColumnsOp> {
   using V4APattern::V4APattern;
   LogicalResult matchAndRewrite(SplitColumnsOp op,
                                 PatternRewriter &rewriter) const override {
     LoopEmitter e(rewriter, op.getLoc());
     Location loc = op.getLoc();
-    Value input = e.buffer(op.getInput());
-    Value tokens = e.dim(input, 0), width = e.dim(input, 1);
-    SmallVector<Value> parts, begins;
+    // The read parts: their buffers and column ranges.
+    SmallVector<Value> parts;
+    SmallVector<int64_t> begins, ends;
+    SmallVector<size_t> read;
     int64_t begin = 0;
-    for (Value part : op.getParts()) {
-      parts.push_back(e.allocShaped(part.getType(), {tokens}));
-      begins.push_back(e.index(begin));
-      begin += cast<RankedTensorType>(part.getType()).getDimSize(1);
-    }
-    e.parallelLoop(tokens, width, [&](Value t, Value c) {
-      Value value = e.load(input, {t, c});
-      for (size_t i = 0; i < parts.size(); ++i) {
-        Value inside = e.cmp(arith::CmpIPredicate::sge, c, begins[i]);
-        if (i + 1 < parts.size())
-          inside = arith::AndIOp::create(
-              rewriter, loc, inside,
-              e.cmp(arith::CmpIPredicate::slt, c, begins[i + 1]));
-        e.ifThen(inside, [&] {
-          e.store(value, parts[i], {t, e.sub(c, begins[i])});
-        });
+    for (auto [i, part] : llvm::enumerate(op.getParts())) {
+      int64_t width = cast<RankedTensorType>(part.getType()).getDimSize(1);
+      if (!part.use_empty()) {
+        read.push_back(i);
+        begins.push_back(begin);
+        ends.push_back(begin + width);
       }
-    });
-    SmallVector<Value> results;
-    for (auto [part, buffer] : llvm::zip(op.getParts(), parts))
-      results.push_back(e.tensor(buffer, part.getType()));
-    rewriter.replaceOp(op, results);
+      begin += width;
+    }
+    if (read.empty()) {
+      rewriter.eraseOp(op);
+      return success();
+    }
+    Value input = e.buffer(op.getInput());
+    Value tokens = e.dim(input, 0);
+    for (size_t i : read)
+      parts.push_back(e.allocShaped(op.getParts()[i].getType(), {tokens}));
+    // Columns from the first read part's to the last one's end.
+    Value first = e.index(begins.front());
+    e.parallelLoop(
+        tokens, e.index(ends.back() - begins.front()),
+        [&](Value t, Value offset) {
+          Value c = e.add(offset, first);
+          Value value = e.load(input, {t, c});
+          for (size_t i = 0; i < parts.size(); ++i) {
+            Value from = e.index(begins[i]);
+            Value inside = arith::AndIOp::create(
+                rewriter, loc, e.cmp(arith::CmpIPredicate::sge, c, from),
+                e.cmp(arith::CmpIPredicate::slt, c, e.index(ends[i])));
+            e.ifThen(inside, [&] {
+              e.store(value, parts[i], {t, e.sub(c, from)});
+            });
+          }
+        });
+    for (auto [i, buffer] : llvm::zip(read, parts)) {
+      Value part = op.getParts()[i];
+      rewriter.replaceAllUsesWith(part, e.tensor(buffer, part.getType()));
+    }
+    rewriter.eraseOp(op);
     return success();
   }
 };

@@ -26,7 +26,9 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <cmath>
 
@@ -390,6 +392,46 @@ void storeToCache(RowThread &t, CacheRows &cache, const Values &v, Value id,
   storeBytes(b, loc, halves, cache.bytes(), cache.rawOffset(values, t.column));
 }
 
+/// Columns of a merged product that a chain reads in place: the product
+/// [T, W] and where the chain's rows start in a row of it. Row r of a
+/// rank-3 input [T, H, D] is then columns begin + h*D.. of product row t.
+struct ColumnWindow {
+  Value product;
+  int64_t begin = 0;
+};
+
+/// The window of `rows` when it is a part of v4a.split_columns (or that
+/// part viewed as heads) of the part's element type, with every row and
+/// part start at a 16-byte boundary (the family's vector accesses).
+std::optional<ColumnWindow> columnWindowOf(Value rows) {
+  Value part = rows;
+  if (auto expand = rows.getDefiningOp<tensor::ExpandShapeOp>()) {
+    auto type = expand.getResultType();
+    if (expand.getSrcType().getRank() != 2 || type.getRank() != 3 ||
+        type.isDynamicDim(1) || type.isDynamicDim(2) ||
+        expand.getReassociationIndices()[0].size() != 1)
+      return std::nullopt;
+    part = expand.getSrc();
+  }
+  auto split = part.getDefiningOp<SplitColumnsOp>();
+  if (!split)
+    return std::nullopt;
+  auto productType = split.getInput().getType();
+  Type element = productType.getElementType();
+  if (cast<ShapedType>(part.getType()).getElementType() != element)
+    return std::nullopt;
+  int64_t begin = 0;
+  for (Value other : split.getParts()) {
+    if (other == part)
+      break;
+    begin += cast<ShapedType>(other.getType()).getDimSize(1);
+  }
+  int64_t bytes = element.getIntOrFloatBitWidth() / 8;
+  if ((begin * bytes) % 16 != 0 || (productType.getDimSize(1) * bytes) % 16)
+    return std::nullopt;
+  return ColumnWindow{split.getInput(), begin};
+}
+
 } // namespace
 
 void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
@@ -412,8 +454,10 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
         b, loc, MemRefType::get(type.getShape(), type.getElementType()), tensor,
         /*readOnly=*/b.getUnitAttr());
   };
-  // Buffers the kernel reads: the row input, then each op's other operands.
-  Value input = identityBuffer(rowsIn);
+  // Buffers the kernel reads: the row input (or the product it is columns
+  // of), then each op's other operands.
+  std::optional<ColumnWindow> window = columnWindowOf(rowsIn);
+  Value input = identityBuffer(window ? window->product : rowsIn);
   SmallVector<Value> extras(chain.size());
   for (auto [i, op] : llvm::enumerate(chain))
     if (auto norm = dyn_cast<RMSNormOp>(op); norm && norm.getWeight())
@@ -430,6 +474,7 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
             store.getCache())
             .getResult(0);
   } else {
+    // Only the token count is dynamic where the rows come from a window.
     SmallVector<Value> dynamicSizes;
     for (int64_t d = 0; d < rank; ++d)
       if (inputType.isDynamicDim(d))
@@ -452,8 +497,10 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
       llvm::any_of(chain, [](Operation *op) { return isa<RMSNormOp>(op); });
 
   auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
-  Value heads =
-      rank == 3 ? memref::DimOp::create(b, loc, input, 1).getResult() : Value();
+  Value heads = Value();
+  if (rank == 3)
+    heads = window ? Value(c(inputType.getDimSize(1)))
+                   : Value(memref::DimOp::create(b, loc, input, 1));
   Value rows = memref::DimOp::create(b, loc, input, 0);
   if (heads)
     rows = arith::MulIOp::create(b, loc, rows, heads);
@@ -483,6 +530,18 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
                        ? Value(launch.getWorkgroupAttributions()[0])
                        : Value();
   Value lastRow = arith::SubIOp::create(b, loc, rows, c(1));
+  // Product row t, columns begin (+ h * width) + the thread's column.
+  auto windowIndices = [&](OpBuilder &nb, Location l, ArrayRef<Value> lead,
+                           const ColumnWindow &w) -> SmallVector<Value> {
+    Value first = arith::AddIOp::create(
+        nb, l, column, arith::ConstantIndexOp::create(nb, l, w.begin));
+    if (lead.size() == 2)
+      first = arith::AddIOp::create(
+          nb, l, first,
+          arith::MulIOp::create(nb, l, lead[1],
+                                arith::ConstantIndexOp::create(nb, l, width)));
+    return {lead[0], first};
+  };
   scf::ForOp::create(
       b, loc, launch.getBlockIds().x, groups, launch.getGridSize().x,
       ValueRange{}, [&](OpBuilder &nb, Location l, Value group, ValueRange) {
@@ -514,8 +573,10 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
             lead = {clamped};
           threadsOf.push_back(RowThread{nb, l, width, team, lane, threadId,
                                         lead, column, laneInRow, partials});
-          v.push_back(loadChunk(nb, l, input, threadsOf[k].at(column), kChunk,
-                                valid[k]));
+          v.push_back(loadChunk(nb, l, input,
+                                window ? windowIndices(nb, l, lead, *window)
+                                       : threadsOf[k].at(column),
+                                kChunk, valid[k]));
         }
         for (auto [i, op] : llvm::enumerate(chain))
           for (int64_t k = 0; k < rowsAtOnce; ++k)
@@ -547,6 +608,23 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
   }
   for (Operation *op : llvm::reverse(chain))
     rewriter.eraseOp(op);
+  // The heads view of a part read in place, and the split once no part of
+  // it is read any more.
+  if (window) {
+    Operation *def = rowsIn.getDefiningOp();
+    auto split = dyn_cast<SplitColumnsOp>(def);
+    if (!split) {
+      split = def->getOperand(0).getDefiningOp<SplitColumnsOp>();
+      if (def->use_empty())
+        rewriter.eraseOp(def);
+    }
+    // Sizes taken of the parts for the views go with them.
+    for (Operation *user : llvm::make_early_inc_range(split->getUsers()))
+      if (isOpTriviallyDead(user))
+        rewriter.eraseOp(user);
+    if (split->use_empty())
+      rewriter.eraseOp(split);
+  }
 }
 
 } // namespace v4a::gpu
