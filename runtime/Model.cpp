@@ -283,45 +283,6 @@ bool convertWeight(LayerTensors &tensors, const std::string &name,
   return true;
 }
 
-/// Replaces the (converted) tensors of a stacked weight's parts by the
-/// weight: their rows one after another, as the argument's shape says.
-bool stackWeight(LayerTensors &tensors, const step::Arg &arg,
-                 std::string &error) {
-  std::vector<std::string> parts = step::stackedParts(arg.bind);
-  if (arg.shape.size() != 2) {
-    error = arg.bind + ": a stacked weight is a matrix, the step takes rank " +
-            std::to_string(arg.shape.size());
-    return false;
-  }
-  HostTensor stacked;
-  stacked.type = hostTypeOf(arg.element);
-  stacked.shape = {0, arg.shape[1]};
-  for (const std::string &name : parts) {
-    const HostTensor &part = tensors.at(name);
-    if (part.shape.size() != 2 || part.shape[1] != arg.shape[1] ||
-        part.type != stacked.type || part.type == HostTensor::Type::F32) {
-      error = arg.bind + ": " + name + " cannot be stacked into a [" +
-              std::to_string(arg.shape[0]) + ", " +
-              std::to_string(arg.shape[1]) + "] " + typeName(stacked.type) +
-              " weight";
-      return false;
-    }
-    stacked.shape[0] += part.shape[0];
-  }
-  if (stacked.shape[0] != arg.shape[0]) {
-    error = arg.bind + ": the parts have " + std::to_string(stacked.shape[0]) +
-            " rows, the step takes " + std::to_string(arg.shape[0]);
-    return false;
-  }
-  for (const std::string &name : parts) {
-    std::vector<uint8_t> &bytes = tensors.at(name).bytes;
-    stacked.bytes.insert(stacked.bytes.end(), bytes.begin(), bytes.end());
-    tensors.erase(name);
-  }
-  tensors[arg.bind] = std::move(stacked);
-  return true;
-}
-
 /// Checks that every selected layer has one step call and that its weights
 /// can be bound to it, converting weights to the argument types (and
 /// stacking the weights of merged projections).
@@ -1395,6 +1356,48 @@ bool Model::queueStep(const StepBatch &batch,
     return false;
   }
   m.advance(batch);
+  return true;
+}
+
+bool stackWeight(LayerTensors &tensors, const step::Arg &arg,
+                 std::string &error) {
+  std::vector<std::string> parts = step::stackedParts(arg.bind);
+  if (arg.shape.size() != 2) {
+    error = arg.bind + ": a stacked weight is a matrix, the step takes rank " +
+            std::to_string(arg.shape.size());
+    return false;
+  }
+  HostTensor stacked;
+  stacked.type = hostTypeOf(arg.element);
+  stacked.shape = {0, arg.shape[1]};
+  for (const std::string &name : parts) {
+    auto found = tensors.find(name);
+    if (found == tensors.end()) {
+      error = arg.bind + ": the checkpoint has no " + name;
+      return false;
+    }
+    const HostTensor &part = found->second;
+    if (part.shape.size() != 2 || part.shape[1] != arg.shape[1] ||
+        part.type != stacked.type || part.type == HostTensor::Type::F32) {
+      error = arg.bind + ": " + name + " cannot be stacked into a [" +
+              std::to_string(arg.shape[0]) + ", " +
+              std::to_string(arg.shape[1]) + "] " + typeName(stacked.type) +
+              " weight";
+      return false;
+    }
+    stacked.shape[0] += part.shape[0];
+  }
+  if (stacked.shape[0] != arg.shape[0]) {
+    error = arg.bind + ": the parts have " + std::to_string(stacked.shape[0]) +
+            " rows, the step takes " + std::to_string(arg.shape[0]);
+    return false;
+  }
+  for (const std::string &name : parts) {
+    std::vector<uint8_t> &bytes = tensors.at(name).bytes;
+    stacked.bytes.insert(stacked.bytes.end(), bytes.begin(), bytes.end());
+    tensors.erase(name);
+  }
+  tensors[arg.bind] = std::move(stacked);
   return true;
 }
 

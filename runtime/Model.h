@@ -63,6 +63,14 @@ callsOfLayers(const StepProgram &program, const std::vector<LayerSpec> &layers);
 /// projection "x.weight" comes with "x.scale".
 using LayerTensors = std::map<std::string, HostTensor>;
 
+/// Replaces the tensors of a merged projection's parts in `tensors` (the
+/// names `arg`'s bind joins with '+', already of its element type) by the
+/// stacked weight `arg` takes: their rows one after another. An error names
+/// a missing part, one of another width or type, or rows that do not add
+/// up to the argument's.
+bool stackWeight(LayerTensors &tensors, const step::Arg &arg,
+                 std::string &error);
+
 /// Checks that `tensors` hold every tensor the layers need with the right
 /// shape and type; the message names the tensor and what was expected.
 bool validateWeights(const ModelConfig &config,

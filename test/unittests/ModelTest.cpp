@@ -4,7 +4,8 @@
 // its inputs in once, queues its calls, waits once and copies its outputs
 // back once, with no allocation, release or read in between; the widths'
 // context bound reaches the functions in host memory; a step that fails on
-// the device stops the model.
+// the device stops the model; a merged projection's weight is its parts'
+// rows in order, and a part that does not fit is one error naming it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -146,6 +147,83 @@ TEST(Model, ADeviceFaultStopsTheModel) {
   EXPECT_FALSE(model->step({{a}, {1}, 1}, in, out, error));
   EXPECT_NE(error.find("refuses further steps"), std::string::npos) << error;
   EXPECT_EQ(backend->counts.runs, runs) << "nothing runs after a fault";
+}
+
+/// A bf16 matrix of `rows` x `cols` whose element (r, c) holds `first` + r
+/// (bits, not values: stacking moves them as they are).
+rt::HostTensor bf16Rows(int64_t rows, int64_t cols, uint8_t first) {
+  rt::HostTensor t;
+  t.type = rt::HostTensor::Type::BF16;
+  t.shape = {rows, cols};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < 2 * cols; ++c)
+      t.bytes.push_back(static_cast<uint8_t>(first + r));
+  return t;
+}
+
+step::Arg stackedArg(int64_t rows, int64_t cols) {
+  return {"a.weight+b.weight", step::Element::BF16, {rows, cols}, false};
+}
+
+TEST(Model, StackedWeightHoldsThePartsRowsInOrder) {
+  rt::LayerTensors tensors;
+  tensors["a.weight"] = bf16Rows(2, 4, 10);
+  tensors["b.weight"] = bf16Rows(1, 4, 20);
+  tensors["c.weight"] = bf16Rows(1, 4, 30);
+  std::string error;
+  ASSERT_TRUE(rt::stackWeight(tensors, stackedArg(3, 4), error)) << error;
+  EXPECT_EQ(tensors.count("a.weight") + tensors.count("b.weight"), 0u);
+  EXPECT_EQ(tensors.count("c.weight"), 1u);
+  const rt::HostTensor &stacked = tensors.at("a.weight+b.weight");
+  EXPECT_EQ(stacked.shape, (std::vector<int64_t>{3, 4}));
+  ASSERT_EQ(stacked.bytes.size(), 24u);
+  EXPECT_EQ(stacked.bytes[0], 10);
+  EXPECT_EQ(stacked.bytes[8], 11);
+  EXPECT_EQ(stacked.bytes[16], 20);
+}
+
+TEST(Model, StackedWeightErrorsNameThePart) {
+  struct Case {
+    const char *what;
+    rt::HostTensor b;
+    step::Arg arg;
+    const char *message;
+  };
+  rt::HostTensor f32 = bf16Rows(1, 4, 0);
+  f32.type = rt::HostTensor::Type::F32;
+  f32.bytes.clear();
+  f32.f32.assign(4, 0.0f);
+  std::vector<Case> cases = {
+      {"another width", bf16Rows(1, 8, 0), stackedArg(3, 4),
+       "a.weight+b.weight: b.weight cannot be stacked into a [3, 4] bf16 "
+       "weight"},
+      {"another type", f32, stackedArg(3, 4),
+       "a.weight+b.weight: b.weight cannot be stacked into a [3, 4] bf16 "
+       "weight"},
+      {"rows that do not add up", bf16Rows(2, 4, 0), stackedArg(3, 4),
+       "a.weight+b.weight: the parts have 4 rows, the step takes 3"},
+      {"not a matrix",
+       bf16Rows(1, 4, 0),
+       {"a.weight+b.weight", step::Element::BF16, {3, 4, 1}, false},
+       "a.weight+b.weight: a stacked weight is a matrix, the step takes rank "
+       "3"},
+  };
+  for (const Case &c : cases) {
+    rt::LayerTensors tensors;
+    tensors["a.weight"] = bf16Rows(2, 4, 10);
+    tensors["b.weight"] = c.b;
+    std::string error;
+    EXPECT_FALSE(rt::stackWeight(tensors, c.arg, error)) << c.what;
+    EXPECT_EQ(error, c.message) << c.what;
+    // Nothing is taken apart when the weight cannot be stacked.
+    EXPECT_EQ(tensors.count("a.weight") + tensors.count("b.weight"), 2u)
+        << c.what;
+  }
+  rt::LayerTensors missing;
+  missing["a.weight"] = bf16Rows(2, 4, 10);
+  std::string error;
+  EXPECT_FALSE(rt::stackWeight(missing, stackedArg(3, 4), error));
+  EXPECT_EQ(error, "a.weight+b.weight: the checkpoint has no b.weight");
 }
 
 } // namespace
