@@ -100,16 +100,30 @@ LogicalResult dequantizeLinear(OpBuilder &b, func::FuncOp func, LinearOp linear,
   return success();
 }
 
-/// wo_b quantizes its input inside the op: the op keeps doing so, on the
-/// bf16 weight, with wo_b_k_block.
-LogicalResult dequantizeWoB(func::FuncOp func, GroupedOutputOp output,
+/// wo_b quantizes its input inside the op: it leaves the op, which keeps
+/// wo_a's product, as an act_quant of that product and a linear on the
+/// bf16 weight.
+LogicalResult dequantizeWoB(OpBuilder &b, func::FuncOp func,
+                            GroupedOutputOp output,
+                            llvm::DenseMap<Value, Value> &quantized,
                             llvm::BitVector &unusedScales) {
   FailureOr<bool> retyped = retypeWeight(output, func, output.getWoB(),
                                          output.getWoBScale(), unusedScales);
   if (failed(retyped) || !*retyped)
     return failure(failed(retyped));
-  output.getWoBScaleMutable().clear();
-  output.setWoBKBlock(kBlock);
+  b.setInsertionPoint(output);
+  auto woA = cast<RankedTensorType>(output.getWoA().getType());
+  auto loraType =
+      RankedTensorType::get({output.getType().getDimSize(0), woA.getDimSize(0)},
+                            b.getBF16Type());
+  Value lora = GroupedOutputOp::create(
+      b, output.getLoc(), loraType, output.getInput(), output.getWoA(),
+      output.getWoAScale(), Value(), Value(), output.getGroups());
+  auto product = LinearOp::create(
+      b, output.getLoc(), output.getType(), quantizedInput(b, lora, quantized),
+      output.getWoB(), Value(), b.getI64IntegerAttr(kBlock));
+  output.replaceAllUsesWith(product.getResult());
+  output.erase();
   return success();
 }
 
@@ -131,7 +145,8 @@ LogicalResult dequantizeStep(func::FuncOp func) {
         isa<LinearOp>(op)
             ? dequantizeLinear(b, func, cast<LinearOp>(op), quantized,
                                unusedScales)
-            : dequantizeWoB(func, cast<GroupedOutputOp>(op), unusedScales);
+            : dequantizeWoB(b, func, cast<GroupedOutputOp>(op), quantized,
+                            unusedScales);
     if (failed(done))
       return failure();
   }

@@ -631,17 +631,25 @@ func.func @linear_k_block_positive(%x: tensor<4x128xbf16>, %w: tensor<64x128xbf1
 
 // -----
 
-func.func @wo_b_k_block_fp8(%o: tensor<?x4x512xbf16>, %a: tensor<64x1024xbf16>, %b: tensor<64x64xf8E4M3FN>, %s: tensor<1x1xf8E8M0FNU>) {
-  // expected-error @+1 {{takes wo_b_k_block only with a bf16 or f32 wo_b}}
-  %0 = v4a.grouped_output %o, %a, %b scale %s {groups = 2 : i64, wo_b_k_block = 128 : i64} : tensor<?x4x512xbf16>, tensor<64x1024xbf16>, tensor<64x64xf8E4M3FN> scale tensor<1x1xf8E8M0FNU> -> tensor<?x64xbf16>
+func.func @lora_width(%o: tensor<?x4x512xbf16>, %a: tensor<64x1024xbf16>) {
+  // expected-error @+1 {{result width (32) must equal wo_a rows (64)}}
+  %0 = v4a.grouped_output %o, %a {groups = 2 : i64} : tensor<?x4x512xbf16>, tensor<64x1024xbf16> -> tensor<?x32xbf16>
   return
 }
 
 // -----
 
-func.func @wo_b_k_block_128(%o: tensor<?x4x512xbf16>, %a: tensor<64x1024xbf16>, %b: tensor<64x64xbf16>) {
-  // expected-error @+1 {{wo_b_k_block must be 128, the block of an fp8 activation, not 64}}
-  %0 = v4a.grouped_output %o, %a, %b {groups = 2 : i64, wo_b_k_block = 64 : i64} : tensor<?x4x512xbf16>, tensor<64x1024xbf16>, tensor<64x64xbf16> -> tensor<?x64xbf16>
+func.func @lora_bf16(%o: tensor<?x4x512xbf16>, %a: tensor<64x1024xbf16>) {
+  // expected-error @+1 {{without wo_b gives wo_a's bf16 product, not 'f32'}}
+  %0 = v4a.grouped_output %o, %a {groups = 2 : i64} : tensor<?x4x512xbf16>, tensor<64x1024xbf16> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+func.func @wo_b_scale_alone(%o: tensor<?x4x512xbf16>, %a: tensor<64x1024xbf16>, %s: tensor<1x1xf8E8M0FNU>) {
+  // expected-error @+1 {{takes a wo_b scale only with wo_b}}
+  %0 = "v4a.grouped_output"(%o, %a, %s) <{groups = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1>}> : (tensor<?x4x512xbf16>, tensor<64x1024xbf16>, tensor<1x1xf8E8M0FNU>) -> tensor<?x64xbf16>
   return
 }
 

@@ -156,6 +156,10 @@ func.func @attention_and_output(
   %z = v4a.grouped_output %o, %woa16, %wob {groups = 4 : i64}
       : tensor<?x8x512xbf16>, tensor<2048x1024xbf16>, tensor<4096x2048xbf16>
         -> tensor<?x4096xbf16>
+  // CHECK: v4a.grouped_output %{{.*}}, %{{.*}} scale %{{.*}} {groups = 4 : i64} : tensor<?x8x512xbf16>, tensor<2048x1024xf8E4M3FN> scale tensor<16x8xf8E8M0FNU> -> tensor<?x2048xbf16>
+  %lora = v4a.grouped_output %o, %woa scale %woas {groups = 4 : i64}
+      : tensor<?x8x512xbf16>, tensor<2048x1024xf8E4M3FN> scale tensor<16x8xf8E8M0FNU>
+        -> tensor<?x2048xbf16>
   return %y : tensor<?x4096xbf16>
 }
 

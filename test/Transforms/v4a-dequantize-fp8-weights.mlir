@@ -26,11 +26,15 @@ func.func @step(%x: tensor<?x256xbf16> {v4a.bind = "x"},
 
 // -----
 
-// wo_b keeps quantizing its input inside the grouped output, on the bf16
-// weight (wo_b_k_block); wo_a, bf16 already, is untouched.
+// wo_b leaves the grouped output, which keeps wo_a's product (bf16 already,
+// untouched): the act_quant of that product feeds a linear on the bf16
+// weight, with k_block.
 // CHECK-LABEL: func.func @grouped(
-// CHECK-SAME: tensor<128x1024xbf16> {v4a.bind = "wo_a.weight"}, %[[WB:.*]]: tensor<64x128xbf16> {v4a.bind = "wo_b.weight"})
-// CHECK-NEXT: v4a.grouped_output %{{.*}}, %{{.*}}, %[[WB]] {groups = 2 : i64, wo_b_k_block = 128 : i64}
+// CHECK-SAME: %[[O:.*]]: tensor<?x4x512xbf16>, %[[WA:.*]]: tensor<128x1024xbf16> {v4a.bind = "wo_a.weight"}, %[[WB:.*]]: tensor<64x128xbf16> {v4a.bind = "wo_b.weight"})
+// CHECK-NEXT: %[[LORA:.*]] = v4a.grouped_output %[[O]], %[[WA]] {groups = 2 : i64} : tensor<?x4x512xbf16>, tensor<128x1024xbf16> -> tensor<?x128xbf16>
+// CHECK-NEXT: %[[Q:.*]] = v4a.act_quant %[[LORA]] {block_size = 128 : i64, format = #v4a<quant_format e4m3>, pow2_scale} : tensor<?x128xbf16>
+// CHECK-NEXT: %[[Y:.*]] = v4a.linear %[[Q]], %[[WB]] {k_block = 128 : i64} : tensor<?x128xbf16>, tensor<64x128xbf16> -> tensor<?x64xbf16>
+// CHECK-NEXT: return %[[Y]]
 func.func @grouped(%o: tensor<?x4x512xbf16>,
                    %wa: tensor<128x1024xbf16> {v4a.bind = "wo_a.weight"},
                    %wb: tensor<64x128xf8E4M3FN> {v4a.bind = "wo_b.weight"},
@@ -90,5 +94,7 @@ func.func @shared_weight(%x: tensor<?x256xbf16>, %y: tensor<?x256xbf16>, %w: ten
 // FLASH-NOT: f8E8M0FNU
 // FLASH: v4a.act_quant %arg0 {block_size = 128 : i64
 // FLASH: v4a.linear %{{.*}}, %{{.*}} {k_block = 128 : i64} : tensor<?x4096xbf16>, tensor<1024x4096xbf16>
-// FLASH: v4a.grouped_output {{.*}} wo_b_k_block = 128
+// FLASH: v4a.grouped_output {{.*}} -> tensor<?x8192xbf16>
+// FLASH-NEXT: v4a.act_quant
+// FLASH-NEXT: v4a.linear %{{.*}}, %{{.*}} {k_block = 128 : i64} : tensor<?x8192xbf16>, tensor<4096x8192xbf16>
 // FLASH-LABEL: func.func @step_128_0_1_0(

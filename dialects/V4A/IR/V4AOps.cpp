@@ -516,21 +516,24 @@ LogicalResult GroupedOutputOp::verify() {
   if (!ShapedType::isDynamic(loraRows) && loraRows % groups != 0)
     return emitOpError() << "wo_a rows (" << loraRows
                          << ") must be divisible by groups (" << groups << ")";
-  if (failed(expectSameExtent(*this, dimOf(getWoB(), 1), "wo_b columns",
-                              loraRows, "wo_a rows")) ||
-      failed(expectSameExtent(*this, dimOf(getResult(), 0), "result rows",
+  if (failed(expectSameExtent(*this, dimOf(getResult(), 0), "result rows",
                               dimOf(getInput(), 0), "input rows")) ||
-      failed(expectSameExtent(*this, dimOf(getResult(), 1), "result width",
-                              dimOf(getWoB(), 0), "wo_b rows")) ||
       failed(verifyBlockScale(*this, "wo_a", getWoA(), getWoAScale())))
     return failure();
-  if (getWoBKBlock() && getWoBScale())
-    return emitOpError() << "takes wo_b_k_block only with a bf16 or f32 "
-                            "wo_b (an fp8 wo_b's blocks are its scales')";
-  if (getWoBKBlock() && *getWoBKBlock() != 128)
-    return emitOpError() << "wo_b_k_block must be 128, the block of an fp8 "
-                            "activation, not "
-                         << *getWoBKBlock();
+  if (!getWoB()) {
+    if (getWoBScale())
+      return emitOpError() << "takes a wo_b scale only with wo_b";
+    if (!getType().getElementType().isBF16())
+      return emitOpError() << "without wo_b gives wo_a's bf16 product, not "
+                           << getType().getElementType();
+    return expectSameExtent(*this, dimOf(getResult(), 1), "result width",
+                            loraRows, "wo_a rows");
+  }
+  if (failed(expectSameExtent(*this, dimOf(getWoB(), 1), "wo_b columns",
+                              loraRows, "wo_a rows")) ||
+      failed(expectSameExtent(*this, dimOf(getResult(), 1), "result width",
+                              dimOf(getWoB(), 0), "wo_b rows")))
+    return failure();
   return verifyBlockScale(*this, "wo_b", getWoB(), getWoBScale());
 }
 

@@ -625,10 +625,10 @@ def V4A_GroupedOutputOp : V4A_Op<"grouped_output", [Pure,
     is an fp8 linear as in `v4a.linear` (its input quantized per 1x128
     block); an fp8 `wo_a` is dequantized with its block scales and `input` is
     used unquantized, as DeepSeek's reference runs it (a bf16 GEMM). Either
-    may be fp8 without the other. With `wo_b_k_block` a bf16 `wo_b` is the
-    dequantized form of an fp8 one (v4a-dequantize-fp8-weights): its input
-    is quantized per 1x`wo_b_k_block` block as for an fp8 `wo_b` and its
-    sums run in f32 per block, added in order, as in `v4a.linear`.
+    may be fp8 without the other. Without `wo_b` the result is the
+    flattened [T, G*o_lora] bf16 product itself: v4a-dequantize-fp8-weights
+    takes an fp8 `wo_b` out this way, as a `v4a.act_quant` of that product
+    and a `v4a.linear` with `k_block` on the dequantized weight.
 
     Example:
     ```mlir
@@ -639,29 +639,22 @@ def V4A_GroupedOutputOp : V4A_Op<"grouped_output", [Pure,
         : tensor<?x64x512xbf16>, tensor<8192x4096xf8E4M3FN>
           scale tensor<64x32xf8E8M0FNU>, tensor<4096x8192xf8E4M3FN>
           scale tensor<32x64xf8E8M0FNU> -> tensor<?x4096xbf16>
+    %lora = v4a.grouped_output %o, %wo_a {groups = 8 : i64}
+        : tensor<?x64x512xbf16>, tensor<8192x4096xbf16> -> tensor<?x8192xbf16>
     ```
   }];
   let arguments = (ins TensorRankOf<[BF16, F32], [3]>:$input,
                        TensorRankOf<[BF16, F32, F8E4M3FN], [2]>:$wo_a,
                        Optional<TensorRankOf<[F8E8M0FNU, F32], [2]>>:$wo_a_scale,
-                       TensorRankOf<[BF16, F32, F8E4M3FN], [2]>:$wo_b,
+                       Optional<TensorRankOf<[BF16, F32, F8E4M3FN], [2]>>:$wo_b,
                        Optional<TensorRankOf<[F8E8M0FNU, F32], [2]>>:$wo_b_scale,
-                       V4A_PosI64:$groups,
-                       OptionalAttr<V4A_PosI64>:$wo_b_k_block);
+                       V4A_PosI64:$groups);
   let results = (outs TensorRankOf<[BF16, F32], [2]>:$result);
-  let builders = [
-    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input,
-                   "::mlir::Value":$woA, "::mlir::Value":$woAScale,
-                   "::mlir::Value":$woB, "::mlir::Value":$woBScale,
-                   "uint64_t":$groups), [{
-      build($_builder, $_state, result, input, woA, woAScale, woB, woBScale,
-            groups, ::mlir::IntegerAttr());
-    }]>
-  ];
   let assemblyFormat = [{
-    $input `,` $wo_a (`scale` $wo_a_scale^)? `,` $wo_b (`scale` $wo_b_scale^)?
-    attr-dict `:` type($input) `,` type($wo_a) (`scale` type($wo_a_scale)^)?
-    `,` type($wo_b) (`scale` type($wo_b_scale)^)? `->` type($result)
+    $input `,` $wo_a (`scale` $wo_a_scale^)? (`,` $wo_b^)?
+    (`scale` $wo_b_scale^)? attr-dict `:` type($input) `,` type($wo_a)
+    (`scale` type($wo_a_scale)^)? (`,` type($wo_b)^)?
+    (`scale` type($wo_b_scale)^)? `->` type($result)
   }];
   let hasVerifier = 1;
 }

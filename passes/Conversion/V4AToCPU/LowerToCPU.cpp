@@ -30,6 +30,8 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <tuple>
 
 namespace v4a {
 #define GEN_PASS_DEF_LOWERTOCPU
@@ -529,20 +531,6 @@ void projectFP8OnLibrary(LoopEmitter &e, Value x, Value w, Value scale,
                    FP8Mode::Prequantized, xs, tokens);
 }
 
-/// x [tokens, in] quantized per 1x128 block (e4m3, ue8m0 scales) and kept
-/// in bf16: the values an fp8 product multiplies.
-Value fakeQuantizeRows(LoopEmitter &e, Value x, Value tokens, Value in) {
-  Value q = e.alloc(
-      RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                            e.builder().getBF16Type()),
-      {tokens, in});
-  forEachQuantized(e, x, tokens, in,
-                   [&](Value t, Value k, Value value, Value scale) {
-                     e.store(e.mul(value, scale), q, {t, k});
-                   });
-  return q;
-}
-
 struct LowerLinear : public V4APattern<LinearOp> {
   using V4APattern::V4APattern;
   LogicalResult matchAndRewrite(LinearOp op,
@@ -647,7 +635,8 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
                                 PatternRewriter &rewriter) const override {
     LoopEmitter e(rewriter, op.getLoc());
     Value o = e.buffer(op.getInput());
-    Value woA = e.buffer(op.getWoA()), woB = e.buffer(op.getWoB());
+    Value woA = e.buffer(op.getWoA());
+    Value woB = op.getWoB() ? e.buffer(op.getWoB()) : Value();
     Value scaleA = op.getWoAScale() ? e.buffer(op.getWoAScale()) : Value();
     Value scaleB = op.getWoBScale() ? e.buffer(op.getWoBScale()) : Value();
     Value tokens = e.dim(o, 0), heads = e.dim(o, 1), headDim = e.dim(o, 2);
@@ -660,9 +649,8 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     bool bf16Out = isBF16(op.getResult());
     // wo_a (a bf16 product in both checkpoint formats) and wo_b go to the
     // library independently: an fp8 wo_b does not keep wo_a off it.
-    int64_t kBlockB = op.getWoBKBlock().value_or(0);
     bool libraryA = libraryGemms && !scaleA && isBF16(woA) && isBF16(o);
-    bool libraryB = libraryGemms && !scaleB && isBF16(woB) && bf16Out;
+    bool libraryB = libraryGemms && woB && !scaleB && isBF16(woB) && bf16Out;
     bool fp8Library =
         libraryFP8Gemms && scaleB && bf16Out &&
         isa<Float8E4M3FNType>(cast<ShapedType>(woB.getType()).getElementType());
@@ -695,52 +683,49 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
         });
       });
     }
-    Value mid = e.alloc(
-        RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                              rewriter.getBF16Type()),
-        {tokens, loraRows});
+    // Without wo_b, wo_a's bf16 product is the result.
     auto type = cast<RankedTensorType>(op.getType());
-    Value outWidth = e.dim(woB, 0);
-    Value out = e.allocShaped(type, {tokens, outWidth});
+    Value mid =
+        woB ? e.alloc(RankedTensorType::get(
+                          {ShapedType::kDynamic, ShapedType::kDynamic},
+                          rewriter.getBF16Type()),
+                      {tokens, loraRows})
+            : e.allocShaped(type, {tokens, loraRows});
+    // Each library call is followed by its fallback loops.
     if (libraryA)
       callGemm(e, {woA, flat, mid},
                {lora, tokens, groupWidth, groupWidth, width, loraRows, groups,
                 e.mul(lora, groupWidth), groupWidth, lora});
-    if (tokenParallel) {
+    if (tokenParallel)
       e.parallelLoop(tokens, groups, [&](Value t, Value g) {
         project(e, flat, t, e.mul(g, groupWidth), groupWidth, woA, scaleA,
                 e.mul(g, lora), lora, mid, t, e.mul(g, lora),
                 FP8Mode::DequantizeWeight);
       });
-      Value woBInput =
-          kBlockB ? fakeQuantizeRows(e, mid, tokens, loraRows) : mid;
-      if (libraryB)
-        callGemm(e, {woB, woBInput, out},
-                 {outWidth, tokens, loraRows, loraRows, loraRows, outWidth, one,
-                  zero, zero, zero});
-      if (fp8Library)
-        projectFP8OnLibrary(e, mid, woB, scaleB, out, tokens, loraRows,
-                            outWidth);
-      else
-        projectEachToken(e, woBInput, zero, loraRows, woB, scaleB, zero,
-                         outWidth, out, zero, FP8Mode::QuantizeInput, Value(),
-                         Value(), kBlockB);
-    } else {
+    else
       e.loop(zero, groups, [&](Value g) {
         projectTokens(e, flat, e.mul(g, groupWidth), groupWidth, woA, scaleA,
                       e.mul(g, lora), lora, mid, e.mul(g, lora),
                       FP8Mode::DequantizeWeight);
       });
-      if (kBlockB) {
-        Value quantized = fakeQuantizeRows(e, mid, tokens, loraRows);
-        e.loop(zero, tokens, [&](Value t) {
-          project(e, quantized, t, zero, loraRows, woB, scaleB, zero, outWidth,
-                  out, t, zero, FP8Mode::QuantizeInput, Value(), kBlockB);
-        });
-      } else {
-        projectTokens(e, mid, zero, loraRows, woB, scaleB, zero, outWidth, out,
-                      zero);
-      }
+    if (!woB) {
+      rewriter.replaceOp(op, e.tensor(mid, type));
+      return success();
+    }
+    Value outWidth = e.dim(woB, 0);
+    Value out = e.allocShaped(type, {tokens, outWidth});
+    if (!tokenParallel)
+      projectTokens(e, mid, zero, loraRows, woB, scaleB, zero, outWidth, out,
+                    zero);
+    else if (fp8Library)
+      projectFP8OnLibrary(e, mid, woB, scaleB, out, tokens, loraRows, outWidth);
+    else {
+      if (libraryB)
+        callGemm(e, {woB, mid, out},
+                 {outWidth, tokens, loraRows, loraRows, loraRows, outWidth, one,
+                  zero, zero, zero});
+      projectEachToken(e, mid, zero, loraRows, woB, scaleB, zero, outWidth, out,
+                       zero);
     }
     rewriter.replaceOp(op, e.tensor(out, type));
     return success();
@@ -1743,12 +1728,15 @@ struct CachePattern : public OpConversionPattern<OpTy> {
   bool tokenParallel;
 };
 
+/// State rows one thread of the compressor's state kernel loads together.
+constexpr int64_t kStateRowsAtOnce = 8;
+
 /// The compressor over the packed tokens without a walk: what each
 /// completing token pools, and the state each sequence ends with, follow
 /// from the step's rows and the state the step starts from. The first
 /// parallel loop (token, feature) pools every group a token completes; the
 /// second (token, column) has each sequence's last token write the state
-/// rows it ends with (each thread reads its rows before it writes them).
+/// rows that change (each thread reads its rows before it writes them).
 /// The sums run in the order of feedCompressor's, so the results are the
 /// same bits as the tokens fed in order.
 void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
@@ -1775,12 +1763,15 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     k.scoreBase = e.add(k.base, e.mul(slotCount, width));
     return k;
   };
+  // Clamped to the step: positions after a sequence's last token would
+  // name rows past it (their values are never selected).
+  Value lastToken = e.sub(tokens, one);
   auto packedIndex = [&](const Token &k, Value q) {
-    return e.max(e.sub(k.t, e.sub(k.p, q)), zero);
+    return e.min(e.max(e.sub(k.t, e.sub(k.p, q)), zero), lastToken);
   };
   auto inStep = [&](const Token &k, Value q) {
     Value u = e.sub(k.t, e.sub(k.p, q));
-    Value at = e.max(u, zero);
+    Value at = e.min(e.max(u, zero), lastToken);
     return both(both(e.cmp(IP::sge, u, zero),
                      e.cmp(IP::eq, e.loadIndex(slotIds, {at}), k.slot)),
                 e.cmp(IP::eq, e.loadIndex(positions, {at}), q));
@@ -1834,22 +1825,49 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
         e.cmp(IP::ne, e.loadIndex(slotIds, {next}), k.slot));
     e.ifThen(last, [&] {
       // The group after the last token: its rows up to the last token, and
-      // (overlap) the whole group before it.
+      // (overlap) the whole group before it. Unless the step completed the
+      // group before it, only its own tokens' rows change: the state holds
+      // the earlier ones, and the later ones are reset (by the walk, or when
+      // the sequence started).
       Value group = e.div(e.add(k.p, one), r);
-      e.loop(zero, r, [&](Value i) {
-        Value seen = e.cmp(IP::sle, e.add(e.mul(group, r), i), k.p);
-        auto [curKv, curScore] = valueAt(k, group, i, c);
-        std::pair<Value, Value> previous;
-        if (overlap)
-          previous = valueAt(k, e.sub(group, one), i, c);
-        Value at = e.add(e.mul(e.add(current, i), width), c);
-        e.store(e.select(seen, curKv, e.f32(0.0)), state, {e.add(k.base, at)});
-        e.store(e.select(seen, curScore, e.f32(kNegInf)), state,
-                {e.add(k.scoreBase, at)});
-        if (overlap) {
-          Value before = e.add(e.mul(i, width), c);
-          e.store(previous.first, state, {e.add(k.base, before)});
-          e.store(previous.second, state, {e.add(k.scoreBase, before)});
+      Value groupStart = e.mul(group, r);
+      Value completed =
+          both(e.cmp(IP::sgt, groupStart, zero),
+               inStep(k, e.max(e.sub(groupStart, one), zero)));
+      // The completed group becomes the previous one; it reads the current
+      // rows, so it goes first.
+      if (overlap)
+        e.ifThen(completed, [&] {
+          e.loop(zero, r, [&](Value i) {
+            auto previous = valueAt(k, e.sub(group, one), i, c);
+            Value before = e.add(e.mul(i, width), c);
+            e.store(previous.first, state, {e.add(k.base, before)});
+            e.store(previous.second, state, {e.add(k.scoreBase, before)});
+          });
+        });
+      int64_t unroll = std::gcd(ratio, kStateRowsAtOnce);
+      // Rows in groups of `unroll`: their loads go out together before the
+      // stores.
+      e.loop(zero, e.index(ratio / unroll), [&](Value chunk) {
+        SmallVector<std::tuple<Value, Value, Value, Value>> rows;
+        for (int64_t u = 0; u < unroll; ++u) {
+          Value i = e.add(e.mul(chunk, e.index(unroll)), e.index(u));
+          Value q = e.add(groupStart, i);
+          Value seen = e.cmp(IP::sle, q, k.p);
+          Value changes = arith::OrIOp::create(
+              b, loc, completed, both(seen, inStep(k, e.min(q, k.p))));
+          auto [curKv, curScore] = valueAt(k, group, i, c);
+          rows.push_back({i, changes, e.select(seen, curKv, e.f32(0.0)),
+                          e.select(seen, curScore, e.f32(kNegInf))});
+        }
+        for (auto &row : rows) {
+          Value i = std::get<0>(row), kvValue = std::get<2>(row);
+          Value scoreValue = std::get<3>(row);
+          e.ifThen(std::get<1>(row), [&] {
+            Value at = e.add(e.mul(e.add(current, i), width), c);
+            e.store(kvValue, state, {e.add(k.base, at)});
+            e.store(scoreValue, state, {e.add(k.scoreBase, at)});
+          });
         }
       });
     });

@@ -1,0 +1,97 @@
+"""graph_overhead.py PACKAGE BATCH PROMPT STEPS [--graphs on|off]: the GPU
+time between a decode step's kernels. The whole package (every layer) runs
+a prefill of PROMPT tokens for BATCH sequences, then decode steps (the
+first of a bucket on the stream, the second recorded, the rest replayed);
+STEPS more are traced with the CUDA profiler (CUPTI, through
+torch.profiler). For each traced step: its span on the GPU (the first
+kernel's or copy's start to the last one's end), the busy time (the union
+of the kernels' and copies' intervals) and the difference, which is the
+launch overhead: with graphs, the gaps the GPU leaves between dependent
+nodes. Printed per step and per layer, medians over the traced steps, as
+one JSON line."""
+import json
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import v4a
+
+package, batch, prompt, steps = sys.argv[1], int(sys.argv[2]), int(
+    sys.argv[3]), int(sys.argv[4])
+graphs = "--graphs" not in sys.argv or sys.argv[sys.argv.index("--graphs") +
+                                                 1] == "on"
+model = v4a.Model.open_package(package, max_sequences=batch,
+                               use_graphs=graphs)
+model.load_random_weights(1)
+layers = len(model.selected_layers())
+dim = model.hidden_size
+sequences = [model.add_sequence() for _ in range(batch)]
+generator = torch.Generator(device="cuda").manual_seed(1)
+
+
+def inputs(tokens):
+    return [torch.randn(tokens, dim, device="cuda", dtype=torch.bfloat16,
+                        generator=generator) for _ in range(layers)]
+
+
+model.step(sequences, [prompt] * batch, inputs(batch * prompt))
+x = inputs(batch)
+y = [torch.empty_like(t) for t in x]
+ones = [1] * batch
+for _ in range(3):  # stream, record, first replay
+    model.step(sequences, ones, x, y)
+torch.cuda.synchronize()
+
+with profile(activities=[ProfilerActivity.CUDA]) as trace:
+    for _ in range(steps):
+        model.step(sequences, ones, x, y)
+        torch.cuda.synchronize()
+events = [e for e in trace.events() if e.device_type.name == "CUDA"]
+intervals = sorted((e.time_range.start, e.time_range.end) for e in events)
+
+
+def split_steps(intervals, gap_us=200.0):
+    """Steps are separated by a synchronization on the host: a long gap."""
+    groups, current = [], []
+    for start, end in intervals:
+        if current and start - max(e for _, e in current) > gap_us:
+            groups.append(current)
+            current = []
+        current.append((start, end))
+    if current:
+        groups.append(current)
+    return groups
+
+
+def busy(group):
+    total, reach = 0.0, None
+    for start, end in group:
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
+
+
+rows = []
+for group in split_steps(intervals):
+    span = max(e for _, e in group) - group[0][0]
+    rows.append({"nodes": len(group), "span_us": span, "busy_us": busy(group),
+                 "gaps_us": span - busy(group)})
+
+
+def median(key):
+    values = sorted(r[key] for r in rows)
+    return values[len(values) // 2]
+
+
+result = {"package": package, "graphs": graphs, "layers": layers,
+          "batch": batch, "prompt": prompt, "steps": len(rows),
+          "nodes": median("nodes"), "span_us": round(median("span_us"), 1),
+          "busy_us": round(median("busy_us"), 1),
+          "gaps_us": round(median("gaps_us"), 1),
+          "gaps_per_layer_us": round(median("gaps_us") / layers, 2)}
+print(json.dumps(result))
