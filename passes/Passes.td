@@ -81,7 +81,10 @@ def DequantizeFP8Weights
     libraries accumulate bf16 products in f32 but fp8 products on Hopper's
     tensor cores with about 14 bits, which moves ~6% of the bf16 outputs
     by an ulp and more; this form keeps the library exact. Products whose
-    input width is not a multiple of 128 stay fp8.
+    input width is not a multiple of 128 stay fp8. An fp8 `wo_b` leaves its
+    `v4a.grouped_output` the same way: the op keeps wo_a's product, which
+    is quantized (viewed as [T, groups, o_lora] when o_lora is whole
+    blocks) and fed to a `v4a.linear` with `k_block = 128`.
 
     Example: `v4a.linear %x, %w scale %s : tensor<?x256xbf16>,
     tensor<128x256xf8E4M3FN>, tensor<1x2xf8E8M0FNU> -> tensor<?x128xbf16>`
@@ -90,7 +93,8 @@ def DequantizeFP8Weights
     128 : i64} : tensor<?x256xbf16>, tensor<128x256xbf16> ->
     tensor<?x128xbf16>`.
   }];
-  let dependentDialects = ["::v4a::V4ADialect"];
+  let dependentDialects = ["::v4a::V4ADialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def Fuse : Pass<"v4a-fuse", "::mlir::ModuleOp"> {

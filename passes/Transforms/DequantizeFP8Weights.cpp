@@ -16,6 +16,8 @@
 
 #include "dialects/V4A/IR/V4AOps.h"
 
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
 namespace v4a {
 #define GEN_PASS_DEF_DEQUANTIZEFP8WEIGHTS
 #include "passes/Passes.h.inc"
@@ -116,12 +118,30 @@ LogicalResult dequantizeWoB(OpBuilder &b, func::FuncOp func,
   auto loraType =
       RankedTensorType::get({output.getType().getDimSize(0), woA.getDimSize(0)},
                             b.getBF16Type());
+  Location loc = output.getLoc();
   Value lora = GroupedOutputOp::create(
-      b, output.getLoc(), loraType, output.getInput(), output.getWoA(),
+      b, loc, loraType, output.getInput(), output.getWoA(),
       output.getWoAScale(), Value(), Value(), output.getGroups());
-  auto product = LinearOp::create(
-      b, output.getLoc(), output.getType(), quantizedInput(b, lora, quantized),
-      output.getWoB(), Value(), b.getI64IntegerAttr(kBlock));
+  int64_t groups = output.getGroups();
+  int64_t groupWidth = loraType.getDimSize(1) / groups;
+  Value input;
+  if (groups > 1 && groupWidth % kBlock == 0) {
+    // Quantized as [T, groups, o_lora]: the blocks never straddle a group,
+    // and rows of o_lora suit row kernels whatever the group count.
+    SmallVector<ReassociationIndices> rows = {{0}, {1, 2}};
+    Value grouped = tensor::ExpandShapeOp::create(
+        b, loc,
+        RankedTensorType::get({loraType.getDimSize(0), groups, groupWidth},
+                              b.getBF16Type()),
+        lora, rows);
+    input = tensor::CollapseShapeOp::create(
+        b, loc, loraType, quantizedInput(b, grouped, quantized), rows);
+  } else {
+    input = quantizedInput(b, lora, quantized);
+  }
+  auto product =
+      LinearOp::create(b, loc, output.getType(), input, output.getWoB(),
+                       Value(), b.getI64IntegerAttr(kBlock));
   output.replaceAllUsesWith(product.getResult());
   output.erase();
   return success();

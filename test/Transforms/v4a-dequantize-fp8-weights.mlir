@@ -94,7 +94,10 @@ func.func @shared_weight(%x: tensor<?x256xbf16>, %y: tensor<?x256xbf16>, %w: ten
 // FLASH-NOT: f8E8M0FNU
 // FLASH: v4a.act_quant %arg0 {block_size = 128 : i64
 // FLASH: v4a.linear %{{.*}}, %{{.*}} {k_block = 128 : i64} : tensor<?x4096xbf16>, tensor<1024x4096xbf16>
-// FLASH: v4a.grouped_output {{.*}} -> tensor<?x8192xbf16>
-// FLASH-NEXT: v4a.act_quant
-// FLASH-NEXT: v4a.linear %{{.*}}, %{{.*}} {k_block = 128 : i64} : tensor<?x8192xbf16>, tensor<4096x8192xbf16>
+// wo_b's input is quantized as [T, groups, o_lora] rows.
+// FLASH: %[[LORA:.*]] = v4a.grouped_output {{.*}} -> tensor<?x8192xbf16>
+// FLASH: %[[ROWS:.*]] = tensor.expand_shape %[[LORA]] {{.*}} into tensor<?x8x1024xbf16>
+// FLASH-NEXT: %[[Q:.*]] = v4a.act_quant %[[ROWS]] {{.*}} : tensor<?x8x1024xbf16>
+// FLASH-NEXT: %[[FLAT:.*]] = tensor.collapse_shape %[[Q]] {{.*}} into tensor<?x8192xbf16>
+// FLASH-NEXT: v4a.linear %[[FLAT]], %{{.*}} {k_block = 128 : i64} : tensor<?x8192xbf16>, tensor<4096x8192xbf16>
 // FLASH-LABEL: func.func @step_128_0_1_0(
