@@ -115,13 +115,12 @@ LogicalResult dequantizeWoB(OpBuilder &b, func::FuncOp func,
     return failure(failed(retyped));
   b.setInsertionPoint(output);
   auto woA = cast<RankedTensorType>(output.getWoA().getType());
-  auto loraType =
-      RankedTensorType::get({output.getType().getDimSize(0), woA.getDimSize(0)},
-                            b.getBF16Type());
+  auto loraType = RankedTensorType::get(
+      {output.getType().getDimSize(0), woA.getDimSize(0)}, b.getBF16Type());
   Location loc = output.getLoc();
-  Value lora = GroupedOutputOp::create(
-      b, loc, loraType, output.getInput(), output.getWoA(),
-      output.getWoAScale(), Value(), Value(), output.getGroups());
+  Value lora = GroupedOutputOp::create(b, loc, loraType, output.getInput(),
+                                       output.getWoA(), output.getWoAScale(),
+                                       Value(), Value(), output.getGroups());
   int64_t groups = output.getGroups();
   int64_t groupWidth = loraType.getDimSize(1) / groups;
   Value input;
@@ -161,12 +160,11 @@ LogicalResult dequantizeStep(func::FuncOp func) {
       products.push_back(op);
   });
   for (Operation *op : products) {
-    LogicalResult done =
-        isa<LinearOp>(op)
-            ? dequantizeLinear(b, func, cast<LinearOp>(op), quantized,
-                               unusedScales)
-            : dequantizeWoB(b, func, cast<GroupedOutputOp>(op), quantized,
-                            unusedScales);
+    LogicalResult done = isa<LinearOp>(op)
+                             ? dequantizeLinear(b, func, cast<LinearOp>(op),
+                                                quantized, unusedScales)
+                             : dequantizeWoB(b, func, cast<GroupedOutputOp>(op),
+                                             quantized, unusedScales);
     if (failed(done))
       return failure();
   }

@@ -317,13 +317,20 @@ Value LoopEmitter::roundToMinifloat(Value value, int mantissaBits,
               this->i32(0xff)),
           this->i32(127));
   exponent = max(exponent, this->i32(minExponent));
-  // quantum = 2^(exponent - mantissaBits), built from its exponent bits.
-  Value quantumBits = arith::ShLIOp::create(
-      b, loc, add(sub(exponent, this->i32(mantissaBits)), this->i32(127)),
-      this->i32(23));
-  Value quantum = arith::BitcastOp::create(b, loc, b.getF32Type(), quantumBits);
+  // quantum = 2^(exponent - mantissaBits) and its reciprocal, both normal
+  // floats built from their exponent bits: multiplying by the reciprocal is
+  // the division, exactly, without a division's cost on the GPU.
+  auto powerOfTwo = [&](Value power) {
+    return arith::BitcastOp::create(
+        b, loc, b.getF32Type(),
+        arith::ShLIOp::create(b, loc, add(power, this->i32(127)),
+                              this->i32(23)));
+  };
+  Value power = sub(exponent, this->i32(mantissaBits));
+  Value quantum = powerOfTwo(power);
+  Value inverse = powerOfTwo(sub(this->i32(0), power));
   Value rounded =
-      mul(math::RoundEvenOp::create(b, loc, div(magnitude, quantum)), quantum);
+      mul(math::RoundEvenOp::create(b, loc, mul(magnitude, inverse)), quantum);
   Value limit = f32(maxValue);
   Value saturated = select(cmp(arith::CmpFPredicate::OGE, magnitude, limit),
                            limit, min(rounded, limit));

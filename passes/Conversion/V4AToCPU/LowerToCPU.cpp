@@ -685,12 +685,11 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
     }
     // Without wo_b, wo_a's bf16 product is the result.
     auto type = cast<RankedTensorType>(op.getType());
-    Value mid =
-        woB ? e.alloc(RankedTensorType::get(
-                          {ShapedType::kDynamic, ShapedType::kDynamic},
-                          rewriter.getBF16Type()),
-                      {tokens, loraRows})
-            : e.allocShaped(type, {tokens, loraRows});
+    Value mid = woB ? e.alloc(RankedTensorType::get(
+                                  {ShapedType::kDynamic, ShapedType::kDynamic},
+                                  rewriter.getBF16Type()),
+                              {tokens, loraRows})
+                    : e.allocShaped(type, {tokens, loraRows});
     // Each library call is followed by its fallback loops.
     if (libraryA)
       callGemm(e, {woA, flat, mid},
@@ -1730,6 +1729,8 @@ struct CachePattern : public OpConversionPattern<OpTy> {
 
 /// State rows one thread of the compressor's state kernel loads together.
 constexpr int64_t kStateRowsAtOnce = 8;
+/// Runs of tokens the compressor's state kernel spreads a step over.
+constexpr int64_t kStateThreadRows = 128;
 
 /// The compressor over the packed tokens without a walk: what each
 /// completing token pools, and the state each sequence ends with, follow
@@ -1817,11 +1818,13 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
       e.store(pooled, out, {t, f});
     });
   });
-  e.parallelLoop(tokens, width, [&](Value t, Value c) {
+  // Token t, if it is its sequence's last, writes the state rows of column
+  // c that the step changes.
+  auto writeStateOfLastToken = [&](Value t, Value c) {
     Token k = tokenAt(t);
-    Value next = e.min(e.add(t, one), e.sub(tokens, one));
+    Value next = e.min(e.add(t, one), lastToken);
     Value last = arith::OrIOp::create(
-        b, loc, e.cmp(IP::eq, t, e.sub(tokens, one)),
+        b, loc, e.cmp(IP::eq, t, lastToken),
         e.cmp(IP::ne, e.loadIndex(slotIds, {next}), k.slot));
     e.ifThen(last, [&] {
       // The group after the last token: its rows up to the last token, and
@@ -1831,46 +1834,72 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
       // the sequence started).
       Value group = e.div(e.add(k.p, one), r);
       Value groupStart = e.mul(group, r);
-      Value completed =
-          both(e.cmp(IP::sgt, groupStart, zero),
-               inStep(k, e.max(e.sub(groupStart, one), zero)));
+      Value completed = both(e.cmp(IP::sgt, groupStart, zero),
+                             inStep(k, e.max(e.sub(groupStart, one), zero)));
+      auto storeRow = [&](Value i, Value kvValue, Value scoreValue) {
+        Value at = e.add(e.mul(e.add(current, i), width), c);
+        e.store(kvValue, state, {e.add(k.base, at)});
+        e.store(scoreValue, state, {e.add(k.scoreBase, at)});
+      };
+      auto ifOp = scf::IfOp::create(b, loc, completed, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
       // The completed group becomes the previous one; it reads the current
       // rows, so it goes first.
       if (overlap)
-        e.ifThen(completed, [&] {
-          e.loop(zero, r, [&](Value i) {
-            auto previous = valueAt(k, e.sub(group, one), i, c);
-            Value before = e.add(e.mul(i, width), c);
-            e.store(previous.first, state, {e.add(k.base, before)});
-            e.store(previous.second, state, {e.add(k.scoreBase, before)});
-          });
+        e.loop(zero, r, [&](Value i) {
+          auto previous = valueAt(k, e.sub(group, one), i, c);
+          Value before = e.add(e.mul(i, width), c);
+          e.store(previous.first, state, {e.add(k.base, before)});
+          e.store(previous.second, state, {e.add(k.scoreBase, before)});
         });
-      int64_t unroll = std::gcd(ratio, kStateRowsAtOnce);
+      // Every current row: the step's up to the last token, reset after.
       // Rows in groups of `unroll`: their loads go out together before the
       // stores.
+      int64_t unroll = std::gcd(ratio, kStateRowsAtOnce);
       e.loop(zero, e.index(ratio / unroll), [&](Value chunk) {
-        SmallVector<std::tuple<Value, Value, Value, Value>> rows;
+        SmallVector<std::tuple<Value, Value, Value>> rows;
         for (int64_t u = 0; u < unroll; ++u) {
           Value i = e.add(e.mul(chunk, e.index(unroll)), e.index(u));
-          Value q = e.add(groupStart, i);
-          Value seen = e.cmp(IP::sle, q, k.p);
-          Value changes = arith::OrIOp::create(
-              b, loc, completed, both(seen, inStep(k, e.min(q, k.p))));
+          Value seen = e.cmp(IP::sle, e.add(groupStart, i), k.p);
           auto [curKv, curScore] = valueAt(k, group, i, c);
-          rows.push_back({i, changes, e.select(seen, curKv, e.f32(0.0)),
+          rows.push_back({i, e.select(seen, curKv, e.f32(0.0)),
                           e.select(seen, curScore, e.f32(kNegInf))});
         }
-        for (auto &row : rows) {
-          Value i = std::get<0>(row), kvValue = std::get<2>(row);
-          Value scoreValue = std::get<3>(row);
-          e.ifThen(std::get<1>(row), [&] {
-            Value at = e.add(e.mul(e.add(current, i), width), c);
-            e.store(kvValue, state, {e.add(k.base, at)});
-            e.store(scoreValue, state, {e.add(k.scoreBase, at)});
-          });
-        }
+        for (auto &row : rows)
+          storeRow(std::get<0>(row), std::get<1>(row), std::get<2>(row));
+      });
+      // Else the rows of this step's tokens in the group: from the first
+      // one (found by halving; the step's positions of a sequence are
+      // consecutive) to the last token's.
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      Value lastRow = e.sub(k.p, groupStart);
+      int64_t halvings = llvm::Log2_64_Ceil(ratio) + 1;
+      Value firstRow =
+          e.loop(zero, e.index(halvings), {zero, lastRow},
+                 [&](Value, ValueRange range) -> SmallVector<Value> {
+                   Value mid = e.div(e.add(range[0], range[1]), e.index(2));
+                   Value in = inStep(k, e.add(groupStart, mid));
+                   return {e.select(in, range[0], e.add(mid, one)),
+                           e.select(in, mid, range[1])};
+                 })[1];
+      e.loop(firstRow, e.add(lastRow, one), [&](Value i) {
+        auto [curKv, curScore] = valueAt(k, group, i, c);
+        storeRow(i, curKv, curScore);
       });
     });
+  };
+  // The state's writers are the sequences' last tokens: a thread per
+  // column and run of tokens, at most kStateThreadRows runs, so that a long
+  // prefill does not launch a thread per token and column.
+  Value run = e.max(e.div(e.add(tokens, e.index(kStateThreadRows - 1)),
+                          e.index(kStateThreadRows)),
+                    one);
+  Value runs = e.div(e.add(tokens, e.sub(run, one)), run);
+  e.parallelLoop(runs, width, [&](Value g, Value c) {
+    Value begin = e.mul(g, run);
+    e.loop(begin, e.min(e.add(begin, run), tokens),
+           [&](Value t) { writeStateOfLastToken(t, c); });
   });
 }
 

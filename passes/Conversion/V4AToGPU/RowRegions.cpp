@@ -277,9 +277,11 @@ Values applyActQuant(RowThread &t, ActQuantOp op, Values v) {
                            static_cast<float>(fmax), op.getPow2Scale());
   Value quantized =
       e.cmp(arith::CmpIPredicate::slt, t.column, t.index(quantDims));
+  // A power-of-two scale has an exact reciprocal: one division per thread.
+  Value inverse = op.getPow2Scale() ? e.div(t.f32(1.0f), scale) : Value();
   Values out;
   for (Value x : v) {
-    Value q = e.div(x, scale);
+    Value q = inverse ? e.mul(x, inverse) : e.div(x, scale);
     q = e.max(e.min(q, t.f32(fmax)), t.f32(-fmax));
     q = e4m3 ? e.roundToMinifloat(q, 3, -6, num::kE4M3Max)
              : e.roundToMinifloat(q, 1, 0, num::kE2M1Max);
@@ -357,10 +359,12 @@ void storeToCache(RowThread &t, CacheRows &cache, const Values &v, Value id,
       e.cmp(arith::CmpIPredicate::slt, t.column, t.index(row.quantDims));
   auto ifQuantized = scf::IfOp::create(b, loc, quantized, /*withElse=*/true);
   b.setInsertionPointToStart(ifQuantized.thenBlock());
+  // The scale is a power of two: its reciprocal is exact.
+  Value inverse = e.div(t.f32(1.0f), scale);
   SmallVector<Value> codes;
   for (Value x : v)
     codes.push_back(e.toE4M3Bits(
-        e.roundToMinifloat(e.div(x, scale), 3, -6, num::kE4M3Max)));
+        e.roundToMinifloat(e.mul(x, inverse), 3, -6, num::kE4M3Max)));
   storeBytes(b, loc, codes, cache.bytes(), e.add(values, t.column));
   Value lane = t.lane;
   Value firstOfBlock = e.cmp(
