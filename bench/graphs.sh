@@ -5,7 +5,8 @@
 #
 #   bench/graphs.sh prepare   (here: the packages into build/gpu)
 #   bench/graphs.sh [PARTS]   (on the GPU machine; carry build/bin,
-#                             build/gpu; PARTS of: checks bench ncu model
+#                             build/gpu, and build/prefix for overhead;
+#                             PARTS of: checks bench ncu model overhead
 #                             torch, default all)
 #
 # In one call: the copy and GEMM ceilings; one V4-Flash layer of each
@@ -30,7 +31,7 @@ fi
 out=${OUT:-$dir}
 lines=$out/graphs.jsonl
 exec > >(tee -a "$out/graphs.log") 2>&1
-parts=${*:-checks bench ncu model torch}
+parts=${*:-checks bench ncu model overhead torch}
 has() { [[ " $parts " == *" $1 "* ]]; }
 status=0
 config=examples/v4-flash.json
@@ -94,6 +95,18 @@ if has model; then
     --batch 32 --context 16384 --tokens 1 --repeat 5 --graphs both |
     sed -u 's/^{"layers": \[[0-9,]*\]/{"layers": "all"/' | tee -a "$lines"
   [[ ${PIPESTATUS[0]} == 0 ]] || { echo "whole model: FAIL"; status=1; }
+fi
+# The gaps between a whole-model decode step's kernels on the GPU (CUPTI
+# through torch.profiler), with graphs and with stream launches; needs the
+# runtime library (bench/embed.sh prepare installs it into build/prefix).
+if has overhead; then
+  for g in on off; do
+    PYTHONPATH=$PWD/python \
+    V4A_LIBRARY=${V4A_LIBRARY:-$PWD/build/prefix/lib/libv4a_runtime.so.1} \
+      timeout 150 python3 bench/graph_overhead.py "$dir/v4-flash-16k.v4apkg" \
+      32 256 8 --graphs $g 2>&1 | grep '^{' | tee -a "$lines"
+    [[ ${PIPESTATUS[0]} == 0 ]] || { echo "overhead $g: FAIL"; status=1; }
+  done
 fi
 has torch && timeout 200 python3 bench/torch_attention.py $config --layers 0,2,3 \
   --batches 1,32,128 --context 65536 --prefill 8192 | tee -a "$lines"
