@@ -124,7 +124,7 @@ LogicalResult dequantizeWoB(OpBuilder &b, func::FuncOp func,
   int64_t groups = output.getGroups();
   int64_t groupWidth = loraType.getDimSize(1) / groups;
   Value input;
-  if (groups > 1 && groupWidth % kBlock == 0) {
+  if (groups > 1 && !loraType.isDynamicDim(1) && groupWidth % kBlock == 0) {
     // Quantized as [T, groups, o_lora]: the blocks never straddle a group,
     // and rows of o_lora suit row kernels whatever the group count.
     SmallVector<ReassociationIndices> rows = {{0}, {1, 2}};

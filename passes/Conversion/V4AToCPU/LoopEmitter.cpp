@@ -317,9 +317,11 @@ Value LoopEmitter::roundToMinifloat(Value value, int mantissaBits,
               this->i32(0xff)),
           this->i32(127));
   exponent = max(exponent, this->i32(minExponent));
-  // quantum = 2^(exponent - mantissaBits) and its reciprocal, both normal
-  // floats built from their exponent bits: multiplying by the reciprocal is
-  // the division, exactly, without a division's cost on the GPU.
+  // quantum = 2^(exponent - mantissaBits) and its reciprocal, built from
+  // their exponent bits: multiplying by the reciprocal is the division,
+  // exactly, without a division's cost on the GPU. Both are normal floats
+  // for every finite input (the reciprocal is +0 for an e2m1 inf or NaN,
+  // which saturates or stays NaN all the same).
   auto powerOfTwo = [&](Value power) {
     return arith::BitcastOp::create(
         b, loc, b.getF32Type(),
