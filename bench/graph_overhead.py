@@ -78,9 +78,9 @@ def busy(group):
 
 rows = []
 for group in split_steps(intervals):
-    span = max(e for _, e in group) - group[0][0]
-    rows.append({"nodes": len(group), "span_us": span, "busy_us": busy(group),
-                 "gaps_us": span - busy(group)})
+    span, used = max(e for _, e in group) - group[0][0], busy(group)
+    rows.append({"nodes": len(group), "span_us": span, "busy_us": used,
+                 "gaps_us": span - used})
 
 
 def median(key):

@@ -1772,7 +1772,7 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
   };
   auto inStep = [&](const Token &k, Value q) {
     Value u = e.sub(k.t, e.sub(k.p, q));
-    Value at = e.min(e.max(u, zero), lastToken);
+    Value at = packedIndex(k, q);
     return both(both(e.cmp(IP::sge, u, zero),
                      e.cmp(IP::eq, e.loadIndex(slotIds, {at}), k.slot)),
                 e.cmp(IP::eq, e.loadIndex(positions, {at}), q));
