@@ -8,6 +8,11 @@
 #   bench/attention.sh [SHAPES]  (there; SHAPES as batch:context:tokens,
 #                                 default the decode and prefill points)
 #
+# MODELS (default "v4-flash v4-pro") and LAYERS_<model> (v4-flash: 0,2,3;
+# v4-pro: 0,2) narrow the run; VARIANTS="-a -b" times packages
+# build/gpu/<model>-64k-a.v4apkg and -b side by side in the same call (each
+# line then names its variant).
+#
 # Caches are filled with random finite values and the top-k of an indexer
 # layer picks real rows, so every slot of a long-history step holds a row.
 set -uo pipefail
@@ -24,24 +29,28 @@ lines=$out/attention.jsonl
 exec > >(tee -a "$out/attention.log") 2>&1
 python3 bench/ceilings.py | tee -a "$lines"
 shapes=${*:-32:65536:1 64:65536:1 128:65536:1 128:65536:2 1:0:8192 1:8192:4096}
-for model in v4-flash v4-pro; do
+read -r -a variants <<< "${VARIANTS:-}"
+[[ ${#variants[@]} -eq 0 ]] && variants=("")
+for model in ${MODELS:-v4-flash v4-pro}; do
   # Layers: no compression, ratio 4 (indexer top-k), ratio 128.
   case $model in
-    v4-flash) layers=0,2,3 ;;
-    v4-pro) layers=0,2 ;;
+    v4-flash) layers=${LAYERS_v4_flash:-0,2,3} ;;
+    v4-pro) layers=${LAYERS_v4_pro:-0,2} ;;
   esac
   for shape in $shapes; do
     IFS=: read -r batch context tokens <<< "$shape"
-    csv=$out/attention-$model-b$batch-c$context-t$tokens.csv
-    timeout 240 ncu --clock-control none --kernel-name regex:attention \
-      --metrics gpu__time_duration.sum --csv --print-units base \
-      build/bin/v4a-run-package "$dir/$model-64k.v4apkg" --random-weights 1 \
-      --layers "$layers" --bench --batch "$batch" --context "$context" \
-      --tokens "$tokens" --repeat 1 --graphs off > "$csv" 2> /dev/null ||
-      echo "$model $shape: ncu failed"
-    # Nsight Compute's own lines name the machine's paths.
-    sed -i '/^==PROF==/d' "$csv"
-    python3 bench/attention_report.py "$csv" "examples/$model.json" \
-      "$batch" "$context" "$tokens" | tee -a "$lines"
+    for variant in "${variants[@]}"; do
+      csv=$out/attention-$model$variant-b$batch-c$context-t$tokens.csv
+      timeout 240 ncu --clock-control none --kernel-name regex:attention \
+        --metrics gpu__time_duration.sum --csv --print-units base \
+        build/bin/v4a-run-package "$dir/$model-64k$variant.v4apkg" \
+        --random-weights 1 --layers "$layers" --bench --batch "$batch" \
+        --context "$context" --tokens "$tokens" --repeat 1 --graphs off \
+        > "$csv" 2> /dev/null || echo "$model$variant $shape: ncu failed"
+      # Nsight Compute's own lines name the machine's paths.
+      sed -i '/^==PROF==/d' "$csv"
+      python3 bench/attention_report.py "$csv" "examples/$model.json" \
+        "$batch" "$context" "$tokens" "$variant" | tee -a "$lines"
+    done
   done
 done

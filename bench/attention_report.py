@@ -3,7 +3,7 @@ the kernel's best time over the run's steps, and TFLOP/s by FlashMLA's count
 2 * heads * rows * (D + D) per query token, rows being the token's selected
 rows (window + compressed) at its position.
 
-    attention_report.py CSV CONFIG BATCH CONTEXT TOKENS
+    attention_report.py CSV CONFIG BATCH CONTEXT TOKENS [VARIANT]
 """
 
 import json
@@ -26,6 +26,7 @@ def rows_of(position, ratio, config):
 def main():
     path, config_path = sys.argv[1], sys.argv[2]
     batch, context, tokens = (int(v) for v in sys.argv[3:6])
+    variant = {"variant": sys.argv[6]} if len(sys.argv) > 6 and sys.argv[6] else {}
     config = json.load(open(config_path))
     times = ncu_csv.launch_times(path)
     if times is None:
@@ -39,7 +40,7 @@ def main():
         flop = 2.0 * batch * heads * selected * (width + width)
         best = min(values)
         print(json.dumps({
-            "attention": name, "ratio": ratio, "batch": batch,
+            "attention": name, **variant, "ratio": ratio, "batch": batch,
             "context": context, "tokens": tokens,
             "rows_per_token": round(selected / tokens, 1),
             "us": round(best / 1e3, 2), "launches": len(values),

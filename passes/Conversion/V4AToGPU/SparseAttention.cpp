@@ -315,83 +315,91 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   Value slotBlocks =
       arith::CeilDivUIOp::create(b, loc, slots, k.index(kSlotsPerBlock));
   Value rowBytes = k.i64(width * 2);
-  Type i64Type = b.getI64Type();
 
-  // Slot `slot`'s row address, 0 when it has none.
-  auto rowAddress = [&](Value slot) -> Value {
-    auto indexAt = [&](Value rows, Value column) {
-      Value raw =
-          memref::LoadOp::create(b, loc, rows, ValueRange{token, column});
-      return arith::IndexCastOp::create(b, loc, b.getIndexType(), raw)
+  // A slot's row is found in two steps: its index is loaded a block ahead
+  // of its use (rawRow), so that the load's latency passes under a block's
+  // products instead of holding up the gather, and the address follows
+  // from it when the block's table is written (addressOfRow).
+  Type rawType = cast<MemRefType>(windowRows.getType()).getElementType();
+  Value noRow =
+      arith::ConstantOp::create(b, loc, b.getIntegerAttr(rawType, -1));
+  // Slot `slot`'s row index as stored (-1 when it has none).
+  auto rawRow = [&](Value slot) -> Value {
+    auto loadAt = [&](Value rows, Value column) {
+      return memref::LoadOp::create(b, loc, rows, ValueRange{token, column})
           .getResult();
     };
-    auto windowRow = [&]() -> Value {
-      Value row = indexAt(windowRows, slot);
-      Value used = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, row,
-                                         k.index(0));
-      Value fromStep = k.ult(row, tokens);
-      Value stepRow = k.add(kvAddress, k.mul(k.toI64(row), rowBytes));
-      Value ring = arith::SubIOp::create(b, loc, row, tokens);
-      Value safeRing = k.select(fromStep, k.index(0), ring);
-      Value ringRow =
-          k.add(windowAddress, k.toI64(window.valueOffset(safeRing)));
-      return k.select(used, k.select(fromStep, stepRow, ringRow), k.i64(0));
-    };
-    auto compressedRow = [&]() -> Value {
-      Value row = indexAt(compressedRows,
-                          arith::SubIOp::create(b, loc, slot, windowSlots));
-      Value used = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, row,
-                                         k.index(0));
-      Value base = arith::IndexCastOp::create(
-          b, loc, b.getIndexType(),
-          memref::LoadOp::create(b, loc, bases, ValueRange{token}));
-      Value global = k.add(base, k.select(used, row, k.index(0)));
-      Value address =
-          k.add(compressedAddress, k.toI64(compressed->valueOffset(global)));
-      return k.select(used, address, k.i64(0));
-    };
-    auto inRange = scf::IfOp::create(b, loc, TypeRange{i64Type},
+    auto inRange = scf::IfOp::create(b, loc, TypeRange{rawType},
                                      k.ult(slot, slots), /*withElse=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(inRange.thenBlock());
-      Value address;
-      if (!compressed) {
-        address = windowRow();
-      } else {
-        auto which = scf::IfOp::create(b, loc, TypeRange{i64Type},
-                                       k.ult(slot, windowSlots), true);
-        b.setInsertionPointToStart(which.thenBlock());
-        scf::YieldOp::create(b, loc, windowRow());
-        b.setInsertionPointToStart(which.elseBlock());
-        scf::YieldOp::create(b, loc, compressedRow());
-        b.setInsertionPointAfter(which);
-        address = which.getResult(0);
-      }
-      scf::YieldOp::create(b, loc, address);
-      b.setInsertionPointToStart(inRange.elseBlock());
-      scf::YieldOp::create(b, loc, k.i64(0));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(inRange.thenBlock());
+    Value raw;
+    if (!compressed) {
+      raw = loadAt(windowRows, slot);
+    } else {
+      auto which = scf::IfOp::create(b, loc, TypeRange{rawType},
+                                     k.ult(slot, windowSlots), true);
+      b.setInsertionPointToStart(which.thenBlock());
+      scf::YieldOp::create(b, loc, loadAt(windowRows, slot));
+      b.setInsertionPointToStart(which.elseBlock());
+      scf::YieldOp::create(
+          b, loc,
+          loadAt(compressedRows,
+                 arith::SubIOp::create(b, loc, slot, windowSlots)));
+      b.setInsertionPointAfter(which);
+      raw = which.getResult(0);
     }
+    scf::YieldOp::create(b, loc, raw);
+    b.setInsertionPointToStart(inRange.elseBlock());
+    scf::YieldOp::create(b, loc, noRow);
     return inRange.getResult(0);
   };
-  // The first 64 threads each own a slot of every block: the row address
-  // of their slot of block `slotBlock` (0 for the others, or when not
-  // `when`), and its place in stage `stage`'s table. (Computing the
-  // addresses a block ahead was measured slower: bench/attention-notes.md.)
+  // The token's first compressed row, read once.
+  Value compressedBase;
+  if (compressed)
+    compressedBase = arith::IndexCastOp::create(
+        b, loc, b.getIndexType(),
+        memref::LoadOp::create(b, loc, bases, ValueRange{token}));
+  // Slot `slot`'s row address from its index `raw`, 0 when it has none.
+  auto addressOfRow = [&](Value slot, Value raw) -> Value {
+    Value row = arith::IndexCastOp::create(b, loc, b.getIndexType(), raw);
+    Value used = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, row,
+                                       k.index(0));
+    Value safeRow = k.select(used, row, k.index(0));
+    Value fromStep = k.ult(safeRow, tokens);
+    Value stepRow = k.add(kvAddress, k.mul(k.toI64(safeRow), rowBytes));
+    Value ring = arith::SubIOp::create(b, loc, safeRow, tokens);
+    Value safeRing = k.select(fromStep, k.index(0), ring);
+    Value ringRow = k.add(windowAddress, k.toI64(window.valueOffset(safeRing)));
+    Value address = k.select(fromStep, stepRow, ringRow);
+    if (compressed) {
+      Value global = k.add(compressedBase, safeRow);
+      Value compressedRow =
+          k.add(compressedAddress, k.toI64(compressed->valueOffset(global)));
+      address = k.select(k.ult(slot, windowSlots), address, compressedRow);
+    }
+    return k.select(used, address, k.i64(0));
+  };
+  // The first 64 threads each own a slot of every block: the slot of
+  // block `slotBlock` this thread owns, and its index (-1 for the other
+  // threads, or when not `when`).
   Value ownsSlot = k.ult(k.thread, k.index(kSlotsPerBlock));
-  auto ownAddress = [&](Value slotBlock, Value when) {
-    auto guarded =
-        scf::IfOp::create(b, loc, TypeRange{i64Type},
-                          arith::AndIOp::create(b, loc, when, ownsSlot),
-                          /*withElse=*/true);
+  auto ownSlot = [&](Value slotBlock) {
+    return k.add(k.mul(slotBlock, k.index(kSlotsPerBlock)), k.thread);
+  };
+  auto ownRaw = [&](Value slotBlock, Value when) {
+    auto guarded = scf::IfOp::create(
+        b, loc, TypeRange{rawType},
+        arith::AndIOp::create(b, loc, when, ownsSlot), /*withElse=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(guarded.thenBlock());
-    scf::YieldOp::create(
-        b, loc,
-        rowAddress(k.add(k.mul(slotBlock, k.index(kSlotsPerBlock)), k.thread)));
+    scf::YieldOp::create(b, loc, rawRow(ownSlot(slotBlock)));
     b.setInsertionPointToStart(guarded.elseBlock());
-    scf::YieldOp::create(b, loc, k.i64(0));
+    scf::YieldOp::create(b, loc, noRow);
     return guarded.getResult(0);
+  };
+  auto ownAddress = [&](Value slotBlock, Value raw) {
+    return addressOfRow(ownSlot(slotBlock), raw);
   };
   // Each owner warp also leaves a bit per slot (set: the slot has a row)
   // for the softmax's masks: warp w's word covers the 32 slots that
@@ -439,7 +447,13 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
 
   // Prologue: the query tile and the first block of rows.
   Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-  placeAddress(ownAddress(k.index(0), always), k.index(0), always);
+  placeAddress(ownAddress(k.index(0), ownRaw(k.index(0), always)), k.index(0),
+               always);
+  // Block 1's indices, carried into the loop.
+  Value hasSecond = k.ult(k.index(1), slotBlocks);
+  placeAddress(ownAddress(k.index(1), ownRaw(k.index(1), hasSecond)),
+               k.index(1), hasSecond);
+  Value thirdRaw = ownRaw(k.index(2), k.ult(k.index(2), slotBlocks));
   k.barrier();
   Value queryTile = k.add(k.sharedBase, k.i64(plan.query));
   k.copyTile(
@@ -465,8 +479,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   auto kStep = [&](int64_t step) {
     return step / 4 * kSwizzleAtomBytes + step % 4 * 2 * kMmaK;
   };
-  SmallVector<Value> init = {zeroAccumulator(b, loc, outputN), negInf, negInf,
-                             zero, zero};
+  SmallVector<Value> init = {
+      zeroAccumulator(b, loc, outputN), negInf, negInf, zero, zero, thirdRaw};
   auto loop =
       scf::ForOp::create(b, loc, k.index(0), slotBlocks, k.index(1), init);
   {
@@ -482,8 +496,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     Value nextBlock = k.add(slotBlock, k.index(1));
     Value hasNext = k.ult(nextBlock, slotBlocks);
 
-    // Gather the next block while this one is computed.
-    placeAddress(ownAddress(nextBlock, hasNext), nextStage, hasNext);
+    // Gather the next block while this one is computed (its table was
+    // written during the last block's P.V).
     k.barrier();
     k.ifThen(hasNext, [&] { copyBlock(nextStage); });
     commitCopies(b, loc);
@@ -498,11 +512,15 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     // The accumulator's registers are written before the fence.
     Value scores = zeroAccumulator(b, loc, 32);
     mmaFence(b, loc);
+    Value rowsDescriptor =
+        matrixDescriptor(b, loc, ownRows, kChunkBytes, groupStride);
     for (int64_t step = 0; step < width / kMmaK; ++step) {
+      // (The query tile's descriptors stay as they are: loop-invariant, each
+      // folds to one OR of its base; advanced ones were hoisted into
+      // registers.)
       Value a = matrixDescriptor(b, loc, k.add(queryTile, k.i64(kStep(step))),
                                  kChunkBytes, groupStride);
-      Value bDesc = matrixDescriptor(b, loc, k.add(ownRows, k.i64(kStep(step))),
-                                     kChunkBytes, groupStride);
+      Value bDesc = advanceDescriptor(b, loc, rowsDescriptor, kStep(step));
       scores = mmaBF16(b, loc, a, bDesc, scores, 32, /*transposeB=*/false,
                        /*accumulate=*/step > 0);
     }
@@ -572,23 +590,38 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     Value ownDims =
         k.add(rows, k.mul(k.toI64(k.warpgroup),
                           k.i64(k.rowAtoms() / 2 * kSwizzleAtomBytes)));
+    Value dimsDescriptor =
+        matrixDescriptor(b, loc, ownDims, kSwizzleAtomBytes, groupStride);
     mmaFence(b, loc);
     for (int64_t step = 0; step < kSlotsPerBlock / kMmaK; ++step) {
       // P: one atom per 8 heads; V: K step `step` is row groups 2 step and
       // 2 step + 1.
       Value a = matrixDescriptor(b, loc, k.add(pTile, k.i64(kStep(step))),
                                  kChunkBytes, kSwizzleAtomBytes);
-      Value bDesc = matrixDescriptor(
-          b, loc, k.add(ownDims, k.i64(2 * step * groupStride)),
-          kSwizzleAtomBytes, groupStride);
+      Value bDesc =
+          advanceDescriptor(b, loc, dimsDescriptor, 2 * step * groupStride);
       accumulator = mmaBF16(b, loc, a, bDesc, accumulator, outputN,
                             /*transposeB=*/true, /*accumulate=*/true);
     }
     mmaCommit(b, loc);
+    // While P.V runs: the table of block n + 2 (into this stage's, whose
+    // copies were issued a block ago and whose mask the softmax above has
+    // read) from indices loaded a block ago, and the indices of block
+    // n + 3. (Measured on the H200, V4-Flash decode of 128 sequences at
+    // 64K: 46.1 us with the indices loaded and the table written just
+    // before the gather, 42.7 us with the indices loaded a block ahead;
+    // prefetching the rows themselves into L2 a block or two ahead of
+    // their gather was slower, 51.4 us.)
+    Value blockAfter = k.add(slotBlock, k.index(2));
+    Value hasAfter = k.ult(blockAfter, slotBlocks);
+    placeAddress(ownAddress(blockAfter, loop.getRegionIterArgs()[5]), stage,
+                 hasAfter);
+    Value lastBlock = k.add(slotBlock, k.index(3));
+    Value afterRaw = ownRaw(lastBlock, k.ult(lastBlock, slotBlocks));
     mmaWait(b, loc, 0);
-    scf::YieldOp::create(
-        b, loc,
-        ValueRange{accumulator, newMax[0], newMax[1], sums[0], sums[1]});
+    scf::YieldOp::create(b, loc,
+                         ValueRange{accumulator, newMax[0], newMax[1], sums[0],
+                                    sums[1], afterRaw});
   }
 
   // Denominators: lanes of a quad, then the two warpgroups, in that order.
@@ -603,7 +636,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   k.offerToWarpgroups(sums, headRow);
   // Per head: the denominator, or -inf for an empty selection (its result
   // is 0: the sink takes all the mass).
-  Value denominators[2], stored[2], head[2];
+  Value denominators[2], inverses[2], stored[2], head[2];
   for (int half = 0; half < 2; ++half) {
     Value total = k.bothWarpgroups(headRow[half], Combine::Add);
     head[half] = k.add(headBase, headRow[half]);
@@ -619,6 +652,11 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
         total,
         k.exp2(arith::SubFOp::create(b, loc, sink2, k.select(empty, zero, m))));
     denominators[half] = k.select(empty, negInf, denominator);
+    // One division per head; the outputs multiply by its result (a
+    // division per output element was a fifth of the kernel's time at
+    // decode).
+    inverses[half] =
+        arith::DivFOp::create(b, loc, k.f32(1.0), denominators[half]);
   }
   SmallVector<Value> o = unpackAccumulator(b, loc, loop.getResult(0));
   Value dimBase = k.mul(k.warpgroup, k.index(outputN));
@@ -628,8 +666,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     // -inf marks an empty selection: the result is 0.
     Value empty = k.isNegInf(denominators[half]);
     auto value = [&](Value acc) {
-      return k.select(empty, zero,
-                      arith::DivFOp::create(b, loc, acc, denominators[half]));
+      return k.select(empty, zero, k.mul(acc, inverses[half]));
     };
     Value pair = bf16Pair(b, loc, value(o[r]), value(o[r + 1]));
     k.ifThen(stored[half], [&] {

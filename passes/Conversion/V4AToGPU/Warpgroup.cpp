@@ -8,6 +8,8 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 using namespace mlir;
 
 namespace v4a::gpu {
@@ -118,16 +120,28 @@ void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
   auto toI64 = [&](Value v) {
     return arith::IndexCastOp::create(b, loc, b.getI64Type(), v).getResult();
   };
+  assert(threads % 8 == 0 && "a quarter warp copies 128 contiguous bytes");
+  // Copy i's row is (thread / 8 + i * threads / 8) mod rows: the second
+  // term is a constant, so copies that share it share the row (the
+  // attention's 64-row tiles: 2 rows a thread for 16 copies). Their source
+  // is built once, since the loads of an address table cannot be merged
+  // by later passes across the copies, which write shared memory.
+  llvm::SmallDenseMap<int64_t, std::tuple<Value, Value, Value>> sources;
   for (int64_t i = 0; i < rows * rowChunks / threads; ++i) {
     Value linear = arith::AddIOp::create(b, loc, c(i * threads), thread);
     Value rest = arith::DivUIOp::create(b, loc, linear, c(8));
-    Value row = arith::RemUIOp::create(b, loc, rest, c(rows));
+    auto [known, inserted] = sources.try_emplace(i * threads / 8 % rows);
+    if (inserted) {
+      Value row = arith::RemUIOp::create(b, loc, rest, c(rows));
+      auto [address, valid] = source(row);
+      known->second = {row, address, valid};
+    }
+    auto [row, address, valid] = known->second;
     Value chunk = arith::AddIOp::create(
         b, loc,
         arith::MulIOp::create(
             b, loc, arith::DivUIOp::create(b, loc, rest, c(rows)), c(8)),
         arith::RemUIOp::create(b, loc, linear, c(8)));
-    auto [address, valid] = source(row);
     Value from = arith::SelectOp::create(
         b, loc, valid,
         arith::AddIOp::create(
@@ -166,6 +180,15 @@ Value matrixDescriptor(OpBuilder &b, Location loc, Value address,
   int64_t fields =
       ((leading >> 4) << 16) | ((stride >> 4) << 32) | (kSwizzle128 << 62);
   return arith::OrIOp::create(b, loc, start, i64Constant(b, loc, fields));
+}
+
+Value advanceDescriptor(OpBuilder &b, Location loc, Value descriptor,
+                        int64_t bytes) {
+  assert(bytes % 16 == 0 && (bytes >> 4) <= kDescriptorFieldMask);
+  if (bytes == 0)
+    return descriptor;
+  return arith::AddIOp::create(b, loc, descriptor,
+                               i64Constant(b, loc, bytes >> 4));
 }
 
 Value zeroAccumulator(OpBuilder &b, Location loc, int64_t n) {

@@ -78,7 +78,8 @@ mlir::Value swizzledOffset(mlir::OpBuilder &b, mlir::Location loc,
 /// a missing row is zero-filled (reading nothing at `fallback`). The 8
 /// lanes of a quarter warp take the 8 chunks of 128 contiguous bytes of a
 /// row: whole sectors from memory and one atom row (all 32 banks) in
-/// shared memory.
+/// shared memory. A thread meets only a few distinct rows, and `source`
+/// is built once for each.
 void copyTileAsync(
     mlir::OpBuilder &b, mlir::Location loc, mlir::Value tile, int64_t rows,
     int64_t rowChunks, int64_t threads, mlir::Value thread,
@@ -98,6 +99,12 @@ void fenceSharedForMma(mlir::OpBuilder &b, mlir::Location loc);
 mlir::Value matrixDescriptor(mlir::OpBuilder &b, mlir::Location loc,
                              mlir::Value address, int64_t leading,
                              int64_t stride);
+
+/// `descriptor` moved `bytes` (a multiple of 16) further into shared
+/// memory: one add, since the start field cannot carry past its 14 bits
+/// inside the 228 KiB shared window.
+mlir::Value advanceDescriptor(mlir::OpBuilder &b, mlir::Location loc,
+                              mlir::Value descriptor, int64_t bytes);
 
 /// An m64nNk16 accumulator of f32 (!llvm.struct of N/2 f32), all zeros.
 mlir::Value zeroAccumulator(mlir::OpBuilder &b, mlir::Location loc, int64_t n);
