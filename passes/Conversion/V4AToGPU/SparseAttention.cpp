@@ -449,7 +449,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
   placeAddress(ownAddress(k.index(0), ownRaw(k.index(0), always)), k.index(0),
                always);
-  // Block 1's indices, carried into the loop.
+  // Block 1's table too; block 2's indices are carried into the loop, whose
+  // block n writes the table of block n + 2.
   Value hasSecond = k.ult(k.index(1), slotBlocks);
   placeAddress(ownAddress(k.index(1), ownRaw(k.index(1), hasSecond)),
                k.index(1), hasSecond);
@@ -514,10 +515,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     mmaFence(b, loc);
     Value rowsDescriptor =
         matrixDescriptor(b, loc, ownRows, kChunkBytes, groupStride);
+    // The query tile's descriptors stay built from their addresses: each
+    // folds to one OR of a loop-invariant base, where advanced ones were
+    // hoisted into 32 registers (253-255 registers, a spill).
     for (int64_t step = 0; step < width / kMmaK; ++step) {
-      // (The query tile's descriptors stay as they are: loop-invariant, each
-      // folds to one OR of its base; advanced ones were hoisted into
-      // registers.)
       Value a = matrixDescriptor(b, loc, k.add(queryTile, k.i64(kStep(step))),
                                  kChunkBytes, groupStride);
       Value bDesc = advanceDescriptor(b, loc, rowsDescriptor, kStep(step));
