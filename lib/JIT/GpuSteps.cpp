@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -79,6 +80,21 @@ std::string binaryPipeline(const std::string &chip,
          "reconcile-unrealized-casts),gpu-module-to-binary{format=isa "
          "toolkit=" +
          toolkit + "}";
+}
+
+/// Kernels whose warpgroups trade registers (setmaxnreg) declare a block
+/// per SM: ptxas honours the trades only when it knows a thread's registers
+/// at entry, and otherwise ignores them (its C7508) and spills.
+void declareRegisterTrades(ModuleOp module) {
+  module.walk([](gpu::GPUFuncOp func) {
+    if (!func.isKernel())
+      return;
+    WalkResult trades = func.walk(
+        [](NVVM::SetMaxRegisterOp) { return WalkResult::interrupt(); });
+    if (trades.wasInterrupted())
+      func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                    Builder(func.getContext()).getI32IntegerAttr(1));
+  });
 }
 
 void registerOnce(MLIRContext *context) {
@@ -587,6 +603,7 @@ compileGpuSteps(ModuleOp module, const std::vector<std::string> &names,
     return std::nullopt;
   }
   copyGlobalsIntoKernels(module);
+  declareRegisterTrades(module);
   if (kernelIR) {
     llvm::raw_string_ostream os(*kernelIR);
     module.print(os);

@@ -171,23 +171,38 @@ func.func @two_rows_per_team(%q: tensor<?x8x512xbf16>, %pos: tensor<?xi64>) -> t
 
 // -----
 
-// cache_attention with bf16 rows: the attention family, one block of two
-// warpgroups per (token, group of 64 heads) with 202.5 KiB of dynamic shared
-// memory at width 512 (a spare swizzle atom for alignment); gathers by
-// cp.async, Q.K^T as 32 m64n32k16 MMAs of K-major operands, P.V as 4
-// m64n256k16 MMAs reading the same rows MN-major, all in the 128-byte
+// cache_attention with bf16 rows: the attention family, one block per
+// (token, group of 64 heads) of two math warpgroups and a copy warpgroup
+// (384 threads) with 211.1 KiB of dynamic shared memory at width 512 (a
+// spare swizzle atom for alignment). The copy warpgroup gives up registers
+// and gathers each stage's halves by cp.async behind split barriers; each
+// math warpgroup takes registers, computes Q.K^T of its stage as 2 x 16
+// m64n64k16 MMAs of K-major operands (a half at a time, each once it has
+// landed), hands its block's maxima to the other, and runs P.V as 4
+// m64n256k16 MMAs reading both stages MN-major, all in the 128-byte
 // swizzle layout.
 // CHECK-LABEL: func.func @attention
 // CHECK: %[[BLOCKS:.*]] = arith.muli %{{.*}}, %c2
-// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %[[BLOCKS]], {{.*}} threads({{.*}}) in (%{{.*}} = %c256{{.*}} dynamic_shared_memory_size %c207376_i32 module(@v4a_gpu) function(@attention_attention0)
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %[[BLOCKS]], {{.*}} threads({{.*}}) in (%{{.*}} = %c384{{.*}} dynamic_shared_memory_size %c216144_i32 module(@v4a_gpu) function(@attention_attention0)
 // CHECK: gpu.dynamic_shared_memory
-// CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
+// CHECK-COUNT-8: nvvm.mbarrier.init
+// CHECK: gpu.barrier
+// CHECK: nvvm.setmaxregister decrease 72
 // CHECK: scf.for
-// CHECK: nvvm.fence.proxy
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
+// CHECK: nvvm.mbarrier.arrive
+// CHECK: nvvm.cp.async.mbarrier.arrive {{.*}} {noinc = true}
+// CHECK: nvvm.setmaxregister increase 216
+// CHECK: scf.for
+// CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-32: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 32, k = 16>, D[<f32>, {{.*}}], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-COUNT-16: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, {{.*}}], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK-COUNT-16: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: math.exp2
+// CHECK: nvvm.barrier.arrive
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 256, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
 // CHECK: gpu.terminator
 // CHECK-NOT: v4a.cache_attention

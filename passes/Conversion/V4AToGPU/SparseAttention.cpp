@@ -1,24 +1,32 @@
 //===- SparseAttention.cpp - the attention kernel family ------------------===//
 //
-// One block per (query token, group of 64 heads): two warpgroups, 256
-// threads. The token's slots (its window rows, then its compressed rows)
-// are walked in blocks of 64:
-// - the rows of the next block are gathered into the other of two shared
-//   stages with 16-byte cp.async (a slot of -1 or past the token's slots is
-//   zero-filled and masked) while this block is computed, in the 128-byte
-//   swizzle layout (Warpgroup.h; measured on the H200, V4-Flash decode of 128
-//   sequences at 64K: 65.0 us unswizzled, 45.8 us swizzled);
-// - S = Q.K^T: warpgroup w multiplies the 64 query heads by rows
-//   32w..32w+31 of the block (m64n32, K = the head width);
-// - the online softmax in base 2: block maxima meet through shared memory,
-//   the unnormalized probabilities are rounded to bf16 for P.V (spec 2b)
-//   while the denominators keep them in f32;
-// - O += P.V: warpgroup w takes dims w*D/2 .. (w+1)*D/2 - 1 of all 64 heads,
-//   reading the same stage MN-major (V equals K).
-// At the end the denominators are summed across lanes and warpgroups in a
-// fixed order, the sink joins them, and heads past the head count are never
-// stored. A token's result depends only on its own slots, never on the
-// batch around it.
+// One block per (query token, group of 64 heads): two math warpgroups and
+// a copy warpgroup, 384 threads. The token's slots (its window rows, then its
+// compressed rows) are walked in blocks of 64, two blocks at a time, one
+// per shared stage:
+// - the copy warpgroup gathers the rows of block 2p into stage 0 and of block
+//   2p + 1 into stage 1 with 16-byte cp.async (a slot of -1 or past the
+//   token's slots is zero-filled and masked), in the 128-byte swizzle
+//   layout (Warpgroup.h), each stage in two halves of the head's dims with
+//   split barriers of their own: a half is refilled as soon as its readers
+//   are done with it, while the math warpgroups work on the rest;
+// - warpgroup w computes S_w = Q.K_w^T for all 64 rows of stage w (m64n64,
+//   K = the head width) and the online softmax of its block in base 2.
+//   Warpgroup 0 goes first: its block's maxima m0 (over the running ones)
+//   reach warpgroup 1, which takes m1 = max(m0, its block's maxima), so
+//   that both blocks' unnormalized probabilities are rounded to bf16 for
+//   P.V (spec 2b) against maxima the outputs can be rescaled from, while
+//   the denominators keep them in f32;
+// - O += P.V: warpgroup w owns dims w*D/2 .. (w+1)*D/2 - 1 of all 64 heads
+//   and takes both blocks' P (through shared memory) against its half of
+//   both stages, read MN-major (V equals K).
+// Warpgroup 1 starts its pair with warpgroup 0's P.V, then its own S, so
+// that stage 1 (freed last) has warpgroup 0's S and softmax to land, and
+// each warpgroup's softmax runs while the other's products are on the
+// tensor cores. At the end the denominators are summed across lanes and
+// warpgroups in a fixed order, the sink joins them, and heads past the
+// head count are never stored. A token's result depends only on its own
+// slots, never on the batch around it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,12 +56,24 @@ namespace v4a::gpu {
 
 namespace {
 
-/// Row slots per block, warpgroups per block and their threads.
+/// Row slots per block; the math warpgroups, their threads and the
+/// block's (the copy warpgroup's after them).
 constexpr int64_t kSlotsPerBlock = 64;
 constexpr int64_t kWarpgroups = 2;
-constexpr int64_t kThreads = kWarpgroups * kWarpgroupThreads;
+constexpr int64_t kMathThreads = kWarpgroups * kWarpgroupThreads;
+constexpr int64_t kThreads = kMathThreads + kWarpgroupThreads;
+/// Registers a thread: the copy warpgroup gives up its share to the math
+/// warpgroups (O alone is 128 f32 a thread), within the 64 K of the SM.
+constexpr int32_t kCopyRegisters = 72, kMathRegisters = 216;
+static_assert(kWarpgroupThreads * (kCopyRegisters + 2 * kMathRegisters) <=
+              65536);
 constexpr int64_t kChunkBytes = 16;
 constexpr double kLog2E = 1.4426950408889634;
+/// Named barriers: the math warpgroups together; warpgroup 0's maxima and
+/// P ready for warpgroup 1; warpgroup 1's ready for warpgroup 0 (both
+/// wait); warpgroup 0 alone; the copy warpgroup alone.
+constexpr int64_t kMathBarrier = 1, kFirstReady = 2, kSecondReady = 3,
+                  kFirstOnly = 4, kCopyOnly = 5;
 
 /// Byte offsets in the dynamic shared memory.
 struct SharedPlan {
@@ -61,32 +81,36 @@ struct SharedPlan {
   int64_t chunks = 0; // 16-byte chunks of a bf16 row
   int64_t query = 0;  // the 64 x D query tile
   int64_t stages[2] = {0, 0};
-  int64_t probabilities = 0; // P, 64 heads x 64 slots of bf16
-  int64_t addresses = 0;     // per stage, each slot's row address (0: none)
-  int64_t exchange = 0;      // per warpgroup, a f32 per head
-  int64_t masks = 0;         // per stage and warpgroup, a bit per slot
+  int64_t probabilities[2] = {0, 0}; // P of each stage, 64 x 64 bf16
+  int64_t addresses = 0; // per stage, each slot's row address (0: none)
+  int64_t exchange = 0;  // per warpgroup, a f32 per head, twice
+  int64_t masks = 0;     // per stage, a bit per slot
+  int64_t barriers = 0;  // per stage and half: full, then empty
   int64_t total = 0;
 };
 
 std::optional<SharedPlan> planShared(int64_t width) {
-  // Rows are 128-byte swizzle atoms of 64 dims, and P.V splits D in two
-  // halves of whole atoms, each a valid N (<= 256).
+  // Rows are 128-byte swizzle atoms of 64 dims, and each half of D is
+  // whole atoms and a valid N of P.V (<= 256).
   if (width < 128 || width % 128 != 0 || width > 512)
     return std::nullopt;
   SharedPlan plan;
   plan.width = width;
   plan.chunks = width * 2 / kChunkBytes;
   int64_t tile = kMmaM * width * 2;
+  int64_t pTile = kMmaM * kSlotsPerBlock * 2;
   // The tiles start at multiples of the atom (the swizzle XORs address
   // bits); the window's base is aligned up to one, hence the spare atom.
   plan.query = 0;
   plan.stages[0] = tile;
   plan.stages[1] = 2 * tile;
-  plan.probabilities = 3 * tile;
-  plan.addresses = plan.probabilities + kMmaM * kSlotsPerBlock * 2;
+  plan.probabilities[0] = 3 * tile;
+  plan.probabilities[1] = 3 * tile + pTile;
+  plan.addresses = 3 * tile + 2 * pTile;
   plan.exchange = plan.addresses + 2 * kSlotsPerBlock * 8;
-  plan.masks = plan.exchange + kWarpgroups * kMmaM * 4;
-  plan.total = plan.masks + 2 * kWarpgroups * 4 + kSwizzleAtomBytes;
+  plan.masks = plan.exchange + 2 * kWarpgroups * kMmaM * 4;
+  plan.barriers = plan.masks + 2 * 2 * 4;
+  plan.total = plan.barriers + 8 * 8 + kSwizzleAtomBytes;
   if (plan.total > step::HostOp::kMaxSharedBytes)
     return std::nullopt;
   return plan;
@@ -104,15 +128,18 @@ struct Kernel {
   Location loc;
   SharedPlan plan;
   int64_t heads;
-  /// Thread coordinates: in the block, its warpgroup, warp in the
-  /// warpgroup and lane.
+  /// Thread coordinates: in the block, its warpgroup (2: the copy one),
+  /// warp in the warpgroup and lane.
   Value thread, warpgroup, warp, lane;
   /// Shared addresses (i64): the window's base.
   Value sharedBase;
   /// Views of the shared slot addresses and masks, exchange slots and P.
-  Value slotAddresses, slotMasks, exchange, probabilities;
+  Value slotAddresses, slotMasks, exchange;
 
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value i32(int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  }
   Value i64(int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
   }
@@ -128,6 +155,11 @@ struct Kernel {
       return arith::AddFOp::create(b, loc, x, y);
     return arith::AddIOp::create(b, loc, x, y);
   }
+  Value sub(Value x, Value y) {
+    if (isa<FloatType>(x.getType()))
+      return arith::SubFOp::create(b, loc, x, y);
+    return arith::SubIOp::create(b, loc, x, y);
+  }
   Value mul(Value x, Value y) {
     if (isa<FloatType>(x.getType()))
       return arith::MulFOp::create(b, loc, x, y);
@@ -141,6 +173,9 @@ struct Kernel {
   Value ult(Value x, Value y) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
   }
+  Value eq(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
+  }
   Value select(Value c, Value x, Value y) {
     return arith::SelectOp::create(b, loc, c, x, y);
   }
@@ -149,7 +184,6 @@ struct Kernel {
     return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x,
                                  f32(-INFINITY));
   }
-  void barrier() { mlir::gpu::BarrierOp::create(b, loc); }
   void ifThen(Value condition, function_ref<void()> body) {
     scf::IfOp::create(b, loc, condition, [&](OpBuilder &, Location) {
       body();
@@ -159,25 +193,26 @@ struct Kernel {
   Value shuffleXor(Value v, int64_t mask) {
     return v4a::gpu::shuffleXor(b, loc, v, mask);
   }
+  Value load(Value memref, Value at) {
+    return memref::LoadOp::create(b, loc, memref, ValueRange{at});
+  }
+  void store(Value value, Value memref, Value at) {
+    memref::StoreOp::create(b, loc, value, memref, ValueRange{at});
+  }
 
   /// Swizzle atoms across a row of D dims.
   int64_t rowAtoms() const { return plan.width / 64; }
+  /// Bytes between 8-row groups of a row tile.
+  int64_t groupStride() const { return rowAtoms() * kSwizzleAtomBytes; }
+  Value at(int64_t offset) { return add(sharedBase, i64(offset)); }
 
-  /// The shared address of stage `stage` (an index, 0 or 1).
-  Value stageAddress(Value stage) {
-    return add(sharedBase,
-               select(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                            stage, index(0)),
-                      i64(plan.stages[0]), i64(plan.stages[1])));
+  /// The split barrier of stage `stage`'s half `half`: full (its rows have
+  /// landed) or empty (its readers are done).
+  Value fullBarrier(int64_t stage, int64_t half) {
+    return at(plan.barriers + (stage * 2 + half) * 8);
   }
-
-  /// Copies a 64-row tile into the swizzled layout at shared address
-  /// `tile`: `source(row)` gives a row's global address and whether it
-  /// exists.
-  void copyTile(Value tile, function_ref<std::pair<Value, Value>(Value)> source,
-                Value fallback) {
-    copyTileAsync(b, loc, tile, kMmaM, plan.chunks, kThreads, thread, source,
-                  fallback);
+  Value emptyBarrier(int64_t stage, int64_t half) {
+    return at(plan.barriers + 32 + (stage * 2 + half) * 8);
   }
 
   /// The row of register `r` of this thread's fragments (0..63) and its
@@ -185,32 +220,25 @@ struct Kernel {
   FragmentPlace place(int64_t r) {
     return fragmentPlace(b, loc, warp, lane, r);
   }
+  /// The two heads (rows) of this thread's fragments.
+  std::array<Value, 2> headRows() { return {place(0).row, place(2).row}; }
 
-  /// Per-head values shared between the two warpgroups: a lane of each
-  /// quad leaves this warpgroup's `values` (of the heads `headRow`) in its
-  /// exchange slots, then the block waits; bothWarpgroups combines a head's
-  /// two values in warpgroup order, so that both get the same bits. The
-  /// slots must be free (a barrier since their last read).
-  void offerToWarpgroups(ArrayRef<Value> values, const Value headRow[2]) {
-    Value quadLead = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                           rem(lane, index(4)), index(0));
-    Value own = mul(warpgroup, index(kMmaM));
+  /// A quad's per-head values into exchange slots `slots` (an index,
+  /// 0..3, 64 f32 each): a lane of each quad writes them.
+  void offer(ArrayRef<Value> values, Value slots) {
+    Value quadLead = eq(rem(lane, index(4)), index(0));
+    std::array<Value, 2> rows = headRows();
     ifThen(quadLead, [&] {
       for (int half = 0; half < 2; ++half)
-        memref::StoreOp::create(b, loc, values[half], exchange,
-                                ValueRange{add(own, headRow[half])});
+        store(values[half], exchange,
+              add(mul(slots, index(kMmaM)), rows[half]));
     });
-    barrier();
   }
-  Value bothWarpgroups(Value headRow, Combine how) {
-    return combine(
-        b, loc, how,
-        memref::LoadOp::create(b, loc, exchange, ValueRange{headRow}),
-        memref::LoadOp::create(b, loc, exchange,
-                               ValueRange{add(headRow, index(kMmaM))}));
+  Value offered(Value slots, Value headRow) {
+    return load(exchange, add(mul(slots, index(kMmaM)), headRow));
   }
 
-  /// Element offset of (head, slot) in P (64 slots: one atom a row).
+  /// Element offset of (head, slot) in a P tile (64 slots: one atom a row).
   Value probabilityElement(Value head, Value slot) {
     Value byte = swizzledOffset(b, loc, head, div(slot, index(8)), 1);
     return add(div(byte, index(2)), rem(slot, index(8)));
@@ -224,6 +252,28 @@ Value bf16Pair(OpBuilder &b, Location loc, Value x, Value y) {
       b, loc, type,
       ValueRange{arith::TruncFOp::create(b, loc, b.getBF16Type(), x),
                  arith::TruncFOp::create(b, loc, b.getBF16Type(), y)});
+}
+
+/// A warpgroup's running softmax state: O over its half of the dims, and
+/// per head (of its two fragment rows) the running maximum (raw: -inf
+/// before any row) and its share of the denominator.
+struct Running {
+  Value accumulator;
+  Value maxima[2];
+  Value sums[2];
+};
+
+/// The exponent base for a maximum: 0 before any row (every term is 0).
+Value exponentBase(Kernel &k, Value maximum) {
+  return k.select(k.isNegInf(maximum), k.f32(0.0), maximum);
+}
+
+/// `values` (an accumulator's registers) times a factor per head half.
+Value rescale(Kernel &k, Value accumulator, const Value factors[2]) {
+  SmallVector<Value> o = unpackAccumulator(k.b, k.loc, accumulator);
+  for (size_t r = 0; r < o.size(); ++r)
+    o[r] = k.mul(o[r], factors[(r % 4) / 2]);
+  return packAccumulator(k.b, k.loc, o);
 }
 
 } // namespace
@@ -274,7 +324,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   mlir::gpu::LaunchOp launch =
       createLaunch(b, loc, kernelName(func, "attention"), blocks, kThreads,
                    /*sharedFloats=*/0, plan.total);
-  Kernel k{b, loc, plan, heads, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Kernel k{b, loc, plan, heads, {}, {}, {}, {}, {}, {}, {}, {}};
   k.thread = launch.getThreadIds().x;
   Value block = launch.getBlockIds().x;
   Value token = k.div(block, k.index(groups));
@@ -292,10 +342,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
                       count);
   };
   k.slotAddresses = view(plan.addresses, b.getI64Type(), 2 * kSlotsPerBlock);
-  k.exchange = view(plan.exchange, b.getF32Type(), kWarpgroups * kMmaM);
-  k.slotMasks = view(plan.masks, b.getI32Type(), 2 * kWarpgroups);
-  k.probabilities =
-      view(plan.probabilities, b.getBF16Type(), kMmaM * kSlotsPerBlock);
+  k.exchange = view(plan.exchange, b.getF32Type(), 2 * kWarpgroups * kMmaM);
+  k.slotMasks = view(plan.masks, b.getI32Type(), 2 * 2);
 
   // Where the rows are: one function of (cache, row) per cache.
   cpu::LoopEmitter emitter(b, loc);
@@ -314,12 +362,28 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     slots = k.add(slots, memref::DimOp::create(b, loc, compressedRows, 1));
   Value slotBlocks =
       arith::CeilDivUIOp::create(b, loc, slots, k.index(kSlotsPerBlock));
+  // Blocks go in pairs; a missing second block has no rows.
+  Value pairs = arith::CeilDivUIOp::create(b, loc, slotBlocks, k.index(2));
   Value rowBytes = k.i64(width * 2);
 
-  // A slot's row is found in two steps: its index is loaded a block ahead
-  // of its use (rawRow), so that the load's latency passes under a block's
-  // products instead of holding up the gather, and the address follows
-  // from it when the block's table is written (addressOfRow).
+  // The split barriers: a full one takes each copy thread twice (its table
+  // writes, then its copies' landing); an empty one each thread that
+  // reads the half: warpgroup w alone reads half w of stage w after its
+  // Q.K^T, both read the other halves.
+  k.ifThen(k.eq(k.thread, k.index(0)), [&] {
+    for (int64_t stage = 0; stage < 2; ++stage)
+      for (int64_t half = 0; half < 2; ++half) {
+        initBarrier(b, loc, k.fullBarrier(stage, half), 2 * kWarpgroupThreads);
+        initBarrier(b, loc, k.emptyBarrier(stage, half),
+                    stage == half ? kWarpgroupThreads : kMathThreads);
+      }
+  });
+  mlir::gpu::BarrierOp::create(b, loc);
+
+  // A slot's row is found in two steps: the copy warpgroup loads its index a
+  // pair of blocks ahead of its use (rawRow), so that the load's latency
+  // passes under the copies of a pair, and the address follows from it
+  // when the stage's table is written (addressOfRow).
   Type rawType = cast<MemRefType>(windowRows.getType()).getElementType();
   Value noRow =
       arith::ConstantOp::create(b, loc, b.getIntegerAttr(rawType, -1));
@@ -342,10 +406,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       b.setInsertionPointToStart(which.thenBlock());
       scf::YieldOp::create(b, loc, loadAt(windowRows, slot));
       b.setInsertionPointToStart(which.elseBlock());
-      scf::YieldOp::create(
-          b, loc,
-          loadAt(compressedRows,
-                 arith::SubIOp::create(b, loc, slot, windowSlots)));
+      scf::YieldOp::create(b, loc,
+                           loadAt(compressedRows, k.sub(slot, windowSlots)));
       b.setInsertionPointAfter(which);
       raw = which.getResult(0);
     }
@@ -354,21 +416,15 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     scf::YieldOp::create(b, loc, noRow);
     return inRange.getResult(0);
   };
-  // The token's first compressed row, read once.
-  Value compressedBase;
-  if (compressed)
-    compressedBase = arith::IndexCastOp::create(
-        b, loc, b.getIndexType(),
-        memref::LoadOp::create(b, loc, bases, ValueRange{token}));
   // Slot `slot`'s row address from its index `raw`, 0 when it has none.
-  auto addressOfRow = [&](Value slot, Value raw) -> Value {
+  auto addressOfRow = [&](Value slot, Value raw, Value compressedBase) {
     Value row = arith::IndexCastOp::create(b, loc, b.getIndexType(), raw);
     Value used = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, row,
                                        k.index(0));
     Value safeRow = k.select(used, row, k.index(0));
     Value fromStep = k.ult(safeRow, tokens);
     Value stepRow = k.add(kvAddress, k.mul(k.toI64(safeRow), rowBytes));
-    Value ring = arith::SubIOp::create(b, loc, safeRow, tokens);
+    Value ring = k.sub(safeRow, tokens);
     Value safeRing = k.select(fromStep, k.index(0), ring);
     Value ringRow = k.add(windowAddress, k.toI64(window.valueOffset(safeRing)));
     Value address = k.select(fromStep, stepRow, ringRow);
@@ -380,85 +436,127 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     }
     return k.select(used, address, k.i64(0));
   };
-  // The first 64 threads each own a slot of every block: the slot of
-  // block `slotBlock` this thread owns, and its index (-1 for the other
-  // threads, or when not `when`).
-  Value ownsSlot = k.ult(k.thread, k.index(kSlotsPerBlock));
-  auto ownSlot = [&](Value slotBlock) {
-    return k.add(k.mul(slotBlock, k.index(kSlotsPerBlock)), k.thread);
-  };
-  auto ownRaw = [&](Value slotBlock, Value when) {
-    auto guarded = scf::IfOp::create(
-        b, loc, TypeRange{rawType},
-        arith::AndIOp::create(b, loc, when, ownsSlot), /*withElse=*/true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(guarded.thenBlock());
-    scf::YieldOp::create(b, loc, rawRow(ownSlot(slotBlock)));
-    b.setInsertionPointToStart(guarded.elseBlock());
-    scf::YieldOp::create(b, loc, noRow);
-    return guarded.getResult(0);
-  };
-  auto ownAddress = [&](Value slotBlock, Value raw) {
-    return addressOfRow(ownSlot(slotBlock), raw);
-  };
-  // Each owner warp also leaves a bit per slot (set: the slot has a row)
-  // for the softmax's masks: warp w's word covers the 32 slots that
-  // warpgroup w multiplies.
-  auto placeAddress = [&](Value address, Value stage, Value when) {
-    k.ifThen(arith::AndIOp::create(b, loc, when, ownsSlot), [&] {
-      memref::StoreOp::create(
-          b, loc, address, k.slotAddresses,
-          ValueRange{k.add(k.mul(stage, k.index(kSlotsPerBlock)), k.thread)});
-      Value present = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                                            address, k.i64(0));
-      Value bits = NVVM::VoteSyncOp::create(
-          b, loc, b.getI32Type(),
-          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(-1)), present,
-          NVVM::VoteSyncKind::ballot);
-      Value warpInBlock = k.div(k.thread, k.index(kWarpLanes));
-      k.ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, k.lane,
-                                     k.index(0)),
-               [&] {
-                 memref::StoreOp::create(
-                     b, loc, bits, k.slotMasks,
-                     ValueRange{k.add(k.mul(stage, k.index(kWarpgroups)),
-                                      warpInBlock)});
-               });
-    });
-  };
-  auto slotAddress = [&](Value stage, Value slotInBlock) {
-    return memref::LoadOp::create(
-               b, loc, k.slotAddresses,
-               ValueRange{
-                   k.add(k.mul(stage, k.index(kSlotsPerBlock)), slotInBlock)})
-        .getResult();
-  };
-  auto copyBlock = [&](Value stage) {
-    k.copyTile(
-        k.stageAddress(stage),
-        [&](Value row) -> std::pair<Value, Value> {
-          Value address = slotAddress(stage, row);
-          Value valid = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                                              address, k.i64(0));
-          return {address, valid};
-        },
-        queryAddress);
-  };
 
-  // Prologue: the query tile and the first block of rows.
-  Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-  placeAddress(ownAddress(k.index(0), ownRaw(k.index(0), always)), k.index(0),
-               always);
-  // Block 1's table too; block 2's indices are carried into the loop, whose
-  // block n writes the table of block n + 2.
-  Value hasSecond = k.ult(k.index(1), slotBlocks);
-  placeAddress(ownAddress(k.index(1), ownRaw(k.index(1), hasSecond)),
-               k.index(1), hasSecond);
-  Value thirdRaw = ownRaw(k.index(2), k.ult(k.index(2), slotBlocks));
-  k.barrier();
-  Value queryTile = k.add(k.sharedBase, k.i64(plan.query));
-  k.copyTile(
-      queryTile,
+  int64_t halfChunks = plan.chunks / 2;
+  int64_t steps = width / kMmaK;
+  Value isCopying = k.eq(k.warpgroup, k.index(kWarpgroups));
+  auto roles = scf::IfOp::create(b, loc, TypeRange{}, isCopying,
+                                 /*withElse=*/true);
+
+  // The copy warpgroup: its thread t < 64 owns slot t of every block.
+  b.setInsertionPointToStart(roles.thenBlock());
+  {
+    NVVM::SetMaxRegisterOp::create(b, loc, kCopyRegisters,
+                                   NVVM::SetMaxRegisterAction::decrease);
+    Value copier = k.sub(k.thread, k.index(kMathThreads));
+    Value owner = k.ult(copier, k.index(kSlotsPerBlock));
+    Value compressedBase;
+    if (compressed)
+      compressedBase = arith::IndexCastOp::create(
+          b, loc, b.getIndexType(),
+          memref::LoadOp::create(b, loc, bases, ValueRange{token}));
+    auto ownSlot = [&](Value slotBlock) {
+      return k.add(k.mul(slotBlock, k.index(kSlotsPerBlock)), copier);
+    };
+    // The two indices this thread owns of pair `pair` (-1 past the slots
+    // and for threads that own none).
+    auto pairRaws = [&](Value pair) {
+      SmallVector<Value> raws;
+      for (int64_t stage = 0; stage < 2; ++stage) {
+        auto owned = scf::IfOp::create(b, loc, TypeRange{rawType}, owner,
+                                       /*withElse=*/true);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(owned.thenBlock());
+        scf::YieldOp::create(
+            b, loc,
+            rawRow(ownSlot(k.add(k.mul(pair, k.index(2)), k.index(stage)))));
+        b.setInsertionPointToStart(owned.elseBlock());
+        scf::YieldOp::create(b, loc, noRow);
+        raws.push_back(owned.getResult(0));
+      }
+      return raws;
+    };
+    // The stage's table of row addresses and its masks (word w: slots
+    // 32w .. 32w + 31, from warp w's ballot), for block `slotBlock`.
+    auto writeTable = [&](int64_t stage, Value slotBlock, ValueRange raws) {
+      k.ifThen(owner, [&] {
+        Value address =
+            addressOfRow(ownSlot(slotBlock), raws[stage], compressedBase);
+        k.store(address, k.slotAddresses,
+                k.add(k.index(stage * kSlotsPerBlock), copier));
+        Value present = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                              address, k.i64(0));
+        Value bits =
+            NVVM::VoteSyncOp::create(b, loc, b.getI32Type(), k.i32(-1), present,
+                                     NVVM::VoteSyncKind::ballot);
+        k.ifThen(k.eq(k.lane, k.index(0)), [&] {
+          k.store(bits, k.slotMasks,
+                  k.add(k.index(stage * 2), k.div(copier, k.index(32))));
+        });
+      });
+      syncThreads(b, loc, kCopyOnly, kWarpgroupThreads);
+    };
+    auto copyHalf = [&](int64_t stage, int64_t half) {
+      // Each half's destinations from a base of its own, so that they are
+      // built after the wait for the half, not all ahead of the first.
+      Value tile =
+          k.add(opaque(b, loc, k.sharedBase), k.i64(plan.stages[stage]));
+      copyTileAsync(
+          b, loc, tile, kSlotsPerBlock, halfChunks, kWarpgroupThreads, copier,
+          [&](Value row) -> std::pair<Value, Value> {
+            Value address = k.load(k.slotAddresses,
+                                   k.add(k.index(stage * kSlotsPerBlock), row));
+            Value valid = arith::CmpIOp::create(
+                b, loc, arith::CmpIPredicate::ne, address, k.i64(0));
+            return {address, valid};
+          },
+          queryAddress, half *halfChunks, plan.chunks);
+      // Arrivals: the table's writes released, then the copies landed.
+      arriveBarrier(b, loc, k.fullBarrier(stage, half));
+      arriveBarrierOnCopies(b, loc, k.fullBarrier(stage, half));
+    };
+    SmallVector<Value> first = pairRaws(k.index(0));
+    auto loop = scf::ForOp::create(b, loc, k.index(0), pairs, k.index(1),
+                                   ValueRange(first));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value pair = loop.getInductionVar();
+    ValueRange raws = loop.getRegionIterArgs();
+    Value invariantBase = k.sharedBase;
+    k.sharedBase = opaque(b, loc, invariantBase);
+    SmallVector<Value> next = pairRaws(k.add(pair, k.index(1)));
+    // Each half waits until its readers of the pair before are done, in
+    // the order they finish.
+    Value later = k.ult(k.index(0), pair);
+    Value parity = arith::IndexCastOp::create(
+        b, loc, b.getI32Type(), k.rem(k.add(pair, k.index(1)), k.index(2)));
+    auto waitEmpty = [&](int64_t stage, int64_t half) {
+      k.ifThen(later, [&] {
+        waitBarrier(b, loc, k.emptyBarrier(stage, half), parity);
+      });
+    };
+    for (auto [stage, half] :
+         {std::pair<int64_t, int64_t>{0, 0}, {0, 1}, {1, 1}, {1, 0}}) {
+      waitEmpty(stage, half);
+      if (stage == half)
+        writeTable(stage, k.add(k.mul(pair, k.index(2)), k.index(stage)), raws);
+      copyHalf(stage, half);
+    }
+    k.sharedBase = invariantBase;
+    scf::YieldOp::create(b, loc, next);
+    // The copies land before the warpgroup leaves.
+    b.setInsertionPointAfter(loop);
+    commitCopies(b, loc);
+    waitCopies(b, loc, 0);
+  }
+
+  // The math warpgroups.
+  b.setInsertionPointToStart(roles.elseBlock());
+  NVVM::SetMaxRegisterOp::create(b, loc, kMathRegisters,
+                                 NVVM::SetMaxRegisterAction::increase);
+  Value queryTile = k.at(plan.query);
+  copyTileAsync(
+      b, loc, queryTile, kMmaM, plan.chunks, kMathThreads, k.thread,
       [&](Value row) -> std::pair<Value, Value> {
         Value head = k.add(headBase, row);
         Value valid = k.ult(head, k.index(heads));
@@ -467,191 +565,253 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
         return {k.add(queryAddress, k.mul(k.toI64(element), k.i64(2))), valid};
       },
       queryAddress);
-  copyBlock(k.index(0));
   commitCopies(b, loc);
+  waitCopies(b, loc, 0);
+  fenceSharedForMma(b, loc);
+  syncThreads(b, loc, kMathBarrier, kMathThreads);
 
   int64_t outputN = width / kWarpgroups;
   Value negInf = k.f32(-INFINITY);
   Value zero = k.f32(0.0);
   Value scale2 = k.f32(op.getScale().convertToDouble() * kLog2E);
-  // Bytes between 8-row groups of a row tile, and the place of K step
-  // `step` (16 elements, 32 bytes) in its row of atoms.
-  int64_t groupStride = k.rowAtoms() * kSwizzleAtomBytes;
+  int64_t groupStride = k.groupStride();
+  // The place of K step `step` (16 elements, 32 bytes) in its row of atoms.
   auto kStep = [&](int64_t step) {
     return step / 4 * kSwizzleAtomBytes + step % 4 * 2 * kMmaK;
   };
-  SmallVector<Value> init = {
-      zeroAccumulator(b, loc, outputN), negInf, negInf, zero, zero, thirdRaw};
-  auto loop =
-      scf::ForOp::create(b, loc, k.index(0), slotBlocks, k.index(1), init);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value slotBlock = loop.getInductionVar();
-    Value accumulator = loop.getRegionIterArgs()[0];
-    Value maxima[2] = {loop.getRegionIterArgs()[1],
-                       loop.getRegionIterArgs()[2]};
-    Value sums[2] = {loop.getRegionIterArgs()[3], loop.getRegionIterArgs()[4]};
-    Value stage = k.rem(slotBlock, k.index(2));
-    Value nextStage = arith::SubIOp::create(b, loc, k.index(1), stage);
-    Value nextBlock = k.add(slotBlock, k.index(1));
-    Value hasNext = k.ult(nextBlock, slotBlocks);
 
-    // Gather the next block while this one is computed (its table was
-    // written during the last block's P.V).
-    k.barrier();
-    k.ifThen(hasNext, [&] { copyBlock(nextStage); });
-    commitCopies(b, loc);
-    waitCopies(b, loc, 1);
-    fenceSharedForMma(b, loc);
-    k.barrier();
-
-    // S = Q.K^T over this warpgroup's 32 rows.
-    Value rows = k.stageAddress(stage);
-    Value ownRows =
-        k.add(rows, k.mul(k.toI64(k.warpgroup), k.i64(4 * groupStride)));
-    // The accumulator's registers are written before the fence.
-    Value scores = zeroAccumulator(b, loc, 32);
-    mmaFence(b, loc);
-    Value rowsDescriptor =
-        matrixDescriptor(b, loc, ownRows, kChunkBytes, groupStride);
-    // The query tile's descriptors stay built from their addresses: each
-    // folds to one OR of a loop-invariant base, where advanced ones were
-    // hoisted into 32 registers (253-255 registers, a spill).
-    for (int64_t step = 0; step < width / kMmaK; ++step) {
-      Value a = matrixDescriptor(b, loc, k.add(queryTile, k.i64(kStep(step))),
-                                 kChunkBytes, groupStride);
-      Value bDesc = advanceDescriptor(b, loc, rowsDescriptor, kStep(step));
-      scores = mmaBF16(b, loc, a, bDesc, scores, 32, /*transposeB=*/false,
-                       /*accumulate=*/step > 0);
+  // S = Q.K^T over stage `stage`'s 64 rows, the K steps of half
+  // `firstHalf` first (each half once it has landed); the half read last
+  // is released here when this warpgroup is its only other reader's peer.
+  auto scoresOf = [&](int64_t stage, int64_t firstHalf, Value parity) {
+    Value rowsDescriptor = matrixDescriptor(b, loc, k.at(plan.stages[stage]),
+                                            kChunkBytes, groupStride);
+    Value queryDescriptor =
+        matrixDescriptor(b, loc, k.at(plan.query), kChunkBytes, groupStride);
+    Value scores = zeroAccumulator(b, loc, kSlotsPerBlock);
+    bool first = true;
+    for (int64_t half : {firstHalf, 1 - firstHalf}) {
+      waitBarrier(b, loc, k.fullBarrier(stage, half), parity);
+      fenceSharedForMma(b, loc);
+      mmaFence(b, loc);
+      for (int64_t step = half * steps / 2; step < (half + 1) * steps / 2;
+           ++step) {
+        Value a = advanceDescriptor(b, loc, queryDescriptor, kStep(step));
+        Value bDesc = advanceDescriptor(b, loc, rowsDescriptor, kStep(step));
+        scores = mmaBF16(b, loc, a, bDesc, scores, kSlotsPerBlock,
+                         /*transposeB=*/false, /*accumulate=*/!first);
+        first = false;
+      }
     }
     mmaCommit(b, loc);
     mmaWait(b, loc, 0);
-
-    // Logits in base 2; slots without a row are -inf.
-    SmallVector<Value> s = unpackAccumulator(b, loc, scores);
-    Value slotBase = k.mul(k.warpgroup, k.index(32));
-    Value mask = memref::LoadOp::create(
-        b, loc, k.slotMasks,
-        ValueRange{k.add(k.mul(stage, k.index(kWarpgroups)), k.warpgroup)});
+    return unpackAccumulator(b, loc, scores);
+  };
+  // Logits in base 2 of stage `stage`; slots without a row are -inf.
+  auto logitsOf = [&](SmallVector<Value> s, int64_t stage) {
+    Value masks[2] = {k.load(k.slotMasks, k.index(stage * 2)),
+                      k.load(k.slotMasks, k.index(stage * 2 + 1))};
     for (size_t r = 0; r < s.size(); ++r) {
-      Value bit =
-          arith::IndexCastOp::create(b, loc, b.getI32Type(), k.place(r).column);
+      // Registers 0-15 hold slots 0-31, 16-31 slots 32-63.
+      int64_t word = static_cast<int64_t>(r) / 16;
+      Value column = k.sub(k.place(r).column, k.index(word * 32));
+      Value bit = arith::IndexCastOp::create(b, loc, b.getI32Type(), column);
       Value present = arith::TruncIOp::create(
-          b, loc, b.getI1Type(), arith::ShRUIOp::create(b, loc, mask, bit));
+          b, loc, b.getI1Type(),
+          arith::ShRUIOp::create(b, loc, masks[word], bit));
       s[r] = k.select(present, k.mul(s[r], scale2), negInf);
     }
-    Value headRow[2] = {k.place(0).row, k.place(2).row};
-    Value blockMax[2];
+    return s;
+  };
+  // The block's maximum per head half, over the quad's lanes.
+  auto blockMaxima = [&](ArrayRef<Value> s, Value out[2]) {
     for (int half = 0; half < 2; ++half) {
       Value m = negInf;
       for (size_t r = 0; r < s.size(); ++r)
         if (static_cast<int>(r % 4) / 2 == half)
           m = k.maxf(m, s[r]);
       m = k.maxf(m, k.shuffleXor(m, 1));
-      m = k.maxf(m, k.shuffleXor(m, 2));
-      blockMax[half] = m;
+      out[half] = k.maxf(m, k.shuffleXor(m, 2));
     }
-    k.offerToWarpgroups(blockMax, headRow);
-    Value newMax[2], alpha[2], used[2];
-    for (int half = 0; half < 2; ++half) {
-      Value both = k.bothWarpgroups(headRow[half], Combine::Max);
-      newMax[half] = k.maxf(maxima[half], both);
-      // Before any row, exponents are taken against 0 (every term is 0).
-      used[half] = k.select(k.isNegInf(newMax[half]), zero, newMax[half]);
-      alpha[half] =
-          k.exp2(arith::SubFOp::create(b, loc, maxima[half], used[half]));
-      sums[half] = k.mul(sums[half], alpha[half]);
-    }
+  };
+  // exp2(s - base) per register, added to `sums`, and stored as bf16 into
+  // P tile `tile`.
+  auto probabilities = [&](ArrayRef<Value> s, const Value base[2],
+                           Value sums[2], int64_t tile) {
     SmallVector<Value> p(s.size());
     for (size_t r = 0; r < s.size(); ++r) {
       int half = static_cast<int>(r % 4) / 2;
-      p[r] = k.exp2(arith::SubFOp::create(b, loc, s[r], used[half]));
+      p[r] = k.exp2(k.sub(s[r], base[half]));
       sums[half] = k.add(sums[half], p[r]);
     }
-    // P in bf16 to shared memory, a pair of slots per store.
+    Value view = sharedView(b, loc, shared,
+                            k.add(pad, k.index(plan.probabilities[tile])),
+                            b.getBF16Type(), kMmaM * kSlotsPerBlock);
     for (size_t r = 0; r < s.size(); r += 2) {
       FragmentPlace at = k.place(r);
-      Value slotInBlock = k.add(slotBase, at.column);
       vector::StoreOp::create(
-          b, loc, bf16Pair(b, loc, p[r], p[r + 1]), k.probabilities,
-          ValueRange{k.probabilityElement(at.row, slotInBlock)},
+          b, loc, bf16Pair(b, loc, p[r], p[r + 1]), view,
+          ValueRange{k.probabilityElement(at.row, at.column)},
           /*nontemporal=*/false, llvm::MaybeAlign(4));
     }
     fenceSharedForMma(b, loc);
-    SmallVector<Value> o = unpackAccumulator(b, loc, accumulator);
-    for (size_t r = 0; r < o.size(); ++r)
-      o[r] = k.mul(o[r], alpha[(r % 4) / 2]);
-    accumulator = packAccumulator(b, loc, o);
-    k.barrier();
-
-    // O += P.V over this warpgroup's half of the dims.
-    Value pTile = k.add(k.sharedBase, k.i64(plan.probabilities));
-    // This warpgroup's dims: the second half of the atoms of each row.
-    Value ownDims =
-        k.add(rows, k.mul(k.toI64(k.warpgroup),
-                          k.i64(k.rowAtoms() / 2 * kSwizzleAtomBytes)));
+  };
+  // O += P_tile . V over stage `stage`'s half `half` (this warpgroup's dims).
+  auto accumulate = [&](Value accumulator, int64_t tile, int64_t stage,
+                        int64_t half) {
+    Value dims = k.at(plan.stages[stage] +
+                      half * (k.rowAtoms() / 2) * kSwizzleAtomBytes);
     Value dimsDescriptor =
-        matrixDescriptor(b, loc, ownDims, kSwizzleAtomBytes, groupStride);
+        matrixDescriptor(b, loc, dims, kSwizzleAtomBytes, groupStride);
+    Value pDescriptor = matrixDescriptor(b, loc, k.at(plan.probabilities[tile]),
+                                         kChunkBytes, kSwizzleAtomBytes);
     mmaFence(b, loc);
     for (int64_t step = 0; step < kSlotsPerBlock / kMmaK; ++step) {
       // P: one atom per 8 heads; V: K step `step` is row groups 2 step and
       // 2 step + 1.
-      Value a = matrixDescriptor(b, loc, k.add(pTile, k.i64(kStep(step))),
-                                 kChunkBytes, kSwizzleAtomBytes);
+      Value a = advanceDescriptor(b, loc, pDescriptor, kStep(step));
       Value bDesc =
           advanceDescriptor(b, loc, dimsDescriptor, 2 * step * groupStride);
       accumulator = mmaBF16(b, loc, a, bDesc, accumulator, outputN,
                             /*transposeB=*/true, /*accumulate=*/true);
     }
     mmaCommit(b, loc);
-    // While P.V runs: the table of block n + 2 (into this stage's, whose
-    // copies were issued a block ago and whose mask the softmax above has
-    // read) from indices loaded a block ago, and the indices of block
-    // n + 3. (Measured on the H200, V4-Flash decode of 128 sequences at
-    // 64K: 46.1 us with the indices loaded and the table written just
-    // before the gather, 42.7 us with the indices loaded a block ahead;
-    // prefetching the rows themselves into L2 a block or two ahead of
-    // their gather was slower, 51.4 us.)
-    Value blockAfter = k.add(slotBlock, k.index(2));
-    Value hasAfter = k.ult(blockAfter, slotBlocks);
-    placeAddress(ownAddress(blockAfter, loop.getRegionIterArgs()[5]), stage,
-                 hasAfter);
-    Value lastBlock = k.add(slotBlock, k.index(3));
-    Value afterRaw = ownRaw(lastBlock, k.ult(lastBlock, slotBlocks));
-    mmaWait(b, loc, 0);
+    return accumulator;
+  };
+
+  // Warpgroup w's pair loop: it returns the final running state.
+  std::array<Value, 2> headRow = k.headRows();
+  auto pairLoop = [&](int64_t w) -> Running {
+    SmallVector<Value> init = {zeroAccumulator(b, loc, outputN), negInf, negInf,
+                               zero, zero};
+    auto loop = scf::ForOp::create(b, loc, k.index(0), pairs, k.index(1), init);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value parity = arith::IndexCastOp::create(
+        b, loc, b.getI32Type(), k.rem(loop.getInductionVar(), k.index(2)));
+    // The shared addresses and descriptors of an iteration are rebuilt from
+    // an opaque base: hoisted, the 80 or so descriptors would each hold a
+    // register pair through the loop.
+    Value invariantBase = k.sharedBase;
+    k.sharedBase = opaque(b, loc, invariantBase);
+    Running run{loop.getRegionIterArgs()[0],
+                {loop.getRegionIterArgs()[1], loop.getRegionIterArgs()[2]},
+                {loop.getRegionIterArgs()[3], loop.getRegionIterArgs()[4]}};
+    // Warpgroup w's block: S over stage w (half w first: it has only this
+    // warpgroup as reader, so it is refilled first), its logits and their
+    // maxima per head.
+    Value own[2];
+    auto ownBlock = [&] {
+      SmallVector<Value> s = scoresOf(w, w, parity);
+      arriveBarrier(b, loc, k.emptyBarrier(w, 1 - w));
+      s = logitsOf(s, w);
+      blockMaxima(s, own);
+      return s;
+    };
+    Value m0[2], m1[2], base0[2], base1[2], alpha0[2], alpha1[2];
+    if (w == 0) {
+      SmallVector<Value> s = ownBlock();
+      for (int half = 0; half < 2; ++half) {
+        m0[half] = k.maxf(run.maxima[half], own[half]);
+        base0[half] = exponentBase(k, m0[half]);
+        alpha0[half] = k.exp2(k.sub(run.maxima[half], base0[half]));
+        run.sums[half] = k.mul(run.sums[half], alpha0[half]);
+      }
+      probabilities(s, base0, run.sums, 0);
+      k.offer(m0, k.index(0));
+      syncThreads(b, loc, kFirstOnly, kWarpgroupThreads);
+      arriveThreads(b, loc, kFirstReady, kMathThreads);
+      run.accumulator =
+          accumulate(rescale(k, run.accumulator, alpha0), 0, 0, 0);
+      mmaWait(b, loc, 0);
+      arriveBarrier(b, loc, k.emptyBarrier(0, 0));
+      syncThreads(b, loc, kSecondReady, kMathThreads);
+      for (int half = 0; half < 2; ++half) {
+        m1[half] = k.offered(k.index(1), headRow[half]);
+        base1[half] = exponentBase(k, m1[half]);
+        alpha1[half] = k.exp2(k.sub(m0[half], base1[half]));
+        run.sums[half] = k.mul(run.sums[half], alpha1[half]);
+      }
+      run.accumulator =
+          accumulate(rescale(k, run.accumulator, alpha1), 1, 1, 0);
+      mmaWait(b, loc, 0);
+      arriveBarrier(b, loc, k.emptyBarrier(1, 0));
+    } else {
+      syncThreads(b, loc, kFirstReady, kMathThreads);
+      for (int half = 0; half < 2; ++half) {
+        m0[half] = k.offered(k.index(0), headRow[half]);
+        base0[half] = exponentBase(k, m0[half]);
+        alpha0[half] = k.exp2(k.sub(run.maxima[half], base0[half]));
+        run.sums[half] = k.mul(run.sums[half], alpha0[half]);
+      }
+      run.accumulator =
+          accumulate(rescale(k, run.accumulator, alpha0), 0, 0, 1);
+      // This block's S and softmax while the P.V of warpgroup 0's block
+      // runs: by now stage 1, refilled last, has had warpgroup 0's S and
+      // softmax to land.
+      SmallVector<Value> s = ownBlock();
+      arriveBarrier(b, loc, k.emptyBarrier(0, 1));
+      for (int half = 0; half < 2; ++half) {
+        m1[half] = k.maxf(m0[half], own[half]);
+        base1[half] = exponentBase(k, m1[half]);
+        alpha1[half] = k.exp2(k.sub(m0[half], base1[half]));
+        run.sums[half] = k.mul(run.sums[half], alpha1[half]);
+      }
+      probabilities(s, base1, run.sums, 1);
+      k.offer(m1, k.index(1));
+      syncThreads(b, loc, kSecondReady, kMathThreads);
+      run.accumulator =
+          accumulate(rescale(k, run.accumulator, alpha1), 1, 1, 1);
+      mmaWait(b, loc, 0);
+      arriveBarrier(b, loc, k.emptyBarrier(1, 1));
+    }
+    k.sharedBase = invariantBase;
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{run.accumulator, m1[0], m1[1], run.sums[0], run.sums[1]});
+    return Running{loop.getResult(0),
+                   {loop.getResult(1), loop.getResult(2)},
+                   {loop.getResult(3), loop.getResult(4)}};
+  };
+  Type f32 = b.getF32Type();
+  Type accumulatorType = zeroAccumulator(b, loc, outputN).getType();
+  auto byWarpgroup =
+      scf::IfOp::create(b, loc, TypeRange{accumulatorType, f32, f32, f32, f32},
+                        k.eq(k.warpgroup, k.index(0)), /*withElse=*/true);
+  for (int64_t w = 0; w < kWarpgroups; ++w) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(w == 0 ? byWarpgroup.thenBlock()
+                                      : byWarpgroup.elseBlock());
+    Running run = pairLoop(w);
     scf::YieldOp::create(b, loc,
-                         ValueRange{accumulator, newMax[0], newMax[1], sums[0],
-                                    sums[1], afterRaw});
+                         ValueRange{run.accumulator, run.maxima[0],
+                                    run.maxima[1], run.sums[0], run.sums[1]});
   }
 
   // Denominators: lanes of a quad, then the two warpgroups, in that order.
-  Value headRow[2] = {k.place(0).row, k.place(2).row};
   Value sums[2];
   for (int half = 0; half < 2; ++half) {
-    Value l = loop.getResult(3 + half);
+    Value l = byWarpgroup.getResult(3 + half);
     l = k.add(l, k.shuffleXor(l, 1));
     sums[half] = k.add(l, k.shuffleXor(l, 2));
   }
-  k.barrier();
-  k.offerToWarpgroups(sums, headRow);
+  k.offer(sums, k.add(k.index(2), k.warpgroup));
+  syncThreads(b, loc, kMathBarrier, kMathThreads);
   // Per head: the denominator, or -inf for an empty selection (its result
   // is 0: the sink takes all the mass).
   Value denominators[2], inverses[2], stored[2], head[2];
   for (int half = 0; half < 2; ++half) {
-    Value total = k.bothWarpgroups(headRow[half], Combine::Add);
+    Value total =
+        combine(b, loc, Combine::Add, k.offered(k.index(2), headRow[half]),
+                k.offered(k.index(3), headRow[half]));
     head[half] = k.add(headBase, headRow[half]);
     stored[half] = k.ult(head[half], k.index(heads));
     Value safeHead =
         arith::MinUIOp::create(b, loc, head[half], k.index(heads - 1));
-    Value sink2 =
-        k.mul(memref::LoadOp::create(b, loc, sink, ValueRange{safeHead}),
-              k.f32(kLog2E));
-    Value m = loop.getResult(1 + half);
+    Value sink2 = k.mul(k.load(sink, safeHead), k.f32(kLog2E));
+    Value m = byWarpgroup.getResult(1 + half);
     Value empty = k.isNegInf(m);
-    Value denominator = k.add(
-        total,
-        k.exp2(arith::SubFOp::create(b, loc, sink2, k.select(empty, zero, m))));
+    Value denominator = k.add(total, k.exp2(k.sub(sink2, exponentBase(k, m))));
     denominators[half] = k.select(empty, negInf, denominator);
     // One division per head; the outputs multiply by its result (a
     // division per output element was a fifth of the kernel's time at
@@ -659,7 +819,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     inverses[half] =
         arith::DivFOp::create(b, loc, k.f32(1.0), denominators[half]);
   }
-  SmallVector<Value> o = unpackAccumulator(b, loc, loop.getResult(0));
+  SmallVector<Value> o = unpackAccumulator(b, loc, byWarpgroup.getResult(0));
   Value dimBase = k.mul(k.warpgroup, k.index(outputN));
   for (size_t r = 0; r < o.size(); r += 2) {
     int half = static_cast<int>(r % 4) / 2;

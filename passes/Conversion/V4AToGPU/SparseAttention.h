@@ -1,9 +1,10 @@
 //===- SparseAttention.h - the attention kernel family ----------*- C++ -*-===//
 //
-// v4a.cache_attention on tensor cores: a block of two warpgroups per query
-// token and group of 64 heads (the MMA's M), the token's row slots walked
-// in blocks of 64 gathered rows, S = Q.K^T and O += P.V on wgmma with f32
-// accumulators and an online softmax between them.
+// v4a.cache_attention on tensor cores: a block per query token and group of
+// 64 heads (the MMA's M) with a copy warpgroup and two math warpgroups, the
+// token's row slots walked in pairs of blocks of 64 gathered rows, S = Q.K^T
+// and O += P.V on wgmma with f32 accumulators and an online softmax between
+// them, each math warpgroup's softmax under the other's products.
 //
 //===----------------------------------------------------------------------===//
 

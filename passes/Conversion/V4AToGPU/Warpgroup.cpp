@@ -114,8 +114,11 @@ Value swizzledOffset(OpBuilder &b, Location loc, Value row, Value chunk,
 void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
                    int64_t rowChunks, int64_t threads, Value thread,
                    function_ref<std::pair<Value, Value>(Value)> source,
-                   Value fallback) {
+                   Value fallback, int64_t firstChunk, int64_t tileChunks) {
+  if (tileChunks == 0)
+    tileChunks = rowChunks;
   assert(rowChunks % 8 == 0 && rows * rowChunks % threads == 0);
+  assert(firstChunk % 8 == 0 && firstChunk + rowChunks <= tileChunks);
   auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
   auto toI64 = [&](Value v) {
     return arith::IndexCastOp::create(b, loc, b.getI64Type(), v).getResult();
@@ -141,7 +144,9 @@ void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
         b, loc,
         arith::MulIOp::create(
             b, loc, arith::DivUIOp::create(b, loc, rest, c(rows)), c(8)),
-        arith::RemUIOp::create(b, loc, linear, c(8)));
+        arith::AddIOp::create(b, loc,
+                              arith::RemUIOp::create(b, loc, linear, c(8)),
+                              c(firstChunk)));
     Value from = arith::SelectOp::create(
         b, loc, valid,
         arith::AddIOp::create(
@@ -149,9 +154,62 @@ void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
             toI64(arith::MulIOp::create(b, loc, chunk, c(16)))),
         fallback);
     Value to = arith::AddIOp::create(
-        b, loc, tile, toI64(swizzledOffset(b, loc, row, chunk, rowChunks / 8)));
+        b, loc, tile,
+        toI64(swizzledOffset(b, loc, row, chunk, tileChunks / 8)));
     copyAsync16(b, loc, to, from, valid);
   }
+}
+
+void initBarrier(OpBuilder &b, Location loc, Value address, int64_t count) {
+  NVVM::MBarrierInitOp::create(
+      b, loc, pointerIn(b, loc, address, kSharedSpace),
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(count)),
+      /*predicate=*/Value());
+}
+
+void arriveBarrier(OpBuilder &b, Location loc, Value address) {
+  NVVM::MBarrierArriveOp::create(
+      b, loc, b.getI64Type(), pointerIn(b, loc, address, kSharedSpace),
+      /*count=*/Value(),
+      NVVM::MemScopeKindAttr::get(b.getContext(), NVVM::MemScopeKind::CTA));
+}
+
+void arriveBarrierOnCopies(OpBuilder &b, Location loc, Value address) {
+  NVVM::CpAsyncMBarrierArriveOp::create(
+      b, loc, pointerIn(b, loc, address, kSharedSpace),
+      b.getIntegerAttr(b.getI1Type(), 1));
+}
+
+void waitBarrier(OpBuilder &b, Location loc, Value address, Value parity) {
+  // The suspend hint, in ns: a waiter sleeps instead of spinning.
+  constexpr int32_t kSuspendHint = 10'000'000;
+  NVVM::MBarrierTryWaitParityOp::create(
+      b, loc, pointerIn(b, loc, address, kSharedSpace), parity,
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(kSuspendHint)));
+}
+
+Value opaque(OpBuilder &b, Location loc, Value value) {
+  return LLVM::InlineAsmOp::create(
+             b, loc, TypeRange{b.getI64Type()}, ValueRange{value},
+             "mov.b64 $0, $1;", "=l,l", /*has_side_effects=*/true,
+             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+             /*asm_dialect=*/LLVM::AsmDialectAttr(),
+             /*operand_attrs=*/ArrayAttr())
+      .getResult(0);
+}
+
+void syncThreads(OpBuilder &b, Location loc, int64_t id, int64_t threads) {
+  NVVM::BarrierOp::create(
+      b, loc, /*res=*/Type(),
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(id)),
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(threads)),
+      /*reductionOp=*/{}, /*reductionPredicate=*/Value());
+}
+
+void arriveThreads(OpBuilder &b, Location loc, int64_t id, int64_t threads) {
+  NVVM::BarrierArriveOp::create(
+      b, loc, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(id)),
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(threads)));
 }
 
 void commitCopies(OpBuilder &b, Location loc) {

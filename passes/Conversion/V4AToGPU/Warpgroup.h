@@ -79,12 +79,41 @@ mlir::Value swizzledOffset(mlir::OpBuilder &b, mlir::Location loc,
 /// lanes of a quarter warp take the 8 chunks of 128 contiguous bytes of a
 /// row: whole sectors from memory and one atom row (all 32 banks) in
 /// shared memory. A thread meets only a few distinct rows, and `source`
-/// is built once for each.
+/// is built once for each. With `tileChunks` (> rowChunks) the tile's rows
+/// are that wide and the copy fills their chunks `firstChunk` ..
+/// `firstChunk + rowChunks - 1` (a multiple of 8: whole atoms).
 void copyTileAsync(
     mlir::OpBuilder &b, mlir::Location loc, mlir::Value tile, int64_t rows,
     int64_t rowChunks, int64_t threads, mlir::Value thread,
     llvm::function_ref<std::pair<mlir::Value, mlir::Value>(mlir::Value)> source,
-    mlir::Value fallback);
+    mlir::Value fallback, int64_t firstChunk = 0, int64_t tileChunks = 0);
+
+/// Split arrive/wait barriers (mbarrier) at shared address `address`
+/// (i64, 8-byte aligned): set up for `count` arrivals a phase; an arrival
+/// that releases this thread's earlier writes to the waiters; an arrival
+/// made when this thread's cp.async copies issued so far have landed
+/// (counted among the `count`); a wait for the phase of parity `parity`
+/// (an i32, 0 or 1) to complete.
+void initBarrier(mlir::OpBuilder &b, mlir::Location loc, mlir::Value address,
+                 int64_t count);
+void arriveBarrier(mlir::OpBuilder &b, mlir::Location loc, mlir::Value address);
+void arriveBarrierOnCopies(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value address);
+void waitBarrier(mlir::OpBuilder &b, mlir::Location loc, mlir::Value address,
+                 mlir::Value parity);
+
+/// A copy of `value` (i64) that later passes cannot see through: what a
+/// loop derives from it (addresses, descriptors: one add each) stays in
+/// the loop instead of being hoisted out, a register apiece for the whole
+/// loop.
+mlir::Value opaque(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value);
+
+/// Named barrier `id` (1-15; 0 is the block's) among `threads` threads (a
+/// multiple of 32): wait until all have come, or only announce arrival.
+void syncThreads(mlir::OpBuilder &b, mlir::Location loc, int64_t id,
+                 int64_t threads);
+void arriveThreads(mlir::OpBuilder &b, mlir::Location loc, int64_t id,
+                   int64_t threads);
 
 /// Makes this thread's generic writes to shared memory visible to the
 /// tensor cores (the async proxy); a barrier must follow before an MMA of
