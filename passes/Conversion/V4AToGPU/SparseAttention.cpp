@@ -62,11 +62,15 @@ constexpr int64_t kSlotsPerBlock = 64;
 constexpr int64_t kWarpgroups = 2;
 constexpr int64_t kMathThreads = kWarpgroups * kWarpgroupThreads;
 constexpr int64_t kThreads = kMathThreads + kWarpgroupThreads;
-/// Registers a thread: the copy warpgroup gives up its share to the math
-/// warpgroups (O alone is 128 f32 a thread), within the 64 K of the SM.
+/// Registers a thread: the copy warpgroup gives up part of its share to the
+/// math warpgroups (O alone is 128 f32 a thread). The trades draw on what
+/// the block holds from its launch, its 384 threads' whole multiples of 8
+/// registers within the SM's 64 K (168 a thread): asking for more makes
+/// the math warpgroups' increase wait forever.
 constexpr int32_t kCopyRegisters = 72, kMathRegisters = 216;
+constexpr int64_t kLaunchRegisters = 65536 / kThreads / 8 * 8;
 static_assert(kWarpgroupThreads * (kCopyRegisters + 2 * kMathRegisters) <=
-              65536);
+              kThreads * kLaunchRegisters);
 constexpr int64_t kChunkBytes = 16;
 constexpr double kLog2E = 1.4426950408889634;
 /// Named barriers: the math warpgroups together; warpgroup 0's maxima and
@@ -83,7 +87,7 @@ struct SharedPlan {
   int64_t stages[2] = {0, 0};
   int64_t probabilities[2] = {0, 0}; // P of each stage, 64 x 64 bf16
   int64_t addresses = 0; // per stage, each slot's row address (0: none)
-  int64_t exchange = 0;  // per warpgroup, a f32 per head, twice
+  int64_t exchange = 0;  // 4 slots of a f32 per head: m0, m1, both sums
   int64_t masks = 0;     // per stage, a bit per slot
   int64_t barriers = 0;  // per stage and half: full, then empty
   int64_t total = 0;
@@ -127,13 +131,12 @@ struct Kernel {
   OpBuilder &b;
   Location loc;
   SharedPlan plan;
-  int64_t heads;
   /// Thread coordinates: in the block, its warpgroup (2: the copy one),
   /// warp in the warpgroup and lane.
   Value thread, warpgroup, warp, lane;
   /// Shared addresses (i64): the window's base.
   Value sharedBase;
-  /// Views of the shared slot addresses and masks, exchange slots and P.
+  /// Views of the shared slot addresses, masks and exchange slots.
   Value slotAddresses, slotMasks, exchange;
 
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
@@ -223,19 +226,17 @@ struct Kernel {
   /// The two heads (rows) of this thread's fragments.
   std::array<Value, 2> headRows() { return {place(0).row, place(2).row}; }
 
-  /// A quad's per-head values into exchange slots `slots` (an index,
-  /// 0..3, 64 f32 each): a lane of each quad writes them.
-  void offer(ArrayRef<Value> values, Value slots) {
+  /// A quad's per-head values (of its heads `rows`) into exchange slot
+  /// `slot` (an index, 0..3, 64 f32 each): a lane of each quad writes them.
+  void offer(ArrayRef<Value> values, ArrayRef<Value> rows, Value slot) {
     Value quadLead = eq(rem(lane, index(4)), index(0));
-    std::array<Value, 2> rows = headRows();
     ifThen(quadLead, [&] {
       for (int half = 0; half < 2; ++half)
-        store(values[half], exchange,
-              add(mul(slots, index(kMmaM)), rows[half]));
+        store(values[half], exchange, add(mul(slot, index(kMmaM)), rows[half]));
     });
   }
-  Value offered(Value slots, Value headRow) {
-    return load(exchange, add(mul(slots, index(kMmaM)), headRow));
+  Value offered(Value slot, Value headRow) {
+    return load(exchange, add(mul(slot, index(kMmaM)), headRow));
   }
 
   /// Element offset of (head, slot) in a P tile (64 slots: one atom a row).
@@ -268,7 +269,7 @@ Value exponentBase(Kernel &k, Value maximum) {
   return k.select(k.isNegInf(maximum), k.f32(0.0), maximum);
 }
 
-/// `values` (an accumulator's registers) times a factor per head half.
+/// `accumulator` times a factor per head half (its registers' rows).
 Value rescale(Kernel &k, Value accumulator, const Value factors[2]) {
   SmallVector<Value> o = unpackAccumulator(k.b, k.loc, accumulator);
   for (size_t r = 0; r < o.size(); ++r)
@@ -324,7 +325,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   mlir::gpu::LaunchOp launch =
       createLaunch(b, loc, kernelName(func, "attention"), blocks, kThreads,
                    /*sharedFloats=*/0, plan.total);
-  Kernel k{b, loc, plan, heads, {}, {}, {}, {}, {}, {}, {}, {}};
+  Kernel k{b, loc, plan, {}, {}, {}, {}, {}, {}, {}, {}};
   k.thread = launch.getThreadIds().x;
   Value block = launch.getBlockIds().x;
   Value token = k.div(block, k.index(groups));
@@ -501,6 +502,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       // built after the wait for the half, not all ahead of the first.
       Value tile =
           k.add(opaque(b, loc, k.sharedBase), k.i64(plan.stages[stage]));
+      int64_t firstChunk = half * halfChunks;
       copyTileAsync(
           b, loc, tile, kSlotsPerBlock, halfChunks, kWarpgroupThreads, copier,
           [&](Value row) -> std::pair<Value, Value> {
@@ -510,8 +512,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
                 b, loc, arith::CmpIPredicate::ne, address, k.i64(0));
             return {address, valid};
           },
-          queryAddress, half *halfChunks, plan.chunks);
-      // Arrivals: the table's writes released, then the copies landed.
+          queryAddress, firstChunk, plan.chunks);
+      // Arrivals: the mask words written with the stage's first half
+      // released to the math warpgroups, then the copies landed.
       arriveBarrier(b, loc, k.fullBarrier(stage, half));
       arriveBarrierOnCopies(b, loc, k.fullBarrier(stage, half));
     };
@@ -580,17 +583,17 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     return step / 4 * kSwizzleAtomBytes + step % 4 * 2 * kMmaK;
   };
 
-  // S = Q.K^T over stage `stage`'s 64 rows, the K steps of half
-  // `firstHalf` first (each half once it has landed); the half read last
-  // is released here when this warpgroup is its only other reader's peer.
-  auto scoresOf = [&](int64_t stage, int64_t firstHalf, Value parity) {
+  // S = Q.K^T over stage `stage`'s 64 rows (warpgroup `stage`'s own), the
+  // K steps of half `stage` first, each half once it has landed: half
+  // `stage` is refilled first, having this warpgroup as its only reader.
+  auto scoresOf = [&](int64_t stage, Value parity) {
     Value rowsDescriptor = matrixDescriptor(b, loc, k.at(plan.stages[stage]),
                                             kChunkBytes, groupStride);
     Value queryDescriptor =
         matrixDescriptor(b, loc, k.at(plan.query), kChunkBytes, groupStride);
     Value scores = zeroAccumulator(b, loc, kSlotsPerBlock);
     bool first = true;
-    for (int64_t half : {firstHalf, 1 - firstHalf}) {
+    for (int64_t half : {stage, 1 - stage}) {
       waitBarrier(b, loc, k.fullBarrier(stage, half), parity);
       fenceSharedForMma(b, loc);
       mmaFence(b, loc);
@@ -656,15 +659,18 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     }
     fenceSharedForMma(b, loc);
   };
-  // O += P_tile . V over stage `stage`'s half `half` (this warpgroup's dims).
-  auto accumulate = [&](Value accumulator, int64_t tile, int64_t stage,
-                        int64_t half) {
+  // O += P.V of stage `stage`'s block (its P tile) over the stage's half
+  // `half` (this warpgroup's dims). A half this warpgroup did not wait for
+  // is the other warpgroup's own, which waited for it and fenced before the
+  // named barrier that handed over its P.
+  auto accumulate = [&](Value accumulator, int64_t stage, int64_t half) {
     Value dims = k.at(plan.stages[stage] +
                       half * (k.rowAtoms() / 2) * kSwizzleAtomBytes);
     Value dimsDescriptor =
         matrixDescriptor(b, loc, dims, kSwizzleAtomBytes, groupStride);
-    Value pDescriptor = matrixDescriptor(b, loc, k.at(plan.probabilities[tile]),
-                                         kChunkBytes, kSwizzleAtomBytes);
+    Value pDescriptor =
+        matrixDescriptor(b, loc, k.at(plan.probabilities[stage]), kChunkBytes,
+                         kSwizzleAtomBytes);
     mmaFence(b, loc);
     for (int64_t step = 0; step < kSlotsPerBlock / kMmaK; ++step) {
       // P: one atom per 8 heads; V: K step `step` is row groups 2 step and
@@ -702,7 +708,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     // maxima per head.
     Value own[2];
     auto ownBlock = [&] {
-      SmallVector<Value> s = scoresOf(w, w, parity);
+      SmallVector<Value> s = scoresOf(w, parity);
       arriveBarrier(b, loc, k.emptyBarrier(w, 1 - w));
       s = logitsOf(s, w);
       blockMaxima(s, own);
@@ -718,11 +724,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
         run.sums[half] = k.mul(run.sums[half], alpha0[half]);
       }
       probabilities(s, base0, run.sums, 0);
-      k.offer(m0, k.index(0));
+      k.offer(m0, headRow, k.index(0));
       syncThreads(b, loc, kFirstOnly, kWarpgroupThreads);
       arriveThreads(b, loc, kFirstReady, kMathThreads);
-      run.accumulator =
-          accumulate(rescale(k, run.accumulator, alpha0), 0, 0, 0);
+      run.accumulator = accumulate(rescale(k, run.accumulator, alpha0), 0, 0);
       mmaWait(b, loc, 0);
       arriveBarrier(b, loc, k.emptyBarrier(0, 0));
       syncThreads(b, loc, kSecondReady, kMathThreads);
@@ -732,8 +737,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
         alpha1[half] = k.exp2(k.sub(m0[half], base1[half]));
         run.sums[half] = k.mul(run.sums[half], alpha1[half]);
       }
-      run.accumulator =
-          accumulate(rescale(k, run.accumulator, alpha1), 1, 1, 0);
+      run.accumulator = accumulate(rescale(k, run.accumulator, alpha1), 1, 0);
       mmaWait(b, loc, 0);
       arriveBarrier(b, loc, k.emptyBarrier(1, 0));
     } else {
@@ -744,8 +748,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
         alpha0[half] = k.exp2(k.sub(run.maxima[half], base0[half]));
         run.sums[half] = k.mul(run.sums[half], alpha0[half]);
       }
-      run.accumulator =
-          accumulate(rescale(k, run.accumulator, alpha0), 0, 0, 1);
+      run.accumulator = accumulate(rescale(k, run.accumulator, alpha0), 0, 1);
       // This block's S and softmax while the P.V of warpgroup 0's block
       // runs: by now stage 1, refilled last, has had warpgroup 0's S and
       // softmax to land.
@@ -758,10 +761,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
         run.sums[half] = k.mul(run.sums[half], alpha1[half]);
       }
       probabilities(s, base1, run.sums, 1);
-      k.offer(m1, k.index(1));
+      k.offer(m1, headRow, k.index(1));
       syncThreads(b, loc, kSecondReady, kMathThreads);
-      run.accumulator =
-          accumulate(rescale(k, run.accumulator, alpha1), 1, 1, 1);
+      run.accumulator = accumulate(rescale(k, run.accumulator, alpha1), 1, 1);
       mmaWait(b, loc, 0);
       arriveBarrier(b, loc, k.emptyBarrier(1, 1));
     }
@@ -795,7 +797,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     l = k.add(l, k.shuffleXor(l, 1));
     sums[half] = k.add(l, k.shuffleXor(l, 2));
   }
-  k.offer(sums, k.add(k.index(2), k.warpgroup));
+  k.offer(sums, headRow, k.add(k.index(2), k.warpgroup));
   syncThreads(b, loc, kMathBarrier, kMathThreads);
   // Per head: the denominator, or -inf for an empty selection (its result
   // is 0: the sink takes all the mass).

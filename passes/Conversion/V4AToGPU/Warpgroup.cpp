@@ -118,15 +118,17 @@ void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
   if (tileChunks == 0)
     tileChunks = rowChunks;
   assert(rowChunks % 8 == 0 && rows * rowChunks % threads == 0);
-  assert(firstChunk % 8 == 0 && firstChunk + rowChunks <= tileChunks);
+  assert(tileChunks % 8 == 0 && firstChunk % 8 == 0 &&
+         firstChunk + rowChunks <= tileChunks);
   auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
   auto toI64 = [&](Value v) {
     return arith::IndexCastOp::create(b, loc, b.getI64Type(), v).getResult();
   };
   assert(threads % 8 == 0 && "a quarter warp copies 128 contiguous bytes");
   // Copy i's row is (thread / 8 + i * threads / 8) mod rows: the second
-  // term is a constant, so copies that share it share the row (the
-  // attention's 64-row tiles: 2 rows a thread for 16 copies). Their source
+  // term is a constant, so copies that share it share the row (a 64-row
+  // tile of 64 chunks over 256 threads: 2 rows a thread for 16 copies;
+  // half its chunks over 128 threads: 4 rows for 16 copies). Their source
   // is built once, since the loads of an address table cannot be merged
   // by later passes across the copies, which write shared memory.
   llvm::SmallDenseMap<int64_t, std::tuple<Value, Value, Value>> sources;

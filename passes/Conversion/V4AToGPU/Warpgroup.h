@@ -79,9 +79,10 @@ mlir::Value swizzledOffset(mlir::OpBuilder &b, mlir::Location loc,
 /// lanes of a quarter warp take the 8 chunks of 128 contiguous bytes of a
 /// row: whole sectors from memory and one atom row (all 32 banks) in
 /// shared memory. A thread meets only a few distinct rows, and `source`
-/// is built once for each. With `tileChunks` (> rowChunks) the tile's rows
-/// are that wide and the copy fills their chunks `firstChunk` ..
-/// `firstChunk + rowChunks - 1` (a multiple of 8: whole atoms).
+/// is built once for each. With `tileChunks` (>= rowChunks, a multiple of
+/// 8) the tile's rows are that wide and the copy fills their chunks
+/// `firstChunk` .. `firstChunk + rowChunks - 1` (`firstChunk` a multiple of
+/// 8: whole atoms).
 void copyTileAsync(
     mlir::OpBuilder &b, mlir::Location loc, mlir::Value tile, int64_t rows,
     int64_t rowChunks, int64_t threads, mlir::Value thread,
