@@ -72,6 +72,8 @@ constexpr int64_t kLaunchRegisters = 65536 / kThreads / 8 * 8;
 static_assert(kWarpgroupThreads * (kCopyRegisters + 2 * kMathRegisters) <=
               kThreads * kLaunchRegisters);
 constexpr int64_t kChunkBytes = 16;
+/// An mbarrier's bytes.
+constexpr int64_t kBarrierBytes = 8;
 constexpr double kLog2E = 1.4426950408889634;
 /// Named barriers: the math warpgroups together; warpgroup 0's maxima and
 /// P ready for warpgroup 1; warpgroup 1's ready for warpgroup 0 (both
@@ -114,7 +116,7 @@ std::optional<SharedPlan> planShared(int64_t width) {
   plan.exchange = plan.addresses + 2 * kSlotsPerBlock * 8;
   plan.masks = plan.exchange + 2 * kWarpgroups * kMmaM * 4;
   plan.barriers = plan.masks + 2 * 2 * 4;
-  plan.total = plan.barriers + 8 * 8 + kSwizzleAtomBytes;
+  plan.total = plan.barriers + 2 * 4 * kBarrierBytes + kSwizzleAtomBytes;
   if (plan.total > step::HostOp::kMaxSharedBytes)
     return std::nullopt;
   return plan;
@@ -212,10 +214,10 @@ struct Kernel {
   /// The split barrier of stage `stage`'s half `half`: full (its rows have
   /// landed) or empty (its readers are done).
   Value fullBarrier(int64_t stage, int64_t half) {
-    return at(plan.barriers + (stage * 2 + half) * 8);
+    return at(plan.barriers + (stage * 2 + half) * kBarrierBytes);
   }
   Value emptyBarrier(int64_t stage, int64_t half) {
-    return at(plan.barriers + 32 + (stage * 2 + half) * 8);
+    return fullBarrier(stage + 2, half);
   }
 
   /// The row of register `r` of this thread's fragments (0..63) and its
@@ -262,6 +264,14 @@ struct Running {
   Value accumulator;
   Value maxima[2];
   Value sums[2];
+
+  /// As loop-carried or yielded values, in this order.
+  SmallVector<Value> values() const {
+    return {accumulator, maxima[0], maxima[1], sums[0], sums[1]};
+  }
+  static Running of(ValueRange values) {
+    return {values[0], {values[1], values[2]}, {values[3], values[4]}};
+  }
 };
 
 /// The exponent base for a maximum: 0 before any row (every term is 0).
@@ -498,8 +508,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       syncThreads(b, loc, kCopyOnly, kWarpgroupThreads);
     };
     auto copyHalf = [&](int64_t stage, int64_t half) {
-      // Each half's destinations from a base of its own, so that they are
-      // built after the wait for the half, not all ahead of the first.
+      // Each half's destinations from a base of its own: they are built
+      // after the wait for the half. (Registers and spills are the same
+      // with the iteration's base; the kernel was validated and timed in
+      // this form.)
       Value tile =
           k.add(opaque(b, loc, k.sharedBase), k.i64(plan.stages[stage]));
       int64_t firstChunk = half * halfChunks;
@@ -688,9 +700,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   // Warpgroup w's pair loop: it returns the final running state.
   std::array<Value, 2> headRow = k.headRows();
   auto pairLoop = [&](int64_t w) -> Running {
-    SmallVector<Value> init = {zeroAccumulator(b, loc, outputN), negInf, negInf,
-                               zero, zero};
-    auto loop = scf::ForOp::create(b, loc, k.index(0), pairs, k.index(1), init);
+    Running init{
+        zeroAccumulator(b, loc, outputN), {negInf, negInf}, {zero, zero}};
+    auto loop = scf::ForOp::create(b, loc, k.index(0), pairs, k.index(1),
+                                   init.values());
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value parity = arith::IndexCastOp::create(
@@ -700,9 +713,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     // register pair through the loop.
     Value invariantBase = k.sharedBase;
     k.sharedBase = opaque(b, loc, invariantBase);
-    Running run{loop.getRegionIterArgs()[0],
-                {loop.getRegionIterArgs()[1], loop.getRegionIterArgs()[2]},
-                {loop.getRegionIterArgs()[3], loop.getRegionIterArgs()[4]}};
+    Running run = Running::of(loop.getRegionIterArgs());
     // Warpgroup w's block: S over stage w (half w first: it has only this
     // warpgroup as reader, so it is refilled first), its logits and their
     // maxima per head.
@@ -715,14 +726,25 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       return s;
     };
     Value m0[2], m1[2], base0[2], base1[2], alpha0[2], alpha1[2];
+    // Moves the denominators from maxima `from` to the maxima `to` that
+    // `maximum(half)` gives: each head's exponent base for them and the
+    // factor exp2(from - base) that the sums (here) and O (by the caller)
+    // take.
+    auto rebase = [&](const Value from[2], function_ref<Value(int)> maximum,
+                      Value to[2], Value base[2], Value alpha[2]) {
+      for (int half = 0; half < 2; ++half) {
+        to[half] = maximum(half);
+        base[half] = exponentBase(k, to[half]);
+        alpha[half] = k.exp2(k.sub(from[half], base[half]));
+        run.sums[half] = k.mul(run.sums[half], alpha[half]);
+      }
+    };
     if (w == 0) {
       SmallVector<Value> s = ownBlock();
-      for (int half = 0; half < 2; ++half) {
-        m0[half] = k.maxf(run.maxima[half], own[half]);
-        base0[half] = exponentBase(k, m0[half]);
-        alpha0[half] = k.exp2(k.sub(run.maxima[half], base0[half]));
-        run.sums[half] = k.mul(run.sums[half], alpha0[half]);
-      }
+      rebase(
+          run.maxima,
+          [&](int half) { return k.maxf(run.maxima[half], own[half]); }, m0,
+          base0, alpha0);
       probabilities(s, base0, run.sums, 0);
       k.offer(m0, headRow, k.index(0));
       syncThreads(b, loc, kFirstOnly, kWarpgroupThreads);
@@ -731,35 +753,27 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       mmaWait(b, loc, 0);
       arriveBarrier(b, loc, k.emptyBarrier(0, 0));
       syncThreads(b, loc, kSecondReady, kMathThreads);
-      for (int half = 0; half < 2; ++half) {
-        m1[half] = k.offered(k.index(1), headRow[half]);
-        base1[half] = exponentBase(k, m1[half]);
-        alpha1[half] = k.exp2(k.sub(m0[half], base1[half]));
-        run.sums[half] = k.mul(run.sums[half], alpha1[half]);
-      }
+      rebase(
+          m0, [&](int half) { return k.offered(k.index(1), headRow[half]); },
+          m1, base1, alpha1);
       run.accumulator = accumulate(rescale(k, run.accumulator, alpha1), 1, 0);
       mmaWait(b, loc, 0);
       arriveBarrier(b, loc, k.emptyBarrier(1, 0));
     } else {
       syncThreads(b, loc, kFirstReady, kMathThreads);
-      for (int half = 0; half < 2; ++half) {
-        m0[half] = k.offered(k.index(0), headRow[half]);
-        base0[half] = exponentBase(k, m0[half]);
-        alpha0[half] = k.exp2(k.sub(run.maxima[half], base0[half]));
-        run.sums[half] = k.mul(run.sums[half], alpha0[half]);
-      }
+      rebase(
+          run.maxima,
+          [&](int half) { return k.offered(k.index(0), headRow[half]); }, m0,
+          base0, alpha0);
       run.accumulator = accumulate(rescale(k, run.accumulator, alpha0), 0, 1);
       // This block's S and softmax while the P.V of warpgroup 0's block
       // runs: by now stage 1, refilled last, has had warpgroup 0's S and
       // softmax to land.
       SmallVector<Value> s = ownBlock();
       arriveBarrier(b, loc, k.emptyBarrier(0, 1));
-      for (int half = 0; half < 2; ++half) {
-        m1[half] = k.maxf(m0[half], own[half]);
-        base1[half] = exponentBase(k, m1[half]);
-        alpha1[half] = k.exp2(k.sub(m0[half], base1[half]));
-        run.sums[half] = k.mul(run.sums[half], alpha1[half]);
-      }
+      rebase(
+          m0, [&](int half) { return k.maxf(m0[half], own[half]); }, m1, base1,
+          alpha1);
       probabilities(s, base1, run.sums, 1);
       k.offer(m1, headRow, k.index(1));
       syncThreads(b, loc, kSecondReady, kMathThreads);
@@ -768,12 +782,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       arriveBarrier(b, loc, k.emptyBarrier(1, 1));
     }
     k.sharedBase = invariantBase;
-    scf::YieldOp::create(
-        b, loc,
-        ValueRange{run.accumulator, m1[0], m1[1], run.sums[0], run.sums[1]});
-    return Running{loop.getResult(0),
-                   {loop.getResult(1), loop.getResult(2)},
-                   {loop.getResult(3), loop.getResult(4)}};
+    run.maxima[0] = m1[0];
+    run.maxima[1] = m1[1];
+    scf::YieldOp::create(b, loc, run.values());
+    return Running::of(loop.getResults());
   };
   Type f32 = b.getF32Type();
   Type accumulatorType = zeroAccumulator(b, loc, outputN).getType();
@@ -784,10 +796,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(w == 0 ? byWarpgroup.thenBlock()
                                       : byWarpgroup.elseBlock());
-    Running run = pairLoop(w);
-    scf::YieldOp::create(b, loc,
-                         ValueRange{run.accumulator, run.maxima[0],
-                                    run.maxima[1], run.sums[0], run.sums[1]});
+    scf::YieldOp::create(b, loc, pairLoop(w).values());
   }
 
   // Denominators: lanes of a quad, then the two warpgroups, in that order.

@@ -27,6 +27,10 @@ Value i64Constant(OpBuilder &b, Location loc, int64_t value) {
   return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(value));
 }
 
+Value i32Constant(OpBuilder &b, Location loc, int32_t value) {
+  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(value));
+}
+
 Value pointerIn(OpBuilder &b, Location loc, Value address, unsigned space) {
   return LLVM::IntToPtrOp::create(
       b, loc, LLVM::LLVMPointerType::get(b.getContext(), space), address);
@@ -81,9 +85,8 @@ AlignedShared alignToAtom(OpBuilder &b, Location loc, Value shared) {
 
 void copyAsync16(OpBuilder &b, Location loc, Value to, Value from,
                  Value valid) {
-  Value bytes = arith::SelectOp::create(
-      b, loc, valid, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)),
-      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
+  Value bytes = arith::SelectOp::create(b, loc, valid, i32Constant(b, loc, 16),
+                                        i32Constant(b, loc, 0));
   NVVM::CpAsyncOp::create(b, loc, pointerIn(b, loc, to, kSharedSpace),
                           pointerIn(b, loc, from, kGlobalSpace),
                           /*size=*/16, NVVM::LoadCacheModifierKind::CG, bytes);
@@ -163,10 +166,9 @@ void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
 }
 
 void initBarrier(OpBuilder &b, Location loc, Value address, int64_t count) {
-  NVVM::MBarrierInitOp::create(
-      b, loc, pointerIn(b, loc, address, kSharedSpace),
-      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(count)),
-      /*predicate=*/Value());
+  NVVM::MBarrierInitOp::create(b, loc, pointerIn(b, loc, address, kSharedSpace),
+                               i32Constant(b, loc, count),
+                               /*predicate=*/Value());
 }
 
 void arriveBarrier(OpBuilder &b, Location loc, Value address) {
@@ -187,7 +189,7 @@ void waitBarrier(OpBuilder &b, Location loc, Value address, Value parity) {
   constexpr int32_t kSuspendHint = 10'000'000;
   NVVM::MBarrierTryWaitParityOp::create(
       b, loc, pointerIn(b, loc, address, kSharedSpace), parity,
-      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(kSuspendHint)));
+      i32Constant(b, loc, kSuspendHint));
 }
 
 Value opaque(OpBuilder &b, Location loc, Value value) {
@@ -201,17 +203,14 @@ Value opaque(OpBuilder &b, Location loc, Value value) {
 }
 
 void syncThreads(OpBuilder &b, Location loc, int64_t id, int64_t threads) {
-  NVVM::BarrierOp::create(
-      b, loc, /*res=*/Type(),
-      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(id)),
-      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(threads)),
-      /*reductionOp=*/{}, /*reductionPredicate=*/Value());
+  NVVM::BarrierOp::create(b, loc, /*res=*/Type(), i32Constant(b, loc, id),
+                          i32Constant(b, loc, threads),
+                          /*reductionOp=*/{}, /*reductionPredicate=*/Value());
 }
 
 void arriveThreads(OpBuilder &b, Location loc, int64_t id, int64_t threads) {
-  NVVM::BarrierArriveOp::create(
-      b, loc, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(id)),
-      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(threads)));
+  NVVM::BarrierArriveOp::create(b, loc, i32Constant(b, loc, id),
+                                i32Constant(b, loc, threads));
 }
 
 void commitCopies(OpBuilder &b, Location loc) {
