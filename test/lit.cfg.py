@@ -72,4 +72,6 @@ for toolkit in [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
     if toolkit and os.path.isfile(
             os.path.join(toolkit, "nvvm", "libdevice", "libdevice.10.bc")):
         config.available_features.add("libdevice")
+        config.substitutions.append(("%libdevice", os.path.join(
+            toolkit, "nvvm", "libdevice", "libdevice.10.bc")))
         break

@@ -522,6 +522,22 @@ void copyGlobalsIntoKernels(ModuleOp module) {
     });
 }
 
+/// The first line of ptxas's messages in `log` that reports an error or a
+/// fatal condition.
+std::string firstErrorOf(llvm::StringRef log) {
+  auto messages = llvm::MemoryBuffer::getFile(log);
+  if (!messages)
+    return "ptxas failed without a message";
+  llvm::StringRef rest = (*messages)->getBuffer();
+  while (!rest.empty()) {
+    auto [line, next] = rest.split('\n');
+    if (line.contains("error") || line.contains("fatal"))
+      return line.trim().str();
+    rest = next;
+  }
+  return "ptxas failed without an error line";
+}
+
 /// The PTX assembled for `chip` by the toolkit's ptxas; empty (no error)
 /// without ptxas.
 std::optional<std::string> assemble(const std::string &ptx,
@@ -556,13 +572,23 @@ std::optional<std::string> assemble(const std::string &ptx,
       return std::nullopt;
     }
   }
+  // ptxas's messages are kept for its failure: on success they are only
+  // performance advisories, which the benchmarks' notes record.
+  llvm::SmallString<128> log;
+  if (llvm::sys::fs::createTemporaryFile("v4a-ptxas", "log", log)) {
+    error = "cannot create a temporary file for ptxas";
+    return std::nullopt;
+  }
+  llvm::FileRemover removeLog(log);
   std::string message;
   llvm::SmallVector<llvm::StringRef> args = {ptxas, "-arch", chip,
                                              "-o",  output,  input};
-  if (llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, {}, 0, 0,
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.str(),
+                                                log.str()};
+  if (llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects, 0, 0,
                                 &message) != 0) {
-    error = "ptxas cannot assemble the kernels" +
-            (message.empty() ? std::string() : ": " + message);
+    error = "ptxas cannot assemble the kernels: " +
+            (message.empty() ? firstErrorOf(log) : message);
     return std::nullopt;
   }
   auto cubin = llvm::MemoryBuffer::getFile(output);

@@ -280,7 +280,7 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
 
     // Every (key, head) dot product of the stage.
     Value keysTile = stageAddress(stage);
-    Value dots = zeroAccumulator(b, loc, n);
+    Value dots = unsetAccumulator(b, loc, n);
     mmaFence(b, loc);
     for (int64_t step = 0; step < plan.width / kMmaK; ++step) {
       Value a = matrixDescriptor(b, loc, e.add(keysTile, e.i64(kStep(step))),

@@ -596,17 +596,26 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   };
 
   // S = Q.K^T over stage `stage`'s 64 rows (warpgroup `stage`'s own), the
-  // K steps of half `stage` first, each half once it has landed: half
-  // `stage` is refilled first, having this warpgroup as its only reader.
+  // K steps of half `stage` first: half `stage` is refilled first, having
+  // this warpgroup as its only reader. Warpgroup 0 starts on a half as soon
+  // as it has landed; warpgroup 1, whose S follows its P.V of warpgroup 0's
+  // block, waits for both halves first: with its MMAs in flight across the
+  // second wait, ptxas assembled the kernel to one of two cubins from run to
+  // run (at head width 128).
   auto scoresOf = [&](int64_t stage, Value parity) {
     Value rowsDescriptor = matrixDescriptor(b, loc, k.at(plan.stages[stage]),
                                             kChunkBytes, groupStride);
     Value queryDescriptor =
         matrixDescriptor(b, loc, k.at(plan.query), kChunkBytes, groupStride);
-    Value scores = zeroAccumulator(b, loc, kSlotsPerBlock);
+    Value scores = unsetAccumulator(b, loc, kSlotsPerBlock);
     bool first = true;
+    bool bothHalvesFirst = stage == 1;
+    if (bothHalvesFirst)
+      for (int64_t half : {stage, 1 - stage})
+        waitBarrier(b, loc, k.fullBarrier(stage, half), parity);
     for (int64_t half : {stage, 1 - stage}) {
-      waitBarrier(b, loc, k.fullBarrier(stage, half), parity);
+      if (!bothHalvesFirst)
+        waitBarrier(b, loc, k.fullBarrier(stage, half), parity);
       fenceSharedForMma(b, loc);
       mmaFence(b, loc);
       for (int64_t step = half * steps / 2; step < (half + 1) * steps / 2;
@@ -683,7 +692,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     Value pDescriptor =
         matrixDescriptor(b, loc, k.at(plan.probabilities[stage]), kChunkBytes,
                          kSwizzleAtomBytes);
-    mmaFence(b, loc);
+    accumulator = mmaFence(b, loc, accumulator);
     for (int64_t step = 0; step < kSlotsPerBlock / kMmaK; ++step) {
       // P: one atom per 8 heads; V: K step `step` is row groups 2 step and
       // 2 step + 1.

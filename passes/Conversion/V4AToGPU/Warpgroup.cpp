@@ -256,6 +256,10 @@ Value zeroAccumulator(OpBuilder &b, Location loc, int64_t n) {
   return packAccumulator(b, loc, zeros);
 }
 
+Value unsetAccumulator(OpBuilder &b, Location loc, int64_t n) {
+  return LLVM::UndefOp::create(b, loc, accumulatorType(b.getContext(), n));
+}
+
 SmallVector<Value> unpackAccumulator(OpBuilder &b, Location loc,
                                      Value accumulator) {
   auto type = cast<LLVM::LLVMStructType>(accumulator.getType());
@@ -311,6 +315,26 @@ Value mmaBF16(OpBuilder &b, Location loc, Value descA, Value descB,
 
 void mmaFence(OpBuilder &b, Location loc) {
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
+}
+
+Value mmaFence(OpBuilder &b, Location loc, Value accumulator) {
+  // An empty asm that ties each register to itself: after it, each value has
+  // one use, in the MMA, and needs no copy there.
+  SmallVector<Value> values = unpackAccumulator(b, loc, accumulator);
+  std::string constraints;
+  for (size_t i = 0; i < values.size(); ++i)
+    constraints += "=f,";
+  for (size_t i = 0; i < values.size(); ++i)
+    constraints += std::to_string(i) + (i + 1 < values.size() ? "," : "");
+  Value settled =
+      LLVM::InlineAsmOp::create(
+          b, loc, TypeRange{accumulator.getType()}, values, "", constraints,
+          /*has_side_effects=*/true, /*is_align_stack=*/false,
+          LLVM::tailcallkind::TailCallKind::None,
+          /*asm_dialect=*/LLVM::AsmDialectAttr(), /*operand_attrs=*/ArrayAttr())
+          .getResult(0);
+  mmaFence(b, loc);
+  return settled;
 }
 
 void mmaCommit(OpBuilder &b, Location loc) {

@@ -138,6 +138,10 @@ mlir::Value advanceDescriptor(mlir::OpBuilder &b, mlir::Location loc,
 
 /// An m64nNk16 accumulator of f32 (!llvm.struct of N/2 f32), all zeros.
 mlir::Value zeroAccumulator(mlir::OpBuilder &b, mlir::Location loc, int64_t n);
+/// An accumulator for a first MMA that does not accumulate: nothing sets its
+/// registers. Zeros would be moved into them next to the MMA, after the fence,
+/// and ptxas then serializes the MMAs in flight (its C7511).
+mlir::Value unsetAccumulator(mlir::OpBuilder &b, mlir::Location loc, int64_t n);
 /// The accumulator's registers, and an accumulator of `values`.
 llvm::SmallVector<mlir::Value> unpackAccumulator(mlir::OpBuilder &b,
                                                  mlir::Location loc,
@@ -163,6 +167,12 @@ mlir::Value mmaBF16(mlir::OpBuilder &b, mlir::Location loc, mlir::Value descA,
 /// Orders register accesses before the MMAs that follow; closes the MMAs
 /// issued so far into a group; waits until at most `pending` are in flight.
 void mmaFence(mlir::OpBuilder &b, mlir::Location loc);
+/// The fence for MMAs that accumulate into `accumulator`, which it returns:
+/// its registers are settled before the fence, so that no copy the register
+/// allocator makes of them (shared or constant values) lands between the
+/// fence and the MMA, where ptxas would serialize the MMAs in flight.
+mlir::Value mmaFence(mlir::OpBuilder &b, mlir::Location loc,
+                     mlir::Value accumulator);
 void mmaCommit(mlir::OpBuilder &b, mlir::Location loc);
 void mmaWait(mlir::OpBuilder &b, mlir::Location loc, int64_t pending);
 
