@@ -65,6 +65,10 @@ EOF
   compile examples/v4-flash.json 4096 v4-flash
   compile "$dir/v4-flash-bf16.json" 4096 v4-flash-bf16
   compile examples/v4-pro.json 4096 v4-pro
+  # fp8 MODEL1 caches (--kv-layout=fp8): the fp8 checkpoints' KV values are
+  # on the fp8 grid already, so the reference's tolerance holds.
+  compile examples/v4-flash.json 4096 v4-flash-f8kv --kv-layout=fp8
+  compile examples/v4-pro.json 4096 v4-pro-f8kv --kv-layout=fp8
   compile "$dir/v4-pro-bf16.json" 4096 v4-pro-bf16
   ls -l "$dir"/*.v4apkg
   exit 0
@@ -136,6 +140,8 @@ if [[ $part == quick ]]; then
   run_case v4-flash-bf16 v4-flash-bf16 40 40,9 1 0,2,3
   run_case v4-pro-fp8 v4-pro 20 20,3 1 0,2
   run_case v4-pro-bf16 v4-pro-bf16 20 20,3 1 0,2
+  run_case v4-flash-f8kv v4-flash-f8kv 40 40,9 1 0,2,3
+  run_case v4-pro-f8kv v4-pro-f8kv 20 20,3 1 0,2
   exit $status
 fi
 # Spec section 6 boundaries: the window (128 for V4, 8 for tiny), the first
@@ -149,6 +155,7 @@ if [[ $part == all || $part == boundaries ]]; then
   run_case v41-shared v41-shared 160 160,129,1 2 2,3,5,20,21,30
   run_case v4-flash-fp8 v4-flash 260 260,129,1 2 0,2,3
   run_case v4-flash-bf16 v4-flash-bf16 260 260,129,1 2 2
+  run_case v4-flash-f8kv v4-flash-f8kv 260 260,129,1 2 2,3
 fi
 # The indexer family against the loop path (packages built with
 # --indexer-loops), bit for bit: the same picks give the same outputs. Rows

@@ -222,12 +222,35 @@ func.func @attention(%q: tensor<?x128x512xbf16>, %kv: tensor<?x512xbf16>,
 
 // -----
 
-// fp8 MODEL1 rows are not the family's: the op stays for the loop path.
+// fp8 MODEL1 rows (the window's and the compressed cache's, as a packed
+// layer has them) are the family's too: 1 KiB more shared memory for the
+// slots' scale addresses, full barriers of one arrival per copy thread.
+// The copy warpgroup copies a packed row's e4m3 chunk and its scales into
+// the chunk's own bf16 place (8-byte cp.async through L1), the rope and
+// bf16 rows' chunks as before, waits for a half's group while the next is
+// in flight, and dequantizes in place: shifts and masks into bf16 fields,
+// two bf16 multiplications (2^120, the scale), a 16-byte store, a proxy
+// fence before the arrival.
 // CHECK-LABEL: func.func @attention_fp8_rows
-// CHECK-NOT: gpu.launch
-// CHECK: v4a.cache_attention
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c384{{.*}} dynamic_shared_memory_size %c217168_i32 module(@v4a_gpu) function(@attention_fp8_rows_attention0)
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
+// CHECK: nvvm.setmaxregister decrease 72
+// CHECK: nvvm.cp.async.shared.global {{.*}}, 8, cache = ca
+// CHECK: nvvm.cp.async.shared.global {{.*}}, 8, cache = ca
+// CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
+// CHECK: nvvm.cp.async.commit.group
+// CHECK: nvvm.cp.async.wait.group 2
+// CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> vector<4xi32>
+// CHECK-COUNT-8: arith.mulf {{.*}} : vector<2xbf16>
+// CHECK: llvm.store {{.*}} : vector<4xi32>, !llvm.ptr<3>
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
+// CHECK: nvvm.mbarrier.arrive
+// CHECK: nvvm.cp.async.wait.group 1
+// CHECK: nvvm.cp.async.wait.group 0
+// CHECK: nvvm.setmaxregister increase 216
+// CHECK-NOT: v4a.cache_attention
 func.func @attention_fp8_rows(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>,
-    %win: !v4a.kv_cache<bf16, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,
+    %win: !v4a.kv_cache<fp8_model1, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,
     %cmp: !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>, %crows: tensor<?x512xi32>,
     %base: tensor<?xi64>, %sink: tensor<64xf32>) -> tensor<?x64x512xbf16> {
   %o = v4a.cache_attention %q, %kv window %win[%wrows]
@@ -235,7 +258,7 @@ func.func @attention_fp8_rows(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>
           [%crows : tensor<?x512xi32>] base %base : tensor<?xi64>
       sink %sink {scale = 0.0441941738 : f64}
       : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
-        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        !v4a.kv_cache<fp8_model1, dim = 512, page_size = 128>, tensor<?x128xi32>,
         tensor<64xf32> -> tensor<?x64x512xbf16>
   return %o : tensor<?x64x512xbf16>
 }

@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -172,6 +173,56 @@ Value roundTo(OpBuilder &b, Location loc, Value value, Type element) {
     return value;
   Value narrow = arith::TruncFOp::create(b, loc, element, value);
   return arith::ExtFOp::create(b, loc, value.getType(), narrow);
+}
+
+Value dequantizeE4M3x8(OpBuilder &b, Location loc, Value bytes, Value scale) {
+  Type i32 = b.getI32Type();
+  auto constant = [&](uint32_t v) -> Value {
+    return arith::ConstantOp::create(
+        b, loc, b.getI32IntegerAttr(static_cast<int32_t>(v)));
+  };
+  auto andI = [&](Value x, uint32_t mask) -> Value {
+    return arith::AndIOp::create(b, loc, x, constant(mask));
+  };
+  auto shl = [&](Value x, int bits) -> Value {
+    return arith::ShLIOp::create(b, loc, x, constant(bits));
+  };
+  auto shr = [&](Value x, int bits) -> Value {
+    return arith::ShRUIOp::create(b, loc, x, constant(bits));
+  };
+  auto orI = [&](Value x, Value y) -> Value {
+    return arith::OrIOp::create(b, loc, x, y);
+  };
+  auto pairType = VectorType::get({2}, b.getBF16Type());
+  auto multiply = [&](Value x, Value y) -> Value {
+    // (arith's bitcast keeps shapes: i32 and vector<2xbf16> need LLVM's.)
+    Value product = arith::MulFOp::create(
+        b, loc, LLVM::BitcastOp::create(b, loc, pairType, x),
+        LLVM::BitcastOp::create(b, loc, pairType, y));
+    return LLVM::BitcastOp::create(b, loc, i32, product);
+  };
+  // 2^(scale - 127) in bf16 (scale 0: the subnormal 2^-127), in both halves.
+  Value scaleBits = arith::ExtUIOp::create(b, loc, i32, scale);
+  Value scaleField = arith::SelectOp::create(
+      b, loc,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, scaleBits,
+                            constant(0)),
+      constant(0x40), shl(scaleBits, 7));
+  Value scalePair = orI(scaleField, shl(scaleField, 16));
+  Value twoTo120 = constant(0x7B807B80);
+  SmallVector<Value> out;
+  for (int64_t word = 0; word < 2; ++word) {
+    Value x = vector::ExtractOp::create(b, loc, bytes, word);
+    // Bytes b0, b1 (then b2, b3) at the top of a 16-bit half each.
+    Value spread[2] = {orI(shl(andI(x, 0xFF00), 16), shl(andI(x, 0xFF), 8)),
+                       orI(andI(x, 0xFF000000), shr(andI(x, 0xFF0000), 8))};
+    for (Value y : spread) {
+      // Sign to bf16's sign bit, exponent and mantissa 4 bits lower.
+      Value bits = orI(andI(y, 0x80008000), andI(shr(y, 4), 0x07F007F0));
+      out.push_back(multiply(multiply(bits, twoTo120), scalePair));
+    }
+  }
+  return vector::FromElementsOp::create(b, loc, VectorType::get({4}, i32), out);
 }
 
 mlir::gpu::LaunchOp createLaunch(OpBuilder &b, Location loc, StringRef name,

@@ -73,6 +73,17 @@ void storeBytes(mlir::OpBuilder &b, mlir::Location loc,
 mlir::Value roundTo(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
                     mlir::Type element);
 
+/// Eight e4m3 values (the bytes of `bytes`, vector<2xi32>, first value in
+/// the lowest byte) times the ue8m0 scale `scale` (i8: 2^(scale - 127)) as
+/// eight bf16 (vector<4xi32>, first value in the lowest half), exact while
+/// the products are in bf16's range. The bytes move into bf16 fields with
+/// integer operations (an e4m3 value is 2^120 times the bf16 of the same
+/// sign, exponent and mantissa bits, subnormals included), and two bf16
+/// multiplications apply 2^120 and the scale: no conversion instructions,
+/// whose throughput would limit a copy of fp8 rows.
+mlir::Value dequantizeE4M3x8(mlir::OpBuilder &b, mlir::Location loc,
+                             mlir::Value bytes, mlir::Value scale);
+
 /// A launch of `threads` threads per block over `blocks` blocks (host
 /// values), with one workgroup buffer of `sharedFloats` f32 when non-zero
 /// and `dynamicSharedBytes` of dynamic shared memory, named `name` in the

@@ -9,7 +9,10 @@
 //   token's slots is zero-filled and masked), in the 128-byte swizzle
 //   layout (Warpgroup.h), each stage in two halves of the head's dims with
 //   split barriers of their own: a half is refilled as soon as its readers
-//   are done with it, while the math warpgroups work on the rest;
+//   are done with it, while the math warpgroups work on the rest. fp8
+//   MODEL1 rows (e4m3 with a scale per 64 dims, bf16 rope dims) land as
+//   raw bytes in their chunks' places and are dequantized there to bf16
+//   by the thread that copied them, exactly, before the half is released;
 // - warpgroup w computes S_w = Q.K_w^T for all 64 rows of stage w (m64n64,
 //   K = the head width) and the online softmax of its block in base 2.
 //   Warpgroup 0 goes first: its block's maxima m0 (over the running ones)
@@ -92,10 +95,12 @@ struct SharedPlan {
   int64_t exchange = 0;  // 4 slots of a f32 per head: m0, m1, both sums
   int64_t masks = 0;     // per stage, a bit per slot
   int64_t barriers = 0;  // per stage and half: full, then empty
+  /// Per stage, each slot's scale address (fp8 MODEL1 rows; 0: a bf16 row).
+  int64_t scales = 0;
   int64_t total = 0;
 };
 
-std::optional<SharedPlan> planShared(int64_t width) {
+std::optional<SharedPlan> planShared(int64_t width, bool packedRows) {
   // Rows are 128-byte swizzle atoms of 64 dims, and each half of D is
   // whole atoms and a valid N of P.V (<= 256).
   if (width < 128 || width % 128 != 0 || width > 512)
@@ -116,16 +121,31 @@ std::optional<SharedPlan> planShared(int64_t width) {
   plan.exchange = plan.addresses + 2 * kSlotsPerBlock * 8;
   plan.masks = plan.exchange + 2 * kWarpgroups * kMmaM * 4;
   plan.barriers = plan.masks + 2 * 2 * 4;
-  plan.total = plan.barriers + 2 * 4 * kBarrierBytes + kSwizzleAtomBytes;
+  plan.scales = plan.barriers + 2 * 4 * kBarrierBytes;
+  plan.total = plan.scales + (packedRows ? 2 * kSlotsPerBlock * 8 : 0) +
+               kSwizzleAtomBytes;
   if (plan.total > step::HostOp::kMaxSharedBytes)
     return std::nullopt;
   return plan;
 }
 
+std::optional<layout::RowLayout> rowsOf(KVCacheType type) {
+  return layout::describeRow(toRowKind(type.getLayout()), type.getDim());
+}
+
 bool hasBF16Rows(KVCacheType type, int64_t width) {
-  std::optional<layout::RowLayout> row =
-      layout::describeRow(toRowKind(type.getLayout()), type.getDim());
+  std::optional<layout::RowLayout> row = rowsOf(type);
   return row && row->kind == layout::RowKind::BF16 && row->dim == width;
+}
+
+/// fp8 MODEL1 rows of `width` dims whose e4m3 and rope dims are whole
+/// 8-chunk columns of the tile (64 dims each), as they are at width 512.
+bool hasPackedRows(KVCacheType type, int64_t width) {
+  std::optional<layout::RowLayout> row = rowsOf(type);
+  return row && row->kind == layout::RowKind::FP8Model1 && row->dim == width &&
+         row->quantDims % 64 == 0 && row->scaleBlock == 64 &&
+         row->valueBytes % kChunkBytes == 0 &&
+         row->quantDims % kChunkBytes == 0;
 }
 
 /// The kernel body's builder and the values every piece uses.
@@ -138,8 +158,9 @@ struct Kernel {
   Value thread, warpgroup, warp, lane;
   /// Shared addresses (i64): the window's base.
   Value sharedBase;
-  /// Views of the shared slot addresses, masks and exchange slots.
-  Value slotAddresses, slotMasks, exchange;
+  /// Views of the shared slot addresses, masks and exchange slots, and of
+  /// the slots' scale addresses (fp8 MODEL1 rows).
+  Value slotAddresses, slotMasks, exchange, slotScales;
 
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
   Value i32(int64_t v) {
@@ -297,13 +318,19 @@ bool isAttentionCovered(CacheAttentionOp op) {
       !result.getElementType().isBF16())
     return false;
   int64_t heads = query.getDimSize(1), width = query.getDimSize(2);
-  if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(width) ||
-      !planShared(width))
+  if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(width))
     return false;
-  if (!hasBF16Rows(op.getWindow().getType(), width))
-    return false;
-  return !op.getCompressed() ||
-         hasBF16Rows(op.getCompressed().getType(), width);
+  bool packed = false;
+  for (Value cache : {op.getWindow(), op.getCompressed()}) {
+    if (!cache)
+      continue;
+    auto type = cast<KVCacheType>(cache.getType());
+    if (hasPackedRows(type, width))
+      packed = true;
+    else if (!hasBF16Rows(type, width))
+      return false;
+  }
+  return planShared(width, packed).has_value();
 }
 
 void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
@@ -312,7 +339,13 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   b.setInsertionPoint(op);
   auto queryType = cast<RankedTensorType>(op.getQuery().getType());
   int64_t heads = queryType.getDimSize(1), width = queryType.getDimSize(2);
-  SharedPlan plan = *planShared(width);
+  // fp8 MODEL1 rows, of the window or the compressed cache or both (one
+  // layout: the same width).
+  std::optional<layout::RowLayout> packedRows;
+  for (Value cache : {op.getWindow(), op.getCompressed()})
+    if (cache && hasPackedRows(cast<KVCacheType>(cache.getType()), width))
+      packedRows = rowsOf(cast<KVCacheType>(cache.getType()));
+  SharedPlan plan = *planShared(width, packedRows.has_value());
   auto buffer = [&](Value tensor) { return readOnlyBuffer(b, loc, tensor); };
   Value query = buffer(op.getQuery()), kv = buffer(op.getKv());
   Value windowRows = buffer(op.getWindowRows()), sink = buffer(op.getSink());
@@ -335,7 +368,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   mlir::gpu::LaunchOp launch =
       createLaunch(b, loc, kernelName(func, "attention"), blocks, kThreads,
                    /*sharedFloats=*/0, plan.total);
-  Kernel k{b, loc, plan, {}, {}, {}, {}, {}, {}, {}, {}};
+  Kernel k{b, loc, plan, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   k.thread = launch.getThreadIds().x;
   Value block = launch.getBlockIds().x;
   Value token = k.div(block, k.index(groups));
@@ -355,6 +388,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   k.slotAddresses = view(plan.addresses, b.getI64Type(), 2 * kSlotsPerBlock);
   k.exchange = view(plan.exchange, b.getF32Type(), 2 * kWarpgroups * kMmaM);
   k.slotMasks = view(plan.masks, b.getI32Type(), 2 * 2);
+  if (packedRows)
+    k.slotScales = view(plan.scales, b.getI64Type(), 2 * kSlotsPerBlock);
 
   // Where the rows are: one function of (cache, row) per cache.
   cpu::LoopEmitter emitter(b, loc);
@@ -381,10 +416,14 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   // writes, then its copies' landing); an empty one each thread that
   // reads the half: warpgroup w alone reads half w of stage w after its
   // Q.K^T, both read the other halves.
+  // (With fp8 MODEL1 rows a copy thread arrives once, after it has
+  // dequantized its chunks.)
+  int64_t fullArrivals = packedRows ? 1 : 2;
   k.ifThen(k.eq(k.thread, k.index(0)), [&] {
     for (int64_t stage = 0; stage < 2; ++stage)
       for (int64_t half = 0; half < 2; ++half) {
-        initBarrier(b, loc, k.fullBarrier(stage, half), 2 * kWarpgroupThreads);
+        initBarrier(b, loc, k.fullBarrier(stage, half),
+                    fullArrivals * kWarpgroupThreads);
         initBarrier(b, loc, k.emptyBarrier(stage, half),
                     stage == half ? kWarpgroupThreads : kMathThreads);
       }
@@ -427,8 +466,11 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     scf::YieldOp::create(b, loc, noRow);
     return inRange.getResult(0);
   };
-  // Slot `slot`'s row address from its index `raw`, 0 when it has none.
-  auto addressOfRow = [&](Value slot, Value raw, Value compressedBase) {
+  // Slot `slot`'s row address from its index `raw`, 0 when it has none,
+  // and (fp8 MODEL1 compressed rows) the address of its scales, 0 for the
+  // other rows.
+  auto addressOfRow = [&](Value slot, Value raw,
+                          Value compressedBase) -> std::pair<Value, Value> {
     Value row = arith::IndexCastOp::create(b, loc, b.getIndexType(), raw);
     Value used = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, row,
                                        k.index(0));
@@ -439,13 +481,28 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     Value safeRing = k.select(fromStep, k.index(0), ring);
     Value ringRow = k.add(windowAddress, k.toI64(window.valueOffset(safeRing)));
     Value address = k.select(fromStep, stepRow, ringRow);
+    // The step's own rows are bf16 whatever the caches hold.
+    auto scalesOf = [&](CacheRows &rows, Value base, Value row) {
+      if (rows.layout().kind != layout::RowKind::FP8Model1)
+        return k.i64(0);
+      return k.add(base, k.toI64(rows.scaleOffset(row)));
+    };
+    Value scales;
+    if (packedRows)
+      scales = k.select(fromStep, k.i64(0),
+                        scalesOf(window, windowAddress, safeRing));
     if (compressed) {
       Value global = k.add(compressedBase, safeRow);
       Value compressedRow =
           k.add(compressedAddress, k.toI64(compressed->valueOffset(global)));
-      address = k.select(k.ult(slot, windowSlots), address, compressedRow);
+      Value inWindow = k.ult(slot, windowSlots);
+      address = k.select(inWindow, address, compressedRow);
+      if (packedRows)
+        scales = k.select(inWindow, scales,
+                          scalesOf(*compressed, compressedAddress, global));
     }
-    return k.select(used, address, k.i64(0));
+    return {k.select(used, address, k.i64(0)),
+            packedRows ? k.select(used, scales, k.i64(0)) : Value()};
   };
 
   int64_t halfChunks = plan.chunks / 2;
@@ -491,10 +548,12 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     // 32w .. 32w + 31, from warp w's ballot), for block `slotBlock`.
     auto writeTable = [&](int64_t stage, Value slotBlock, ValueRange raws) {
       k.ifThen(owner, [&] {
-        Value address =
+        auto [address, scales] =
             addressOfRow(ownSlot(slotBlock), raws[stage], compressedBase);
-        k.store(address, k.slotAddresses,
-                k.add(k.index(stage * kSlotsPerBlock), copier));
+        Value entry = k.add(k.index(stage * kSlotsPerBlock), copier);
+        k.store(address, k.slotAddresses, entry);
+        if (scales)
+          k.store(scales, k.slotScales, entry);
         Value present = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
                                               address, k.i64(0));
         Value bits =
@@ -506,6 +565,15 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
         });
       });
       syncThreads(b, loc, kCopyOnly, kWarpgroupThreads);
+    };
+    // The thread's place through an opaque copy: what a packed half derives
+    // from it (16 row and chunk offsets) would otherwise be hoisted out of
+    // the loop, a register apiece, and spill. (copyTileAsync's offsets
+    // spill more this way.)
+    auto opaquePlace = [&] {
+      return arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                        opaque(b, loc, k.toI64(copier)))
+          .getResult();
     };
     auto copyHalf = [&](int64_t stage, int64_t half) {
       // Each half's destinations from a base of its own: they are built
@@ -530,6 +598,96 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       arriveBarrier(b, loc, k.fullBarrier(stage, half));
       arriveBarrierOnCopies(b, loc, k.fullBarrier(stage, half));
     };
+    // A half of a stage in a kernel with fp8 MODEL1 rows, in two steps.
+    // Pass i of this thread takes chunk column i / 4 (64 dims: one scale)
+    // of row 16 (i % 4) + copier / 8, its chunk copier % 8. Issuing copies
+    // a packed row's e4m3 chunk (8 bytes) into the upper half of its bf16
+    // chunk's place and the row's 8 scales into the lower half; its rope
+    // column (the 16-byte chunks after the e4m3 bytes), and every chunk of
+    // a bf16 row, go where they belong. Settling waits for them and
+    // dequantizes each packed chunk in place: the thread that copied it
+    // alone touches it.
+    struct PackedPass {
+      int64_t firstChunk;
+      Value row, chunk, address, scales, to;
+    };
+    auto packedPass = [&](int64_t stage, int64_t half, int64_t i) {
+      Value place = opaquePlace();
+      constexpr int64_t kRowsPerPass = kWarpgroupThreads / 8;
+      PackedPass p;
+      p.firstChunk =
+          half * halfChunks + i / (kSlotsPerBlock / kRowsPerPass) * 8;
+      p.row = k.add(k.div(place, k.index(8)),
+                    k.index(i * kRowsPerPass % kSlotsPerBlock));
+      p.chunk = k.add(k.rem(place, k.index(8)), k.index(p.firstChunk));
+      Value entry = k.add(k.index(stage * kSlotsPerBlock), p.row);
+      p.address = k.load(k.slotAddresses, entry);
+      p.scales = k.load(k.slotScales, entry);
+      p.to = k.add(
+          k.at(plan.stages[stage]),
+          k.toI64(swizzledOffset(b, loc, p.row, p.chunk, plan.chunks / 8)));
+      return p;
+    };
+    auto isNonZero = [&](Value v) -> Value {
+      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, v,
+                                   k.i64(0));
+    };
+    int64_t packedPasses = kSlotsPerBlock * halfChunks / kWarpgroupThreads;
+    auto isQuantized = [&](const PackedPass &p) {
+      return p.firstChunk < packedRows->quantDims / 8;
+    };
+    auto issuePackedHalf = [&](int64_t stage, int64_t half) {
+      for (int64_t i = 0; i < packedPasses; ++i) {
+        PackedPass p = packedPass(stage, half, i);
+        Value valid = isNonZero(p.address), packed = isNonZero(p.scales);
+        Value from16 = k.add(p.address, k.toI64(k.mul(p.chunk, k.index(16))));
+        if (!isQuantized(p)) {
+          Value from = k.select(
+              packed, k.sub(from16, k.i64(packedRows->quantDims)), from16);
+          copyAsync16(b, loc, p.to, k.select(valid, from, queryAddress), valid);
+          continue;
+        }
+        auto kind =
+            scf::IfOp::create(b, loc, TypeRange{}, packed, /*withElse=*/true);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(kind.thenBlock());
+        copyAsync8(b, loc, p.to, p.scales);
+        copyAsync8(b, loc, k.add(p.to, k.i64(8)),
+                   k.add(p.address, k.toI64(k.mul(p.chunk, k.index(8)))));
+        b.setInsertionPointToStart(kind.elseBlock());
+        copyAsync16(b, loc, p.to, k.select(valid, from16, queryAddress), valid);
+      }
+      commitCopies(b, loc);
+    };
+    auto settlePackedHalf = [&](int64_t stage, int64_t half, int32_t pending) {
+      waitCopies(b, loc, pending);
+      Type words = VectorType::get({4}, b.getI32Type());
+      for (int64_t i = 0; i < packedPasses; ++i) {
+        PackedPass p = packedPass(stage, half, i);
+        if (!isQuantized(p))
+          continue;
+        k.ifThen(isNonZero(p.scales), [&] {
+          Value landed = loadShared(b, loc, p.to, words, 16);
+          int64_t scaleIndex = p.firstChunk / 8;
+          Value scaleWord =
+              vector::ExtractOp::create(b, loc, landed, scaleIndex / 4);
+          Value scale = arith::TruncIOp::create(
+              b, loc, b.getI8Type(),
+              arith::ShRUIOp::create(b, loc, scaleWord,
+                                     k.i32(scaleIndex % 4 * 8)));
+          Value bytes = vector::FromElementsOp::create(
+              b, loc, VectorType::get({2}, b.getI32Type()),
+              ValueRange{vector::ExtractOp::create(b, loc, landed, 2),
+                         vector::ExtractOp::create(b, loc, landed, 3)});
+          storeShared(b, loc, p.to, dequantizeE4M3x8(b, loc, bytes, scale), 16);
+        });
+      }
+      // The dequantized chunks are generic writes that the tensor cores
+      // read: fenced before the arrival that releases them (and the mask
+      // words written with the stage's first half).
+      fenceSharedForMma(b, loc);
+      arriveBarrier(b, loc, k.fullBarrier(stage, half));
+    };
     SmallVector<Value> first = pairRaws(k.index(0));
     auto loop = scf::ForOp::create(b, loc, k.index(0), pairs, k.index(1),
                                    ValueRange(first));
@@ -550,12 +708,32 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
         waitBarrier(b, loc, k.emptyBarrier(stage, half), parity);
       });
     };
-    for (auto [stage, half] :
-         {std::pair<int64_t, int64_t>{0, 0}, {0, 1}, {1, 1}, {1, 0}}) {
+    auto fill = [&](int64_t stage, int64_t half) {
       waitEmpty(stage, half);
       if (stage == half)
         writeTable(stage, k.add(k.mul(pair, k.index(2)), k.index(stage)), raws);
-      copyHalf(stage, half);
+      if (packedRows)
+        issuePackedHalf(stage, half);
+      else
+        copyHalf(stage, half);
+    };
+    if (!packedRows) {
+      for (auto [stage, half] :
+           {std::pair<int64_t, int64_t>{0, 0}, {0, 1}, {1, 1}, {1, 0}})
+        fill(stage, half);
+    } else {
+      // Stage 0 is settled before the wait for stage 1's half 0, which
+      // warpgroup 0 frees last in the pair before: it can start this pair
+      // meanwhile. Each settle waits for its own group of copies (the
+      // count is of groups issued after it).
+      fill(0, 0);
+      fill(0, 1);
+      fill(1, 1);
+      settlePackedHalf(0, 0, 2);
+      settlePackedHalf(0, 1, 1);
+      fill(1, 0);
+      settlePackedHalf(1, 1, 1);
+      settlePackedHalf(1, 0, 0);
     }
     k.sharedBase = invariantBase;
     scf::YieldOp::create(b, loc, next);

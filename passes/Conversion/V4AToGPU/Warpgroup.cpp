@@ -92,6 +92,25 @@ void copyAsync16(OpBuilder &b, Location loc, Value to, Value from,
                           /*size=*/16, NVVM::LoadCacheModifierKind::CG, bytes);
 }
 
+void copyAsync8(OpBuilder &b, Location loc, Value to, Value from) {
+  NVVM::CpAsyncOp::create(b, loc, pointerIn(b, loc, to, kSharedSpace),
+                          pointerIn(b, loc, from, kGlobalSpace),
+                          /*size=*/8, NVVM::LoadCacheModifierKind::CA,
+                          /*cpSize=*/Value());
+}
+
+Value loadShared(OpBuilder &b, Location loc, Value address, Type type,
+                 unsigned alignment) {
+  return LLVM::LoadOp::create(
+      b, loc, type, pointerIn(b, loc, address, kSharedSpace), alignment);
+}
+
+void storeShared(OpBuilder &b, Location loc, Value address, Value value,
+                 unsigned alignment) {
+  LLVM::StoreOp::create(b, loc, value, pointerIn(b, loc, address, kSharedSpace),
+                        alignment);
+}
+
 Value swizzledOffset(OpBuilder &b, Location loc, Value row, Value chunk,
                      int64_t atoms) {
   auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };

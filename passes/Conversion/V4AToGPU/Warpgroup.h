@@ -61,6 +61,17 @@ AlignedShared alignToAtom(mlir::OpBuilder &b, mlir::Location loc,
 /// writes zeros (`from` must still be a mapped address).
 void copyAsync16(mlir::OpBuilder &b, mlir::Location loc, mlir::Value to,
                  mlir::Value from, mlir::Value valid);
+/// Copies 8 bytes from global address `from` to shared address `to` (each
+/// 8-byte aligned) without waiting, through L1 (cp.async's 8-byte form).
+void copyAsync8(mlir::OpBuilder &b, mlir::Location loc, mlir::Value to,
+                mlir::Value from);
+/// A load of `type` from shared address `address` (i64, aligned to
+/// `alignment` bytes), and a store of `value` there.
+mlir::Value loadShared(mlir::OpBuilder &b, mlir::Location loc,
+                       mlir::Value address, mlir::Type type,
+                       unsigned alignment);
+void storeShared(mlir::OpBuilder &b, mlir::Location loc, mlir::Value address,
+                 mlir::Value value, unsigned alignment);
 /// Closes the copies issued so far into a group; waits until at most
 /// `pending` groups of this thread are in flight.
 void commitCopies(mlir::OpBuilder &b, mlir::Location loc);
