@@ -226,11 +226,11 @@ func.func @attention(%q: tensor<?x128x512xbf16>, %kv: tensor<?x512xbf16>,
 // layer has them) are the family's too: 1 KiB more shared memory for the
 // slots' scale addresses, full barriers of one arrival per copy thread.
 // The copy warpgroup copies a packed row's e4m3 chunk and its scales into
-// the chunk's own bf16 place (8-byte cp.async through L1), the rope and
-// bf16 rows' chunks as before, waits for a half's group while the next is
-// in flight, and dequantizes in place: shifts and masks into bf16 fields,
-// two bf16 multiplications (2^120, the scale), a 16-byte store, a proxy
-// fence before the arrival.
+// the chunk's own bf16 place (two 8-byte cp.async through L1, a bf16 row's
+// chunk in two halves the same way), the rope chunks as before, waits for
+// a half's group while the next is in flight, and dequantizes in place:
+// shifts and masks into bf16 fields, two bf16 multiplications (2^120, the
+// scale), a 16-byte store, a proxy fence before the arrival.
 // CHECK-LABEL: func.func @attention_fp8_rows
 // CHECK: gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c384{{.*}} dynamic_shared_memory_size %c217168_i32 module(@v4a_gpu) function(@attention_fp8_rows_attention0)
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32

@@ -647,15 +647,16 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
           copyAsync16(b, loc, p.to, k.select(valid, from, queryAddress), valid);
           continue;
         }
-        auto kind =
-            scf::IfOp::create(b, loc, TypeRange{}, packed, /*withElse=*/true);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(kind.thenBlock());
-        copyAsync8(b, loc, p.to, p.scales);
-        copyAsync8(b, loc, k.add(p.to, k.i64(8)),
-                   k.add(p.address, k.toI64(k.mul(p.chunk, k.index(8)))));
-        b.setInsertionPointToStart(kind.elseBlock());
-        copyAsync16(b, loc, p.to, k.select(valid, from16, queryAddress), valid);
+        // Two 8-byte copies, the chunk's halves for a bf16 row: no branch,
+        // so that the copies of a half issue back to back.
+        Value raw = k.add(p.address, k.toI64(k.mul(p.chunk, k.index(8))));
+        Value bf16From = k.select(valid, from16, queryAddress);
+        copyAsync8(b, loc, p.to, k.select(packed, p.scales, bf16From), valid);
+        copyAsync8(
+            b, loc, k.add(p.to, k.i64(8)),
+            k.select(packed, raw,
+                     k.select(valid, k.add(from16, k.i64(8)), queryAddress)),
+            valid);
       }
       commitCopies(b, loc);
     };
@@ -666,21 +667,24 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
         PackedPass p = packedPass(stage, half, i);
         if (!isQuantized(p))
           continue;
-        k.ifThen(isNonZero(p.scales), [&] {
-          Value landed = loadShared(b, loc, p.to, words, 16);
-          int64_t scaleIndex = p.firstChunk / 8;
-          Value scaleWord =
-              vector::ExtractOp::create(b, loc, landed, scaleIndex / 4);
-          Value scale = arith::TruncIOp::create(
-              b, loc, b.getI8Type(),
-              arith::ShRUIOp::create(b, loc, scaleWord,
-                                     k.i32(scaleIndex % 4 * 8)));
-          Value bytes = vector::FromElementsOp::create(
-              b, loc, VectorType::get({2}, b.getI32Type()),
-              ValueRange{vector::ExtractOp::create(b, loc, landed, 2),
-                         vector::ExtractOp::create(b, loc, landed, 3)});
-          storeShared(b, loc, p.to, dequantizeE4M3x8(b, loc, bytes, scale), 16);
-        });
+        // Loaded, converted and stored whatever the row: a bf16 row's
+        // chunk (this thread's own landed copy) is stored back as it is. A
+        // branch per pass would keep the passes from overlapping.
+        Value landed = loadShared(b, loc, p.to, words, 16);
+        int64_t scaleIndex = p.firstChunk / 8;
+        Value scaleWord =
+            vector::ExtractOp::create(b, loc, landed, scaleIndex / 4);
+        Value scale = arith::TruncIOp::create(
+            b, loc, b.getI8Type(),
+            arith::ShRUIOp::create(b, loc, scaleWord,
+                                   k.i32(scaleIndex % 4 * 8)));
+        Value bytes = vector::FromElementsOp::create(
+            b, loc, VectorType::get({2}, b.getI32Type()),
+            ValueRange{vector::ExtractOp::create(b, loc, landed, 2),
+                       vector::ExtractOp::create(b, loc, landed, 3)});
+        Value bf16 = dequantizeE4M3x8(b, loc, bytes, scale);
+        storeShared(b, loc, p.to, k.select(isNonZero(p.scales), bf16, landed),
+                    16);
       }
       // The dequantized chunks are generic writes that the tensor cores
       // read: fenced before the arrival that releases them (and the mask

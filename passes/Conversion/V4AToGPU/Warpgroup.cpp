@@ -92,11 +92,12 @@ void copyAsync16(OpBuilder &b, Location loc, Value to, Value from,
                           /*size=*/16, NVVM::LoadCacheModifierKind::CG, bytes);
 }
 
-void copyAsync8(OpBuilder &b, Location loc, Value to, Value from) {
+void copyAsync8(OpBuilder &b, Location loc, Value to, Value from, Value valid) {
+  Value bytes = arith::SelectOp::create(b, loc, valid, i32Constant(b, loc, 8),
+                                        i32Constant(b, loc, 0));
   NVVM::CpAsyncOp::create(b, loc, pointerIn(b, loc, to, kSharedSpace),
                           pointerIn(b, loc, from, kGlobalSpace),
-                          /*size=*/8, NVVM::LoadCacheModifierKind::CA,
-                          /*cpSize=*/Value());
+                          /*size=*/8, NVVM::LoadCacheModifierKind::CA, bytes);
 }
 
 Value loadShared(OpBuilder &b, Location loc, Value address, Type type,

@@ -62,9 +62,10 @@ AlignedShared alignToAtom(mlir::OpBuilder &b, mlir::Location loc,
 void copyAsync16(mlir::OpBuilder &b, mlir::Location loc, mlir::Value to,
                  mlir::Value from, mlir::Value valid);
 /// Copies 8 bytes from global address `from` to shared address `to` (each
-/// 8-byte aligned) without waiting, through L1 (cp.async's 8-byte form).
+/// 8-byte aligned) without waiting, through L1 (cp.async's 8-byte form);
+/// with `valid` false it reads nothing and writes zeros.
 void copyAsync8(mlir::OpBuilder &b, mlir::Location loc, mlir::Value to,
-                mlir::Value from);
+                mlir::Value from, mlir::Value valid);
 /// A load of `type` from shared address `address` (i64, aligned to
 /// `alignment` bytes), and a store of `value` there.
 mlir::Value loadShared(mlir::OpBuilder &b, mlir::Location loc,
