@@ -522,20 +522,21 @@ void copyGlobalsIntoKernels(ModuleOp module) {
     });
 }
 
-/// The first line of ptxas's messages in `log` that reports an error or a
-/// fatal condition.
-std::string firstErrorOf(llvm::StringRef log) {
-  auto messages = llvm::MemoryBuffer::getFile(log);
+/// The first line of ptxas's messages (in the file at `logPath`) that
+/// reports an error or a fatal condition, else its first line.
+std::string firstErrorOf(llvm::StringRef logPath) {
+  auto messages = llvm::MemoryBuffer::getFile(logPath);
   if (!messages)
     return "ptxas failed without a message";
-  llvm::StringRef rest = (*messages)->getBuffer();
+  llvm::StringRef all = (*messages)->getBuffer(), rest = all;
   while (!rest.empty()) {
     auto [line, next] = rest.split('\n');
-    if (line.contains("error") || line.contains("fatal"))
+    if (line.contains("error   :") || line.contains("fatal   :"))
       return line.trim().str();
     rest = next;
   }
-  return "ptxas failed without an error line";
+  llvm::StringRef first = all.trim().split('\n').first;
+  return first.empty() ? "ptxas failed without a message" : first.str();
 }
 
 /// The PTX assembled for `chip` by the toolkit's ptxas; empty (no error)
@@ -572,23 +573,24 @@ std::optional<std::string> assemble(const std::string &ptx,
       return std::nullopt;
     }
   }
-  // ptxas's messages are kept for its failure: on success they are only
-  // performance advisories, which the benchmarks' notes record.
-  llvm::SmallString<128> log;
-  if (llvm::sys::fs::createTemporaryFile("v4a-ptxas", "log", log)) {
+  // ptxas's messages are kept for its failure: on success they are
+  // advisories (performance, unusual but valid PTX) that the benchmarks'
+  // notes record, not the user's concern.
+  llvm::SmallString<128> logPath;
+  if (llvm::sys::fs::createTemporaryFile("v4a-ptxas", "log", logPath)) {
     error = "cannot create a temporary file for ptxas";
     return std::nullopt;
   }
-  llvm::FileRemover removeLog(log);
+  llvm::FileRemover removeLog(logPath);
   std::string message;
   llvm::SmallVector<llvm::StringRef> args = {ptxas, "-arch", chip,
                                              "-o",  output,  input};
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.str(),
-                                                log.str()};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, logPath.str(),
+                                                logPath.str()};
   if (llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects, 0, 0,
                                 &message) != 0) {
     error = "ptxas cannot assemble the kernels: " +
-            (message.empty() ? firstErrorOf(log) : message);
+            (message.empty() ? firstErrorOf(logPath) : message);
     return std::nullopt;
   }
   auto cubin = llvm::MemoryBuffer::getFile(output);

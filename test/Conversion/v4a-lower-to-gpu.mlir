@@ -233,7 +233,15 @@ func.func @attention(%q: tensor<?x128x512xbf16>, %kv: tensor<?x512xbf16>,
 // scale), a 16-byte store, a proxy fence before the arrival.
 // CHECK-LABEL: func.func @attention_fp8_rows
 // CHECK: gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c384{{.*}} dynamic_shared_memory_size %c217168_i32 module(@v4a_gpu) function(@attention_fp8_rows_attention0)
-// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
+// Full and empty barriers of stage 0's halves, then stage 1's.
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32{{(_[0-9]+)?}} :
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32{{(_[0-9]+)?}} :
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
 // CHECK: nvvm.setmaxregister decrease 72
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 8, cache = ca
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 8, cache = ca

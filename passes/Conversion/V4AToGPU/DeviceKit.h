@@ -75,8 +75,10 @@ mlir::Value roundTo(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
 
 /// Eight e4m3 values (the bytes of `bytes`, vector<2xi32>, first value in
 /// the lowest byte) times the ue8m0 scale `scale` (i8: 2^(scale - 127)) as
-/// eight bf16 (vector<4xi32>, first value in the lowest half), exact while
-/// the products are in bf16's range. The bytes move into bf16 fields with
+/// eight bf16 (vector<4xi32>, first value in the lowest half): exact for
+/// products that are normal bf16 values (subnormal ones are rounded; the
+/// NaN codes 0x7F and 0xFF, which a saturating encoder never writes, give
+/// finite values). The bytes move into bf16 fields with
 /// integer operations (an e4m3 value is 2^120 times the bf16 of the same
 /// sign, exponent and mantissa bits, subnormals included), and two bf16
 /// multiplications apply 2^120 and the scale: no conversion instructions,

@@ -5,7 +5,7 @@
 // compressed rows) are walked in blocks of 64, two blocks at a time, one
 // per shared stage:
 // - the copy warpgroup gathers the rows of block 2p into stage 0 and of block
-//   2p + 1 into stage 1 with 16-byte cp.async (a slot of -1 or past the
+//   2p + 1 into stage 1 with cp.async (a slot of -1 or past the
 //   token's slots is zero-filled and masked), in the 128-byte swizzle
 //   layout (Warpgroup.h), each stage in two halves of the head's dims with
 //   split barriers of their own: a half is refilled as soon as its readers
@@ -139,13 +139,34 @@ bool hasBF16Rows(KVCacheType type, int64_t width) {
 }
 
 /// fp8 MODEL1 rows of `width` dims whose e4m3 and rope dims are whole
-/// 8-chunk columns of the tile (64 dims each), as they are at width 512.
+/// 8-chunk columns of the tile (64 dims each), as they are at width 512,
+/// in pages that keep every row's values 16-byte and its 8 scale bytes
+/// 8-byte aligned (the copies' sizes): an odd page of 584-byte rows would
+/// not.
 bool hasPackedRows(KVCacheType type, int64_t width) {
   std::optional<layout::RowLayout> row = rowsOf(type);
   return row && row->kind == layout::RowKind::FP8Model1 && row->dim == width &&
          row->quantDims % 64 == 0 && row->scaleBlock == 64 &&
-         row->valueBytes % kChunkBytes == 0 &&
-         row->quantDims % kChunkBytes == 0;
+         row->scaleBytes == 8 && row->valueBytes % kChunkBytes == 0 &&
+         type.getPageSize() * row->rowBytes() % kChunkBytes == 0;
+}
+
+/// The fp8 MODEL1 layout of a cache_attention's rows, when the window or
+/// the compressed cache (or both: one width, one layout) holds them; a
+/// failure when a cache holds rows the family does not read.
+FailureOr<std::optional<layout::RowLayout>> packedLayoutOf(CacheAttentionOp op,
+                                                           int64_t width) {
+  std::optional<layout::RowLayout> packed;
+  for (Value cache : {op.getWindow(), op.getCompressed()}) {
+    if (!cache)
+      continue;
+    auto type = cast<KVCacheType>(cache.getType());
+    if (hasPackedRows(type, width))
+      packed = rowsOf(type);
+    else if (!hasBF16Rows(type, width))
+      return failure();
+  }
+  return packed;
 }
 
 /// The kernel body's builder and the values every piece uses.
@@ -320,17 +341,9 @@ bool isAttentionCovered(CacheAttentionOp op) {
   int64_t heads = query.getDimSize(1), width = query.getDimSize(2);
   if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(width))
     return false;
-  bool packed = false;
-  for (Value cache : {op.getWindow(), op.getCompressed()}) {
-    if (!cache)
-      continue;
-    auto type = cast<KVCacheType>(cache.getType());
-    if (hasPackedRows(type, width))
-      packed = true;
-    else if (!hasBF16Rows(type, width))
-      return false;
-  }
-  return planShared(width, packed).has_value();
+  FailureOr<std::optional<layout::RowLayout>> packed =
+      packedLayoutOf(op, width);
+  return succeeded(packed) && planShared(width, packed->has_value());
 }
 
 void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
@@ -339,12 +352,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   b.setInsertionPoint(op);
   auto queryType = cast<RankedTensorType>(op.getQuery().getType());
   int64_t heads = queryType.getDimSize(1), width = queryType.getDimSize(2);
-  // fp8 MODEL1 rows, of the window or the compressed cache or both (one
-  // layout: the same width).
-  std::optional<layout::RowLayout> packedRows;
-  for (Value cache : {op.getWindow(), op.getCompressed()})
-    if (cache && hasPackedRows(cast<KVCacheType>(cache.getType()), width))
-      packedRows = rowsOf(cast<KVCacheType>(cache.getType()));
+  std::optional<layout::RowLayout> packedRows = *packedLayoutOf(op, width);
   SharedPlan plan = *planShared(width, packedRows.has_value());
   auto buffer = [&](Value tensor) { return readOnlyBuffer(b, loc, tensor); };
   Value query = buffer(op.getQuery()), kv = buffer(op.getKv());
@@ -467,8 +475,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     return inRange.getResult(0);
   };
   // Slot `slot`'s row address from its index `raw`, 0 when it has none,
-  // and (fp8 MODEL1 compressed rows) the address of its scales, 0 for the
-  // other rows.
+  // and (fp8 MODEL1 rows, of the window or the compressed cache) the
+  // address of its scales, 0 for the other rows.
   auto addressOfRow = [&](Value slot, Value raw,
                           Value compressedBase) -> std::pair<Value, Value> {
     Value row = arith::IndexCastOp::create(b, loc, b.getIndexType(), raw);
@@ -874,7 +882,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     Value pDescriptor =
         matrixDescriptor(b, loc, k.at(plan.probabilities[stage]), kChunkBytes,
                          kSwizzleAtomBytes);
-    accumulator = mmaFence(b, loc, accumulator);
+    accumulator = settleAndFence(b, loc, accumulator);
     for (int64_t step = 0; step < kSlotsPerBlock / kMmaK; ++step) {
       // P: one atom per 8 heads; V: K step `step` is row groups 2 step and
       // 2 step + 1.

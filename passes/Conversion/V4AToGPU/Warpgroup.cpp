@@ -337,7 +337,7 @@ void mmaFence(OpBuilder &b, Location loc) {
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
 }
 
-Value mmaFence(OpBuilder &b, Location loc, Value accumulator) {
+Value settleAndFence(OpBuilder &b, Location loc, Value accumulator) {
   // An empty asm that ties each register to itself: after it, each value has
   // one use, in the MMA, and needs no copy there.
   SmallVector<Value> values = unpackAccumulator(b, loc, accumulator);

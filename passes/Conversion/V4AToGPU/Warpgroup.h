@@ -179,14 +179,14 @@ mlir::Value mmaBF16(mlir::OpBuilder &b, mlir::Location loc, mlir::Value descA,
 /// Orders register accesses before the MMAs that follow; closes the MMAs
 /// issued so far into a group; waits until at most `pending` are in flight.
 void mmaFence(mlir::OpBuilder &b, mlir::Location loc);
+void mmaCommit(mlir::OpBuilder &b, mlir::Location loc);
+void mmaWait(mlir::OpBuilder &b, mlir::Location loc, int64_t pending);
 /// The fence for MMAs that accumulate into `accumulator`, which it returns:
 /// its registers are settled before the fence, so that no copy the register
 /// allocator makes of them (shared or constant values) lands between the
 /// fence and the MMA, where ptxas would serialize the MMAs in flight.
-mlir::Value mmaFence(mlir::OpBuilder &b, mlir::Location loc,
-                     mlir::Value accumulator);
-void mmaCommit(mlir::OpBuilder &b, mlir::Location loc);
-void mmaWait(mlir::OpBuilder &b, mlir::Location loc, int64_t pending);
+mlir::Value settleAndFence(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value accumulator);
 
 } // namespace v4a::gpu
 
