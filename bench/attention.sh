@@ -11,7 +11,9 @@
 # MODELS (default "v4-flash v4-pro") and LAYERS_<model> (v4-flash: 0,2,3;
 # v4-pro: 0,2) narrow the run; VARIANTS="-a -b" times packages
 # build/gpu/<model>-64k-a.v4apkg and -b side by side in the same call (each
-# line then names its variant).
+# line then names its variant; "none" is the package without a suffix):
+# VARIANTS="none -fp8" times bf16 rows beside the packages with fp8 MODEL1
+# caches that prepare compiles (their layers' keys read step_<ratio>_1_...).
 #
 # Caches are filled with random finite values and the top-k of an indexer
 # layer picks real rows, so every slot of a long-history step holds a row.
@@ -22,6 +24,11 @@ if [[ ${1:-} == prepare ]]; then
   bench/kernels-profile.sh prepare || exit 1 # v4-flash-64k
   build/bin/v4a-compile examples/v4-pro.json --context 65792 \
     --target=sm_90a -o "$dir/v4-pro-64k.v4apkg" || exit 1
+  # The same models with fp8 MODEL1 caches (VARIANTS=-fp8).
+  for model in v4-flash v4-pro; do
+    build/bin/v4a-compile "examples/$model.json" --kv-layout=fp8 \
+      --context 65792 --target=sm_90a -o "$dir/$model-64k-fp8.v4apkg" || exit 1
+  done
   exit 0
 fi
 out=${OUT:-$dir}
@@ -40,6 +47,7 @@ for model in ${MODELS:-v4-flash v4-pro}; do
   for shape in $shapes; do
     IFS=: read -r batch context tokens <<< "$shape"
     for variant in "${variants[@]}"; do
+      [[ $variant == none ]] && variant=""
       csv=$out/attention-$model$variant-b$batch-c$context-t$tokens.csv
       timeout 240 ncu --clock-control none --kernel-name regex:attention \
         --metrics gpu__time_duration.sum --csv --print-units base \

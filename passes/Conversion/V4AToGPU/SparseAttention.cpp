@@ -376,7 +376,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   mlir::gpu::LaunchOp launch =
       createLaunch(b, loc, kernelName(func, "attention"), blocks, kThreads,
                    /*sharedFloats=*/0, plan.total);
-  Kernel k{b, loc, plan, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Kernel k{b, loc, plan};
   k.thread = launch.getThreadIds().x;
   Value block = launch.getBlockIds().x;
   Value token = k.div(block, k.index(groups));
