@@ -737,7 +737,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       // Stage 0 is settled before the wait for stage 1's half 0, which
       // warpgroup 0 frees last in the pair before: it can start this pair
       // meanwhile. Each settle waits for its own group of copies (the
-      // count is of groups issued after it).
+      // count is of groups issued after it). A settle reads the stage's
+      // slot table again; the next pair rewrites it only after waiting for
+      // the half's readers, which start after this settle's arrival.
       fill(0, 0);
       fill(0, 1);
       fill(1, 1);
