@@ -619,12 +619,17 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       int64_t firstChunk;
       Value row, chunk, address, scales, to;
     };
+    constexpr int64_t kRowsPerPass = kWarpgroupThreads / 8;
+    auto passFirstChunk = [&](int64_t half, int64_t i) {
+      return half * halfChunks + i / (kSlotsPerBlock / kRowsPerPass) * 8;
+    };
+    auto isQuantized = [&](int64_t half, int64_t i) {
+      return passFirstChunk(half, i) < packedRows->quantDims / 8;
+    };
     auto packedPass = [&](int64_t stage, int64_t half, int64_t i) {
       Value place = opaquePlace();
-      constexpr int64_t kRowsPerPass = kWarpgroupThreads / 8;
       PackedPass p;
-      p.firstChunk =
-          half * halfChunks + i / (kSlotsPerBlock / kRowsPerPass) * 8;
+      p.firstChunk = passFirstChunk(half, i);
       p.row = k.add(k.div(place, k.index(8)),
                     k.index(i * kRowsPerPass % kSlotsPerBlock));
       p.chunk = k.add(k.rem(place, k.index(8)), k.index(p.firstChunk));
@@ -641,15 +646,12 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
                                    k.i64(0));
     };
     int64_t packedPasses = kSlotsPerBlock * halfChunks / kWarpgroupThreads;
-    auto isQuantized = [&](const PackedPass &p) {
-      return p.firstChunk < packedRows->quantDims / 8;
-    };
     auto issuePackedHalf = [&](int64_t stage, int64_t half) {
       for (int64_t i = 0; i < packedPasses; ++i) {
         PackedPass p = packedPass(stage, half, i);
         Value valid = isNonZero(p.address), packed = isNonZero(p.scales);
         Value from16 = k.add(p.address, k.toI64(k.mul(p.chunk, k.index(16))));
-        if (!isQuantized(p)) {
+        if (!isQuantized(half, i)) {
           Value from = k.select(
               packed, k.sub(from16, k.i64(packedRows->quantDims)), from16);
           copyAsync16(b, loc, p.to, k.select(valid, from, queryAddress), valid);
@@ -672,9 +674,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       waitCopies(b, loc, pending);
       Type words = VectorType::get({4}, b.getI32Type());
       for (int64_t i = 0; i < packedPasses; ++i) {
-        PackedPass p = packedPass(stage, half, i);
-        if (!isQuantized(p))
+        if (!isQuantized(half, i))
           continue;
+        PackedPass p = packedPass(stage, half, i);
         // Loaded, converted and stored whatever the row: a bf16 row's
         // chunk (this thread's own landed copy) is stored back as it is. A
         // branch per pass would keep the passes from overlapping.

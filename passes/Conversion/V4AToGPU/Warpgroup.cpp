@@ -41,6 +41,32 @@ Attribute workgroupSpace(MLIRContext *context) {
       context, mlir::gpu::GPUDialect::getWorkgroupAddressSpace());
 }
 
+/// An inline asm that later passes keep in place and do not see through.
+Value keptAsm(OpBuilder &b, Location loc, Type result, ValueRange operands,
+              StringRef text, StringRef constraints) {
+  return LLVM::InlineAsmOp::create(
+             b, loc, TypeRange{result}, operands, text, constraints,
+             /*has_side_effects=*/true, /*is_align_stack=*/false,
+             LLVM::tailcallkind::TailCallKind::None,
+             /*asm_dialect=*/LLVM::AsmDialectAttr(),
+             /*operand_attrs=*/ArrayAttr())
+      .getResult(0);
+}
+
+/// A cp.async of `size` bytes (16: through L2 only; 8: through L1) from
+/// global `from` to shared `to`, zero-filled without reading when `valid`
+/// is false.
+void copyAsync(OpBuilder &b, Location loc, Value to, Value from, Value valid,
+               int32_t size) {
+  Value bytes = arith::SelectOp::create(
+      b, loc, valid, i32Constant(b, loc, size), i32Constant(b, loc, 0));
+  NVVM::CpAsyncOp::create(b, loc, pointerIn(b, loc, to, kSharedSpace),
+                          pointerIn(b, loc, from, kGlobalSpace), size,
+                          size == 16 ? NVVM::LoadCacheModifierKind::CG
+                                     : NVVM::LoadCacheModifierKind::CA,
+                          bytes);
+}
+
 LLVM::LLVMStructType accumulatorType(MLIRContext *context, int64_t n) {
   SmallVector<Type> fields(n / 2, Float32Type::get(context));
   return LLVM::LLVMStructType::getLiteral(context, fields);
@@ -85,19 +111,11 @@ AlignedShared alignToAtom(OpBuilder &b, Location loc, Value shared) {
 
 void copyAsync16(OpBuilder &b, Location loc, Value to, Value from,
                  Value valid) {
-  Value bytes = arith::SelectOp::create(b, loc, valid, i32Constant(b, loc, 16),
-                                        i32Constant(b, loc, 0));
-  NVVM::CpAsyncOp::create(b, loc, pointerIn(b, loc, to, kSharedSpace),
-                          pointerIn(b, loc, from, kGlobalSpace),
-                          /*size=*/16, NVVM::LoadCacheModifierKind::CG, bytes);
+  copyAsync(b, loc, to, from, valid, 16);
 }
 
 void copyAsync8(OpBuilder &b, Location loc, Value to, Value from, Value valid) {
-  Value bytes = arith::SelectOp::create(b, loc, valid, i32Constant(b, loc, 8),
-                                        i32Constant(b, loc, 0));
-  NVVM::CpAsyncOp::create(b, loc, pointerIn(b, loc, to, kSharedSpace),
-                          pointerIn(b, loc, from, kGlobalSpace),
-                          /*size=*/8, NVVM::LoadCacheModifierKind::CA, bytes);
+  copyAsync(b, loc, to, from, valid, 8);
 }
 
 Value loadShared(OpBuilder &b, Location loc, Value address, Type type,
@@ -213,13 +231,7 @@ void waitBarrier(OpBuilder &b, Location loc, Value address, Value parity) {
 }
 
 Value opaque(OpBuilder &b, Location loc, Value value) {
-  return LLVM::InlineAsmOp::create(
-             b, loc, TypeRange{b.getI64Type()}, ValueRange{value},
-             "mov.b64 $0, $1;", "=l,l", /*has_side_effects=*/true,
-             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-             /*asm_dialect=*/LLVM::AsmDialectAttr(),
-             /*operand_attrs=*/ArrayAttr())
-      .getResult(0);
+  return keptAsm(b, loc, b.getI64Type(), value, "mov.b64 $0, $1;", "=l,l");
 }
 
 void syncThreads(OpBuilder &b, Location loc, int64_t id, int64_t threads) {
@@ -347,12 +359,7 @@ Value settleAndFence(OpBuilder &b, Location loc, Value accumulator) {
   for (size_t i = 0; i < values.size(); ++i)
     constraints += std::to_string(i) + (i + 1 < values.size() ? "," : "");
   Value settled =
-      LLVM::InlineAsmOp::create(
-          b, loc, TypeRange{accumulator.getType()}, values, "", constraints,
-          /*has_side_effects=*/true, /*is_align_stack=*/false,
-          LLVM::tailcallkind::TailCallKind::None,
-          /*asm_dialect=*/LLVM::AsmDialectAttr(), /*operand_attrs=*/ArrayAttr())
-          .getResult(0);
+      keptAsm(b, loc, accumulator.getType(), values, "", constraints);
   mmaFence(b, loc);
   return settled;
 }
