@@ -171,6 +171,9 @@ FailureOr<std::optional<layout::RowLayout>> packedLayoutOf(CacheAttentionOp op,
 
 /// The kernel body's builder and the values every piece uses.
 struct Kernel {
+  Kernel(OpBuilder &b, Location loc, SharedPlan plan)
+      : b(b), loc(loc), plan(std::move(plan)) {}
+
   OpBuilder &b;
   Location loc;
   SharedPlan plan;
@@ -376,7 +379,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   mlir::gpu::LaunchOp launch =
       createLaunch(b, loc, kernelName(func, "attention"), blocks, kThreads,
                    /*sharedFloats=*/0, plan.total);
-  Kernel k{b, loc, plan};
+  Kernel k(b, loc, plan);
   k.thread = launch.getThreadIds().x;
   Value block = launch.getBlockIds().x;
   Value token = k.div(block, k.index(groups));
