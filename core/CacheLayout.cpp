@@ -108,10 +108,7 @@ RowPlace placeRow(const RowLayout &row, int64_t pageRows, int64_t index) {
   return place;
 }
 
-bool hasCodec(RowKind kind) {
-  return kind == RowKind::BF16 || kind == RowKind::IndexBF16 ||
-         kind == RowKind::F32 || kind == RowKind::FP8Model1;
-}
+bool hasCodec(RowKind kind) { return kind != RowKind::MXFP8; }
 
 static void putBF16(uint8_t *out, float value) {
   uint16_t bits = num::toBF16Bits(value);
@@ -122,6 +119,42 @@ static float getBF16(const uint8_t *in) {
   uint16_t bits;
   std::memcpy(&bits, in, 2);
   return num::fromBF16Bits(bits);
+}
+
+/// The ue8m0 code of pow2ceil(amax * (1 / max)), amax floored, over `count`
+/// values: the block scale of the specification's quantization simulation.
+static uint8_t blockScaleBits(const float *values, int64_t count, float floor,
+                              float max) {
+  float amax = floor;
+  for (int64_t i = 0; i < count; ++i)
+    amax = std::max(amax, std::fabs(values[i]));
+  return num::ue8m0CeilBits(amax * (1.0f / max));
+}
+
+static void encodeIndexFP8(const RowLayout &row, const float *values,
+                           uint8_t *valueBytes, uint8_t *scaleBytes) {
+  float scale = num::fromUE8M0Bits(
+      blockScaleBits(values, row.dim, num::kE4M3AmaxFloor, num::kE4M3Max));
+  for (int64_t i = 0; i < row.dim; ++i)
+    valueBytes[i] = num::toE4M3Bits(values[i] / scale);
+  std::memcpy(scaleBytes, &scale, 4);
+}
+
+static void encodeIndexMXFP4(const RowLayout &row, const float *values,
+                             uint8_t *valueBytes, uint8_t *scaleBytes) {
+  std::fill(valueBytes, valueBytes + row.valueBytes, 0);
+  for (int64_t b = 0; b < row.dim / row.scaleBlock; ++b) {
+    const float *block = values + b * row.scaleBlock;
+    uint8_t code = blockScaleBits(block, row.scaleBlock, num::kE2M1AmaxFloor,
+                                  num::kE2M1Max);
+    float scale = num::fromUE8M0Bits(code);
+    scaleBytes[b] = code;
+    for (int64_t i = 0; i < row.scaleBlock; ++i) {
+      int64_t f = b * row.scaleBlock + i;
+      // Even dims in the low nibble.
+      valueBytes[f / 2] |= num::toE2M1Bits(block[i] / scale) << (4 * (f % 2));
+    }
+  }
 }
 
 void encodeRow(const RowLayout &row, const float *values, uint8_t *valueBytes,
@@ -152,7 +185,13 @@ void encodeRow(const RowLayout &row, const float *values, uint8_t *valueBytes,
       putBF16(valueBytes + row.quantDims + 2 * i, values[row.quantDims + i]);
     return;
   }
-  default:
+  case RowKind::IndexFP8:
+    encodeIndexFP8(row, values, valueBytes, scaleBytes);
+    return;
+  case RowKind::IndexMXFP4:
+    encodeIndexMXFP4(row, values, valueBytes, scaleBytes);
+    return;
+  case RowKind::MXFP8:
     return;
   }
 }
@@ -175,7 +214,19 @@ void decodeRow(const RowLayout &row, const uint8_t *valueBytes,
     for (int64_t i = 0; i < row.rawDims; ++i)
       values[row.quantDims + i] = getBF16(valueBytes + row.quantDims + 2 * i);
     return;
-  default:
+  case RowKind::IndexFP8: {
+    float scale;
+    std::memcpy(&scale, scaleBytes, 4);
+    for (int64_t i = 0; i < row.dim; ++i)
+      values[i] = num::fromE4M3Bits(valueBytes[i]) * scale;
+    return;
+  }
+  case RowKind::IndexMXFP4:
+    for (int64_t i = 0; i < row.dim; ++i)
+      values[i] = num::fromE2M1Bits(valueBytes[i / 2] >> (4 * (i % 2))) *
+                  num::fromUE8M0Bits(scaleBytes[i / row.scaleBlock]);
+    return;
+  case RowKind::MXFP8:
     std::fill(values, values + row.dim, 0.0f);
     return;
   }

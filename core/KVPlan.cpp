@@ -24,6 +24,26 @@ const char *componentName(Component component) {
   return "unknown";
 }
 
+const char *indexLayoutName(IndexLayout layout) {
+  switch (layout) {
+  case IndexLayout::BF16:
+    return "bf16";
+  case IndexLayout::FP8:
+    return "fp8";
+  case IndexLayout::MXFP4:
+    return "mxfp4";
+  }
+  return "unknown";
+}
+
+std::optional<IndexLayout> parseIndexLayout(std::string_view name) {
+  for (IndexLayout layout :
+       {IndexLayout::BF16, IndexLayout::FP8, IndexLayout::MXFP4})
+    if (name == indexLayoutName(layout))
+      return layout;
+  return std::nullopt;
+}
+
 int64_t Plan::allocatedBytes() const {
   int64_t total = 0;
   for (const Buffer &buffer : buffers)
@@ -106,8 +126,15 @@ private:
   }
 
   layout::RowKind indexKind() const {
-    return options.indexLayout == IndexLayout::FP8 ? layout::RowKind::IndexFP8
-                                                   : layout::RowKind::IndexBF16;
+    switch (options.indexLayout) {
+    case IndexLayout::FP8:
+      return layout::RowKind::IndexFP8;
+    case IndexLayout::MXFP4:
+      return layout::RowKind::IndexMXFP4;
+    case IndexLayout::BF16:
+      break;
+    }
+    return layout::RowKind::IndexBF16;
   }
 
   int64_t aliasFor(const LayerSpec &layer, int64_t source) const {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace v4a::plan {
@@ -41,8 +42,15 @@ struct ModelDims {
 /// Main KV rows (window and compressed) in the layer's own layout (bf16, or
 /// fp8 MODEL1 for packed layers), or forced to one layout for comparisons.
 enum class MainLayout { PerLayer, BF16, FP8 };
-/// Index key rows: bf16 (the reference) or fp8 with one f32 scale per row.
-enum class IndexLayout { BF16, FP8 };
+/// Index key rows: bf16 (the reference), fp8 (e4m3 with one power-of-two f32
+/// scale per row) or MXFP4 (e2m1 with a ue8m0 scale per 32 dims, which
+/// holds the reference's fp4-simulated keys exactly).
+enum class IndexLayout { BF16, FP8, MXFP4 };
+/// "bf16", "fp8", "mxfp4": the spelling of options and reports.
+const char *indexLayoutName(IndexLayout layout);
+std::optional<IndexLayout> parseIndexLayout(std::string_view name);
+/// The names, for messages: "bf16, fp8 or mxfp4".
+inline constexpr const char *kIndexLayoutNames = "bf16, fp8 or mxfp4";
 
 struct PlanOptions {
   int64_t contextTokens = 1 << 20;

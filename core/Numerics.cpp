@@ -45,6 +45,26 @@ float roundE2M1(float value) {
   return std::copysign(rounded, value);
 }
 
+uint8_t toE2M1Bits(float value) {
+  if (std::isnan(value))
+    return 0x7;
+  float rounded = roundE2M1(value);
+  uint8_t sign = std::signbit(rounded) ? 0x8 : 0;
+  float magnitude = std::fabs(rounded);
+  if (magnitude < 1.0f) // 0 and the subnormal 0.5
+    return sign | static_cast<uint8_t>(magnitude * 2.0f);
+  int exponent = static_cast<int>(detail::bitsOf(magnitude) >> 23) - 127;
+  uint8_t mantissa = (detail::bitsOf(magnitude) >> 22) & 1;
+  return sign | static_cast<uint8_t>(2 + 2 * exponent + mantissa);
+}
+
+float fromE2M1Bits(uint8_t code) {
+  static const float magnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f,
+                                      2.0f, 3.0f, 4.0f, 6.0f};
+  float magnitude = magnitudes[code & 0x7];
+  return (code & 0x8) ? -magnitude : magnitude;
+}
+
 float fromUE8M0Bits(uint8_t bits) { return std::ldexp(1.0f, int(bits) - 127); }
 
 uint8_t ue8m0CeilBits(float value) {

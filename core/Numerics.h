@@ -111,6 +111,10 @@ float fromE4M3Bits(uint8_t bits);
 
 /// The nearest e2m1 value (0, 0.5, 1, 1.5, 2, 3, 4, 6), saturating at +-6.
 float roundE2M1(float value);
+/// The 4-bit code (sign, 2 exponent bits, 1 mantissa bit) of the nearest
+/// e2m1 value, and back. NaN, which e2m1 lacks, encodes as +6.
+uint8_t toE2M1Bits(float value);
+float fromE2M1Bits(uint8_t code);
 
 /// ue8m0 scales: 2^(byte - 127).
 float fromUE8M0Bits(uint8_t bits);

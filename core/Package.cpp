@@ -520,7 +520,7 @@ bool readManifest(Reader &r, Package &p) {
       !r.line("main_layout", 1) || !r.integer(v, 0, 2))
     return false;
   p.planOptions.mainLayout = static_cast<plan::MainLayout>(v);
-  if (!r.line("index_layout", 1) || !r.integer(v, 0, 1))
+  if (!r.line("index_layout", 1) || !r.integer(v, 0, 2))
     return false;
   p.planOptions.indexLayout = static_cast<plan::IndexLayout>(v);
   // "kernels KEY N" lines describe the package; nothing depends on them.

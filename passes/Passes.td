@@ -39,7 +39,8 @@ def PlanKV : Pass<"v4a-plan-kv", "::mlir::ModuleOp"> {
     Option<"alignment", "alignment", "int64_t", "256",
            "Byte alignment of every buffer">,
     Option<"indexLayout", "index-layout", "std::string", "\"bf16\"",
-           "Index key rows: bf16 or fp8 (one f32 scale per row)">,
+           "Index key rows: bf16, fp8 (e4m3, one f32 scale per row) or "
+           "mxfp4 (e2m1, a ue8m0 scale per 32 dims)">,
   ];
   let dependentDialects = ["::v4a::V4ADialect"];
 }

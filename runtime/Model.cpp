@@ -561,7 +561,7 @@ Model::create(ModelConfig config, std::vector<LayerSpec> layers,
       error = std::string("layer ") + std::to_string(buffer.layer) + " " +
               plan::componentName(buffer.component) + ": layout " +
               layout::rowKindName(buffer.kind) + " is not supported by the " +
-              backend->name() + " backend (bf16, fp8_model1, index_bf16 are)";
+              backend->name() + " backend (every layout but mxfp8 is)";
       return nullptr;
     }
     if (buffer.layer < 0 || buffer.layer >= config.numLayers() ||

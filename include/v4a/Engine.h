@@ -35,6 +35,10 @@ struct EngineOptions {
   int64_t pageSize = 64;
   /// Store compressed KV in the packed fp8 MODEL1 layout.
   bool packedKv = false;
+  /// The indexer's key rows: "bf16" (the reference's), "fp8" (e4m3 with one
+  /// f32 scale per row) or "mxfp4" (e2m1 with a ue8m0 scale per 32 dims,
+  /// which holds the reference's fp4-simulated keys exactly).
+  std::string indexLayout = "bf16";
   /// The layers to run (empty: all). A selected layer's sharing sources must
   /// be selected too; other layers get no weights, caches or outputs.
   std::vector<int64_t> layers;

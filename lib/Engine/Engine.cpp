@@ -110,6 +110,13 @@ std::unique_ptr<Engine> Engine::create(std::string_view configJson,
             ") must be positive";
     return nullptr;
   }
+  std::optional<plan::IndexLayout> indexLayout =
+      plan::parseIndexLayout(options.indexLayout);
+  if (!indexLayout) {
+    error = "unknown index layout '" + options.indexLayout + "' (" +
+            plan::kIndexLayoutNames + ")";
+    return nullptr;
+  }
   ConfigError configError;
   std::optional<ModelConfig> config = parseModelConfig(configJson, configError);
   LayerOptions layerOptions;
@@ -135,6 +142,7 @@ std::unique_ptr<Engine> Engine::create(std::string_view configJson,
   plan::PlanOptions planOptions;
   planOptions.contextTokens = options.contextTokens;
   planOptions.pageSize = options.pageSize;
+  planOptions.indexLayout = *indexLayout;
   std::optional<plan::Plan> plan = plan::planCaches(
       *selected, {config->headDim, config->indexHeadDim, config->slidingWindow},
       planOptions, error);
@@ -181,8 +189,8 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
   // exact bf16 products of dequantized operands, and each group of
   // projections of one input as one product.
   bool gpuForm = m.options.backend == "cuda" || m.options.gpuLoopsOnCpu;
-  buildStepsPipeline(pm, {m.options.contextTokens, m.options.pageSize, "bf16",
-                          gpuForm, gpuForm});
+  buildStepsPipeline(pm, {m.options.contextTokens, m.options.pageSize,
+                          m.options.indexLayout, gpuForm, gpuForm});
   if (!module || mlir::failed(pm.run(*module))) {
     error =
         "cannot build the step functions: " +

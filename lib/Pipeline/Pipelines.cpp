@@ -40,9 +40,9 @@ struct PlanningPipelineOptions
   Option<int64_t> pageSize{*this, "page-size",
                            llvm::cl::desc("Rows per compressed cache page"),
                            llvm::cl::init(64)};
-  Option<std::string> indexLayout{*this, "index-layout",
-                                  llvm::cl::desc("bf16 or fp8 index keys"),
-                                  llvm::cl::init("bf16")};
+  Option<std::string> indexLayout{
+      *this, "index-layout", llvm::cl::desc("bf16, fp8 or mxfp4 index keys"),
+      llvm::cl::init("bf16")};
 };
 } // namespace
 

@@ -137,7 +137,8 @@ std::optional<Report> report::buildReport(ModelOp model, int64_t contextTokens,
   options.pageSize = pageSize;
   for (auto [name, main, index] :
        {std::tuple{"bf16", plan::MainLayout::BF16, plan::IndexLayout::BF16},
-        std::tuple{"fp8", plan::MainLayout::FP8, plan::IndexLayout::FP8}}) {
+        std::tuple{"fp8", plan::MainLayout::FP8, plan::IndexLayout::FP8},
+        std::tuple{"mxfp4", plan::MainLayout::FP8, plan::IndexLayout::MXFP4}}) {
     options.mainLayout = main;
     options.indexLayout = index;
     std::string why;
@@ -262,7 +263,9 @@ void report::printText(const Report &report, llvm::raw_ostream &os) {
           io::formatBytes(usage.bytesUnshared));
     }
   }
-  os << "\nmain_kv = window + compressed (the rows attention reads); total = "
+  os << "\nmxfp4: fp8 MODEL1 main rows with MXFP4 index keys "
+        "(--kv-layout=fp8 --index-layout=mxfp4).\n"
+        "main_kv = window + compressed (the rows attention reads); total = "
         "main_kv + index_keys +\ncompressor_state + indexer_state. shared "
         "counts a cache that consumer layers alias once,\nunshared once per "
         "layer. Window rings hold min(sliding_window, context) rows. Exact "

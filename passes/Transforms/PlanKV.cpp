@@ -24,15 +24,16 @@ struct PlanKVPass : public v4a::impl::PlanKVBase<PlanKVPass> {
       return anchor->emitError()
              << "v4a-plan-kv: context (" << context << "), page-size (" << page
              << ") and alignment (" << align << ") must be positive";
-    if (indexLayout != "bf16" && indexLayout != "fp8")
+    std::optional<plan::IndexLayout> index =
+        plan::parseIndexLayout(indexLayout.getValue());
+    if (!index)
       return anchor->emitError()
              << "v4a-plan-kv: index-layout '" << indexLayout.getValue()
-             << "' is not bf16 or fp8";
+             << "' is not " << plan::kIndexLayoutNames;
     options.contextTokens = context;
     options.pageSize = page;
     options.alignment = align;
-    options.indexLayout =
-        indexLayout == "fp8" ? plan::IndexLayout::FP8 : plan::IndexLayout::BF16;
+    options.indexLayout = *index;
     return success();
   }
 

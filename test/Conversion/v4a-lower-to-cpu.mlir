@@ -102,8 +102,29 @@ func.func @cache_fp8(%c: !v4a.kv_cache<fp8_model1, dim = 512, page_size = 64>, %
 
 // -----
 
+// Index keys: fp8 with a row scale, MXFP4 with a scale per 32 dims.
+// CHECK-LABEL: func.func @cache_index_fp8
+// CHECK-NOT: v4a.cache_store
+// CHECK: memref.store {{.*}} : memref<?xi8>
+func.func @cache_index_fp8(%c: !v4a.kv_cache<index_fp8, dim = 128, page_size = 64>, %r: tensor<?x128xf32>, %i: tensor<?xi64>) {
+  v4a.cache_store %c, %r, %i : !v4a.kv_cache<index_fp8, dim = 128, page_size = 64>, tensor<?x128xf32>, tensor<?xi64>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @cache_index_mxfp4
+// CHECK-NOT: v4a.cache_store
+// CHECK: memref.store {{.*}} : memref<?xi8>
+func.func @cache_index_mxfp4(%c: !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>, %r: tensor<?x128xf32>, %i: tensor<?xi64>) {
+  v4a.cache_store %c, %r, %i : !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>, tensor<?x128xf32>, tensor<?xi64>
+  return
+}
+
+// -----
+
 func.func @cache_mxfp8(%c: !v4a.kv_cache<mxfp8, dim = 512, page_size = 64>, %r: tensor<?x512xf32>, %i: tensor<?xi64>) {
-  // expected-error @+1 {{v4a-lower-to-cpu: no CPU lowering for v4a.cache_store on mxfp8 caches (bf16, fp8_model1, index_bf16 and f32 rows are lowered)}}
+  // expected-error @+1 {{v4a-lower-to-cpu: no CPU lowering for v4a.cache_store on mxfp8 caches (every layout but mxfp8 is lowered)}}
   v4a.cache_store %c, %r, %i : !v4a.kv_cache<mxfp8, dim = 512, page_size = 64>, tensor<?x512xf32>, tensor<?xi64>
   return
 }

@@ -85,6 +85,8 @@ protected:
     module.groupedOutput(2, true, false);
     module.groupedOutput(2, false, true);
     module.cacheStoreGather("bf16", 64);
+    module.cacheStoreGather("index_fp8", 64);
+    module.cacheStoreGather("index_mxfp4", 64);
     module.rope(2, 64, 160000.0, YarnConfig{4.0, 64, 32.0, 1.0}, false);
     module.actQuant(2, true, 64, 64);
     module.rope(3, 64, 160000.0, YarnConfig{4.0, 64, 32.0, 1.0}, false);
@@ -103,6 +105,7 @@ protected:
     }
     return reinterpret_cast<Fn *>(symbol);
   }
+  static void checkStoreAndGather(layout::RowKind kind, Tensor rows);
   static jit::CpuJit *compiled;
   static std::string attentionEighth, attentionWide;
 };
@@ -407,13 +410,12 @@ TEST_F(Kernels, GroupedOutputWithAnFP8WoBQuantizesItsInput) {
       0.0f);
 }
 
-TEST_F(Kernels, CacheStoreAndGatherUseTheRowLayout) {
-  // Eight bf16 rows of 64; store rows at 5 and 0 (a -1 id is skipped),
-  // then gather [5, 0, -1, 2]. The bytes must be exactly what the layout's
-  // codec writes, and the gathered rows what it reads back.
-  layout::RowLayout row = *layout::describeRow(layout::RowKind::BF16, 64);
+/// Stores rows at 5 and 0 (a -1 id is skipped) in a cache of eight rows of
+/// 64, then gathers [5, 0, -1, 2]. The bytes must be exactly what the
+/// layout's codec writes, and the gathered rows what it reads back.
+void Kernels::checkStoreAndGather(layout::RowKind kind, Tensor rows) {
+  layout::RowLayout row = *layout::describeRow(kind, 64);
   std::vector<uint8_t> bytes(8 * row.rowBytes(), 0), expected = bytes;
-  Tensor rows = random({3, 64}, 25, 3.0f);
   std::vector<int64_t> ids = {5, 0, -1};
   for (int r = 0; r < 2; ++r) {
     layout::RowPlace place = layout::placeRow(row, 64, ids[r]);
@@ -427,17 +429,68 @@ TEST_F(Kernels, CacheStoreAndGatherUseTheRowLayout) {
   auto mi = view<int64_t, 1>(ids.data(), {3});
   auto mx = view<int32_t, 2>(idx.data(), {1, 4});
   auto mo = mem<3>(out);
+  std::string name =
+      std::string("cache_store_gather_") + layout::rowKindName(kind) + "_d64";
   kernel<void(Memref<uint8_t, 1> *, M2 *, Memref<int64_t, 1> *,
-              Memref<int32_t, 2> *, M3 *)>("cache_store_gather_bf16_d64")(
-      &mb, &mr, &mi, &mx, &mo);
-  EXPECT_EQ(bytes, expected);
+              Memref<int32_t, 2> *, M3 *)>(name)(&mb, &mr, &mi, &mx, &mo);
+  EXPECT_EQ(bytes, expected) << name;
   std::vector<float> decoded(64);
   for (int s = 0; s < 4; ++s) {
-    if (idx[s] >= 0)
-      layout::decodeRow(row, expected.data() + idx[s] * row.rowBytes(), nullptr,
-                        decoded.data());
+    if (idx[s] >= 0) {
+      layout::RowPlace place = layout::placeRow(row, 64, idx[s]);
+      layout::decodeRow(row, expected.data() + place.values,
+                        expected.data() + place.scales, decoded.data());
+    }
     for (int f = 0; f < 64; ++f)
-      EXPECT_EQ(out.data[s * 64 + f], idx[s] >= 0 ? decoded[f] : 0.0f) << s;
+      EXPECT_EQ(out.data[s * 64 + f], idx[s] >= 0 ? decoded[f] : 0.0f)
+          << name << " slot " << s << " feature " << f;
+  }
+}
+
+/// Rows as the indexer's fp4 simulation leaves them (e2m1 values times a
+/// power of two per block of 32), blocks 2^7 apart in size, one block of
+/// zeros.
+Tensor fp4SimulatedRows(uint64_t seed) {
+  Tensor rows = random({3, 64}, seed, 3.0f);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t f = 0; f < 64; ++f) {
+      float scale = f < 32 ? 1.0f : 0x1p-7f;
+      float &v = rows.data[r * 64 + f];
+      v = r == 2 && f >= 32 ? 0.0f : num::roundE2M1(v) * scale;
+    }
+  return rows;
+}
+
+TEST_F(Kernels, CacheStoreAndGatherUseTheRowLayout) {
+  checkStoreAndGather(layout::RowKind::BF16, random({3, 64}, 25, 3.0f));
+  for (layout::RowKind kind :
+       {layout::RowKind::IndexFP8, layout::RowKind::IndexMXFP4}) {
+    // Any values (rounded by the codec: the lowering must round alike),
+    // and values spanning 30 binades.
+    checkStoreAndGather(kind, random({3, 64}, 26, 3.0f));
+    Tensor wide = random({3, 64}, 27, 1.0f);
+    for (int64_t i = 0; i < 3 * 64; ++i)
+      wide.data[i] *= std::ldexp(1.0f, static_cast<int>(i % 31) - 15);
+    checkStoreAndGather(kind, wide);
+  }
+}
+
+TEST_F(Kernels, IndexKeyLayoutsHoldFP4SimulatedKeysExactly) {
+  Tensor rows = fp4SimulatedRows(28);
+  for (layout::RowKind kind :
+       {layout::RowKind::IndexFP8, layout::RowKind::IndexMXFP4}) {
+    layout::RowLayout row = *layout::describeRow(kind, 64);
+    std::vector<uint8_t> bytes(row.rowBytes());
+    std::vector<float> decoded(64);
+    for (int64_t r = 0; r < 3; ++r) {
+      layout::encodeRow(row, rows.row(r), bytes.data(),
+                        bytes.data() + row.valueBytes);
+      layout::decodeRow(row, bytes.data(), bytes.data() + row.valueBytes,
+                        decoded.data());
+      for (int64_t f = 0; f < 64; ++f)
+        ASSERT_EQ(decoded[f], rows.data[r * 64 + f])
+            << layout::rowKindName(kind) << " row " << r << " feature " << f;
+    }
   }
 }
 

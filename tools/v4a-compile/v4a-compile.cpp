@@ -85,6 +85,18 @@ static cl::opt<KVLayoutKind> kvLayout(
                clEnumValN(KVLayoutKind::FP8, "fp8",
                           "packed fp8 MODEL1 rows (584 B at D = 512)")),
     cl::cat(compileCategory));
+static cl::opt<v4a::plan::IndexLayout> indexLayout(
+    "index-layout",
+    cl::desc("Element layout of the indexer's key cache (default bf16)"),
+    cl::init(v4a::plan::IndexLayout::BF16),
+    cl::values(clEnumValN(v4a::plan::IndexLayout::BF16, "bf16",
+                          "bf16 rows (256 B at 128 dims)"),
+               clEnumValN(v4a::plan::IndexLayout::FP8, "fp8",
+                          "e4m3 with one f32 scale per row (132 B)"),
+               clEnumValN(v4a::plan::IndexLayout::MXFP4, "mxfp4",
+                          "e2m1 with a ue8m0 scale per 32 dims (68 B): the "
+                          "reference's fp4-simulated keys, exactly")),
+    cl::cat(compileCategory));
 static cl::opt<std::string>
     target("target",
            cl::desc("Write a package (-o MODEL.v4apkg) for a target: sm_90a"),
@@ -165,6 +177,7 @@ static std::optional<std::string> buildPackage(mlir::ModuleOp module,
   package.layers = *layers;
   package.planOptions.contextTokens = contextTokens;
   package.planOptions.pageSize = pageSize;
+  package.planOptions.indexLayout = indexLayout;
   std::set<int64_t> all;
   for (const v4a::LayerSpec &layer : *layers)
     all.insert(layer.id);
@@ -234,8 +247,8 @@ int main(int argc, char **argv) {
       argc, argv,
       "v4a ahead-of-time compiler\n\n"
       "Defaults: --emit=v4a to -o - (standard output), --context 1048576 "
-      "tokens,\n--page-size 64, --kv-layout=bf16, --fp8-gemm=exact; "
-      "--target=sm_90a writes a\npackage and needs -o.\n");
+      "tokens,\n--page-size 64, --kv-layout=bf16, --index-layout=bf16, "
+      "--fp8-gemm=exact;\n--target=sm_90a writes a package and needs -o.\n");
   // A package is binary: never onto a terminal, and to standard output
   // only when asked for by name.
   if (!target.empty() && outputPath == "-" &&
@@ -289,14 +302,17 @@ int main(int argc, char **argv) {
   if (emitKind == EmitKind::V4A && reportKind == ReportKind::None && !packaging)
     pm.addPass(v4a::createVerifyTopology());
   else if (emitKind == EmitKind::Steps)
-    v4a::buildStepsPipeline(pm, {contextTokens, pageSize, "bf16"});
+    v4a::buildStepsPipeline(
+        pm, {contextTokens, pageSize, v4a::plan::indexLayoutName(indexLayout)});
   else if (emitKind == EmitKind::Ptx || emitKind == EmitKind::Kernels ||
            packaging)
-    v4a::buildStepsPipeline(pm, {contextTokens, pageSize, "bf16",
+    v4a::buildStepsPipeline(pm, {contextTokens, pageSize,
+                                 v4a::plan::indexLayoutName(indexLayout),
                                  fp8Gemms == v4a::jit::FP8Gemms::Dequantized,
                                  /*mergeProjections=*/true});
   else
-    v4a::buildPlanningPipeline(pm, {contextTokens, pageSize, "bf16"});
+    v4a::buildPlanningPipeline(
+        pm, {contextTokens, pageSize, v4a::plan::indexLayoutName(indexLayout)});
   if (failed(pm.run(*module)))
     return 1;
 

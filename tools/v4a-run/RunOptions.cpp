@@ -60,6 +60,11 @@ cl::opt<std::string>
     outputsPath("outputs",
                 cl::desc("Write y.step{k}.layer{l} [B, S, dim] f32 here"),
                 cl::value_desc("file"), cl::cat(runCategory));
+cl::opt<std::string> indexLayout(
+    "index-layout",
+    cl::desc("The indexer's key rows: bf16 (default), fp8 (e4m3, one f32 "
+             "scale per row) or mxfp4 (e2m1, a ue8m0 scale per 32 dims)"),
+    cl::init("bf16"), cl::cat(runCategory));
 cl::opt<bool> gpuLoopsOnCpu(
     "gpu-loops-on-cpu",
     cl::desc("With --backend=cpu: lower with the GPU kernels' loop "

@@ -189,6 +189,7 @@ int main(int argc, char **argv) {
   options.layers = selectedIds;
   options.backend = backend;
   options.gpuLoopsOnCpu = gpuLoopsOnCpu;
+  options.indexLayout = indexLayout;
   std::unique_ptr<Engine> engine = Engine::create(config, options, error);
   if (!engine)
     return fail(inputPath + ": " + error);

@@ -2,6 +2,7 @@
 
 #include "passes/Conversion/V4AToCPU/CacheRows.h"
 
+#include "core/Numerics.h"
 #include "dialects/V4A/IR/V4AOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -15,8 +16,6 @@ using v4a::cpu::LoopEmitter;
 
 namespace {
 
-constexpr float kE4M3Max = 448.0f, kE4M3AmaxFloor = 1e-4f;
-
 bool isPlain(layout::RowKind kind) {
   return kind == layout::RowKind::BF16 || kind == layout::RowKind::IndexBF16 ||
          kind == layout::RowKind::F32;
@@ -25,8 +24,7 @@ bool isPlain(layout::RowKind kind) {
 } // namespace
 
 bool CacheRows::isLowered(KVCacheType type) {
-  layout::RowKind kind = toRowKind(type.getLayout());
-  return isPlain(kind) || kind == layout::RowKind::FP8Model1;
+  return toRowKind(type.getLayout()) != layout::RowKind::MXFP8;
 }
 
 CacheRows::CacheRows(LoopEmitter &e, Value bytes, KVCacheType type)
@@ -102,9 +100,47 @@ void CacheRows::storeBF16(Value value, Value offset) {
             e.add(offset, e.index(1)));
 }
 
+/// Little-endian f32 at a byte offset.
+Value CacheRows::loadF32(Value offset) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Type i32 = b.getI32Type();
+  Value bits = e.i32(0);
+  for (int64_t i = 0; i < 4; ++i) {
+    Value byte =
+        arith::ExtUIOp::create(b, loc, i32, byteAt(e.add(offset, e.index(i))));
+    bits = arith::OrIOp::create(
+        b, loc, bits, arith::ShLIOp::create(b, loc, byte, e.i32(8 * i)));
+  }
+  return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+}
+
+void CacheRows::storeF32(Value value, Value offset) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), value);
+  for (int64_t i = 0; i < 4; ++i)
+    storeByte(arith::TruncIOp::create(
+                  b, loc, b.getI8Type(),
+                  arith::ShRUIOp::create(b, loc, bits, e.i32(8 * i))),
+              e.add(offset, e.index(i)));
+}
+
 Value CacheRows::load(Value index, Value feature) {
   if (plain)
     return e.load(plain, {index, feature});
+  switch (row.kind) {
+  case layout::RowKind::IndexFP8:
+    return e.mul(e.fromE4M3Bits(byteAt(e.add(valueOffset(index), feature))),
+                 loadF32(scaleOffset(index)));
+  case layout::RowKind::IndexMXFP4:
+    return loadMXFP4(index, feature);
+  default:
+    return loadModel1(index, feature);
+  }
+}
+
+Value CacheRows::loadModel1(Value index, Value feature) {
   // Both the quantized and the raw reading use in-row offsets; the feature
   // picks one.
   Value quantDims = e.index(row.quantDims);
@@ -118,6 +154,34 @@ Value CacheRows::load(Value index, Value feature) {
   return e.select(isRaw, raw, e.mul(value, scale));
 }
 
+/// Two e2m1 codes a byte, the even feature in the low nibble.
+Value CacheRows::loadMXFP4(Value index, Value feature) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Value pair = byteAt(e.add(valueOffset(index), e.div(feature, e.index(2))));
+  Value odd = e.cmp(IP::ne, e.rem(feature, e.index(2)), e.index(0));
+  Value shift = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(4));
+  Value code = e.select(odd, arith::ShRUIOp::create(b, loc, pair, shift), pair);
+  Value scale = e.fromUE8M0Bits(byteAt(
+      e.add(scaleOffset(index), e.div(feature, e.index(row.scaleBlock)))));
+  return e.mul(e.fromE2M1Bits(code), scale);
+}
+
+Value CacheRows::blockScale(Value source, Value sourceRow, Value begin,
+                            Value end, float amaxFloor, float maxValue) {
+  Value amax =
+      e.loop(begin, end, {e.f32(amaxFloor)},
+             [&](Value f, ValueRange a) -> SmallVector<Value> {
+               return {e.max(a[0], e.abs(e.load(source, {sourceRow, f})))};
+             })[0];
+  return e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / maxValue)));
+}
+
+Value CacheRows::e4m3Code(Value source, Value sourceRow, Value f, Value scale) {
+  return e.toE4M3Bits(e.roundToMinifloat(
+      e.div(e.load(source, {sourceRow, f}), scale), 3, -6, num::kE4M3Max));
+}
+
 void CacheRows::storeRow(Value index, Value source, Value sourceRow) {
   if (plain) {
     e.loop(e.index(0), e.index(row.dim), [&](Value f) {
@@ -125,6 +189,17 @@ void CacheRows::storeRow(Value index, Value source, Value sourceRow) {
     });
     return;
   }
+  switch (row.kind) {
+  case layout::RowKind::IndexFP8:
+    return storeIndexFP8Row(index, source, sourceRow);
+  case layout::RowKind::IndexMXFP4:
+    return storeMXFP4Row(index, source, sourceRow);
+  default:
+    return storeModel1Row(index, source, sourceRow);
+  }
+}
+
+void CacheRows::storeModel1Row(Value index, Value source, Value sourceRow) {
   OpBuilder &b = e.builder();
   Location loc = e.location();
   Value values = valueOffset(index), scales = scaleOffset(index);
@@ -132,17 +207,11 @@ void CacheRows::storeRow(Value index, Value source, Value sourceRow) {
   Value blocks = e.index(row.quantDims / row.scaleBlock);
   e.loop(e.index(0), blocks, [&](Value blk) {
     Value begin = e.mul(blk, block), end = e.add(begin, block);
-    Value amax =
-        e.loop(begin, end, {e.f32(kE4M3AmaxFloor)},
-               [&](Value f, ValueRange a) -> SmallVector<Value> {
-                 return {e.max(a[0], e.abs(e.load(source, {sourceRow, f})))};
-               })[0];
-    Value scale = e.ceilPowerOfTwo(e.mul(amax, e.f32(1.0f / kE4M3Max)));
+    Value scale = blockScale(source, sourceRow, begin, end, num::kE4M3AmaxFloor,
+                             num::kE4M3Max);
     storeByte(e.toUE8M0Bits(scale), e.add(scales, blk));
     e.loop(begin, end, [&](Value f) {
-      Value v = e.roundToMinifloat(e.div(e.load(source, {sourceRow, f}), scale),
-                                   3, -6, kE4M3Max);
-      storeByte(e.toE4M3Bits(v), e.add(values, f));
+      storeByte(e4m3Code(source, sourceRow, f, scale), e.add(values, f));
     });
   });
   // The pad byte after the scales.
@@ -152,5 +221,45 @@ void CacheRows::storeRow(Value index, Value source, Value sourceRow) {
   e.loop(e.index(0), e.index(row.rawDims), [&](Value i) {
     Value f = e.add(e.index(row.quantDims), i);
     storeBF16(e.load(source, {sourceRow, f}), rawOffset(values, f));
+  });
+}
+
+/// One power-of-two f32 scale for the whole row.
+void CacheRows::storeIndexFP8Row(Value index, Value source, Value sourceRow) {
+  Value values = valueOffset(index);
+  Value scale = blockScale(source, sourceRow, e.index(0), e.index(row.dim),
+                           num::kE4M3AmaxFloor, num::kE4M3Max);
+  storeF32(scale, scaleOffset(index));
+  e.loop(e.index(0), e.index(row.dim), [&](Value f) {
+    storeByte(e4m3Code(source, sourceRow, f, scale), e.add(values, f));
+  });
+}
+
+/// A ue8m0 scale per block of 32 and e2m1 codes, as the indexer's fp4
+/// simulation rounds: its keys are stored exactly.
+void CacheRows::storeMXFP4Row(Value index, Value source, Value sourceRow) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Value values = valueOffset(index), scales = scaleOffset(index);
+  Value block = e.index(row.scaleBlock);
+  Value blocks = e.index(row.dim / row.scaleBlock);
+  Value mask = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(0xf));
+  Value shift = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(4));
+  e.loop(e.index(0), blocks, [&](Value blk) {
+    Value begin = e.mul(blk, block), end = e.add(begin, block);
+    Value scale = blockScale(source, sourceRow, begin, end, num::kE2M1AmaxFloor,
+                             num::kE2M1Max);
+    storeByte(e.toUE8M0Bits(scale), e.add(scales, blk));
+    auto code = [&](Value f) {
+      return e.toE2M1Bits(e.roundToMinifloat(
+          e.div(e.load(source, {sourceRow, f}), scale), 1, 0, num::kE2M1Max));
+    };
+    e.loop(e.div(begin, e.index(2)), e.div(end, e.index(2)), [&](Value p) {
+      Value even = e.mul(p, e.index(2));
+      Value low = arith::AndIOp::create(b, loc, code(even), mask);
+      Value high =
+          arith::ShLIOp::create(b, loc, code(e.add(even, e.index(1))), shift);
+      storeByte(arith::OrIOp::create(b, loc, low, high), e.add(values, p));
+    });
   });
 }

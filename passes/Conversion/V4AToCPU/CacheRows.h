@@ -1,9 +1,11 @@
 //===- CacheRows.h - reading and writing cache rows in loops ----*- C++ -*-===//
 //
 // A !v4a.kv_cache lowered to its bytes (memref<?xi8>), read and written row
-// by row in the layouts of core/CacheLayout.h: plain bf16 / f32 rows, and
-// fp8 MODEL1 rows (e4m3 values with a ue8m0 scale per 64 dims, bf16 rope
-// dims; pages hold all value bytes, then all scale bytes).
+// by row in the layouts of core/CacheLayout.h: plain bf16 / f32 rows, fp8
+// MODEL1 rows (e4m3 values with a ue8m0 scale per 64 dims, bf16 rope dims),
+// fp8 index keys (e4m3 values, one f32 scale a row) and MXFP4 index keys
+// (e2m1 values, a ue8m0 scale per 32 dims). Pages hold all value bytes,
+// then all scale bytes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,9 +48,26 @@ public:
   mlir::Value rawOffset(mlir::Value values, mlir::Value feature);
 
 private:
+  mlir::Value loadModel1(mlir::Value row, mlir::Value feature);
+  mlir::Value loadMXFP4(mlir::Value row, mlir::Value feature);
+  void storeModel1Row(mlir::Value row, mlir::Value source,
+                      mlir::Value sourceRow);
+  void storeIndexFP8Row(mlir::Value row, mlir::Value source,
+                        mlir::Value sourceRow);
+  void storeMXFP4Row(mlir::Value row, mlir::Value source,
+                     mlir::Value sourceRow);
+  /// pow2ceil(max(amaxFloor, max |source[sourceRow, begin:end]|) / maxValue).
+  mlir::Value blockScale(mlir::Value source, mlir::Value sourceRow,
+                         mlir::Value begin, mlir::Value end, float amaxFloor,
+                         float maxValue);
+  /// The e4m3 code of source[sourceRow, f] / scale.
+  mlir::Value e4m3Code(mlir::Value source, mlir::Value sourceRow, mlir::Value f,
+                       mlir::Value scale);
   mlir::Value byteAt(mlir::Value offset);
   mlir::Value loadBF16(mlir::Value offset);
   void storeBF16(mlir::Value value, mlir::Value offset);
+  mlir::Value loadF32(mlir::Value offset);
+  void storeF32(mlir::Value value, mlir::Value offset);
   void storeByte(mlir::Value byte, mlir::Value offset);
 
   LoopEmitter &e;

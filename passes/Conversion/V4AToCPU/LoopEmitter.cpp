@@ -137,6 +137,53 @@ Value LoopEmitter::toE4M3Bits(Value value) {
                                  arith::OrIOp::create(b, loc, sign, magnitude));
 }
 
+/// e2m1 codes: sign, 2 exponent bits (bias 1), 1 mantissa bit; exponent 0
+/// holds the subnormal 0.5.
+Value LoopEmitter::fromE2M1Bits(Value code) {
+  LoopEmitter &e = *this;
+  Value bits = arith::ExtUIOp::create(b, loc, b.getI32Type(), code);
+  Value magnitudeCode = arith::AndIOp::create(b, loc, bits, e.i32(0x7));
+  Value exponent = arith::ShRUIOp::create(b, loc, magnitudeCode, e.i32(1));
+  Value mantissa = arith::AndIOp::create(b, loc, bits, e.i32(0x1));
+  Value normal = arith::BitcastOp::create(
+      b, loc, b.getF32Type(),
+      arith::OrIOp::create(
+          b, loc,
+          arith::ShLIOp::create(b, loc, e.add(exponent, e.i32(126)), e.i32(23)),
+          arith::ShLIOp::create(b, loc, mantissa, e.i32(22))));
+  Value subnormal = e.mul(
+      arith::SIToFPOp::create(b, loc, b.getF32Type(), mantissa), e.f32(0.5));
+  Value magnitude = e.select(
+      e.cmp(arith::CmpIPredicate::eq, exponent, e.i32(0)), subnormal, normal);
+  Value negative =
+      e.cmp(arith::CmpIPredicate::ne,
+            arith::AndIOp::create(b, loc, bits, e.i32(0x8)), e.i32(0));
+  return e.select(negative, arith::NegFOp::create(b, loc, magnitude),
+                  magnitude);
+}
+
+/// An f32 that lies on the e2m1 grid to its code: 2 + 2 * exponent +
+/// mantissa bit for 1 .. 6, twice the magnitude for 0 and 0.5.
+Value LoopEmitter::toE2M1Bits(Value value) {
+  Type word = b.getI32Type();
+  Value bits = arith::BitcastOp::create(b, loc, word, value);
+  Value sign = arith::ShLIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, bits, i32(31)), i32(3));
+  Value exponent =
+      sub(arith::AndIOp::create(
+              b, loc, arith::ShRUIOp::create(b, loc, bits, i32(23)), i32(0xff)),
+          i32(127));
+  Value mantissa = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, bits, i32(22)), i32(1));
+  Value normal = add(add(i32(2), add(exponent, exponent)), mantissa);
+  Value subnormal =
+      arith::FPToSIOp::create(b, loc, word, mul(abs(value), f32(2.0)));
+  Value magnitude = select(cmp(arith::CmpIPredicate::sge, exponent, i32(0)),
+                           normal, subnormal);
+  return arith::TruncIOp::create(b, loc, b.getI8Type(),
+                                 arith::OrIOp::create(b, loc, sign, magnitude));
+}
+
 Value LoopEmitter::load(Value bufferValue, ValueRange indices) {
   Value value = memref::LoadOp::create(b, loc, bufferValue, indices);
   Type type = value.getType();

@@ -99,6 +99,10 @@ public:
   mlir::Value fromE4M3Bits(mlir::Value byte);
   mlir::Value fromUE8M0Bits(mlir::Value byte);
   mlir::Value toE4M3Bits(mlir::Value value);
+  /// e2m1 codes (the low 4 bits of an i8) to f32, and an f32 on the e2m1
+  /// grid to its code (i8).
+  mlir::Value fromE2M1Bits(mlir::Value code);
+  mlir::Value toE2M1Bits(mlir::Value value);
   /// A power-of-two f32 (a block scale) to its ue8m0 byte: the exponent.
   mlir::Value toUE8M0Bits(mlir::Value scale);
   /// The smallest power of two >= value (a positive normal f32).

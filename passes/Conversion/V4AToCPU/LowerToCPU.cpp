@@ -2229,8 +2229,7 @@ struct LowerToCPUPass : public v4a::impl::LowerToCPUBase<LowerToCPUPass> {
         op->emitError() << "v4a-lower-to-cpu: no CPU lowering for "
                         << op->getName() << " on "
                         << stringifyCacheLayout(cache.getLayout())
-                        << " caches (bf16, fp8_model1, index_bf16 and f32 "
-                           "rows are lowered)";
+                        << " caches (every layout but mxfp8 is lowered)";
         return WalkResult::interrupt();
       }
       return WalkResult::advance();

@@ -35,9 +35,10 @@ def main():
     row = {
         "bf16": {"main": 2 * D, "index": 2 * Di},
         "fp8": {"main": up(fp8_nope + 2 * 64 + fp8_nope // 64, 8), "index": Di + 4},
+        "mxfp4": {"main": up(fp8_nope + 2 * 64 + fp8_nope // 64, 8), "index": Di // 2 + Di // 32},
     }
     expected = {}
-    for kind in ("bf16", "fp8"):
+    for kind in ("bf16", "fp8", "mxfp4"):
         main_row, index_row = row[kind]["main"], row[kind]["index"]
 
         def comp_rows(l):
