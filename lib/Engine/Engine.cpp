@@ -246,8 +246,29 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
 // Weights
 //===----------------------------------------------------------------------===//
 
+/// The rank's part of the whole model's tensors (all of them without
+/// tensor parallelism).
+static bool keepRankPart(const Engine::Impl &m,
+                         std::vector<rt::LayerTensors> &tensors,
+                         std::string &error) {
+  if (m.options.tensorParallel == 1)
+    return true;
+  for (size_t layer = 0; layer < tensors.size(); ++layer)
+    if (!rt::shardLayerTensors(m.modelConfig, m.options.tensorRank,
+                               m.options.tensorParallel, tensors[layer],
+                               error)) {
+      error = "layer " + std::to_string(layer) + " " + error;
+      return false;
+    }
+  return true;
+}
+
+/// Runs the model on `tensors`, the whole model's (of a tensor-parallel
+/// rank, its part).
 static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
                         std::string &error) {
+  if (!keepRankPart(m, tensors, error))
+    return false;
   // The dtypes decide: a bf16 configuration with an fp8 checkpoint runs fp8
   // projections (and the other way round).
   if (!rt::validateWeights(m.config, m.selected, tensors, error))
@@ -276,23 +297,6 @@ static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
   return m.model != nullptr;
 }
 
-/// The rank's part of the whole model's tensors (all of them without
-/// tensor parallelism).
-static bool keepRankPart(const Engine::Impl &m,
-                         std::vector<rt::LayerTensors> &tensors,
-                         std::string &error) {
-  if (m.options.tensorParallel == 1)
-    return true;
-  for (size_t layer = 0; layer < tensors.size(); ++layer)
-    if (!rt::shardLayerTensors(m.modelConfig, m.options.tensorRank,
-                               m.options.tensorParallel, tensors[layer],
-                               error)) {
-      error = "layer " + std::to_string(layer) + " " + error;
-      return false;
-    }
-  return true;
-}
-
 bool Engine::loadRandomWeights(uint64_t seed, std::string &error,
                                const ProgressFn &progress) {
   if (!io::fitsInMemory(hostWeightBytes(impl->modelConfig, impl->selected),
@@ -302,8 +306,6 @@ bool Engine::loadRandomWeights(uint64_t seed, std::string &error,
   // values as the unsharded model's.
   std::vector<rt::LayerTensors> tensors =
       randomHostWeights(impl->modelConfig, impl->selected, seed, progress);
-  if (!keepRankPart(*impl, tensors, error))
-    return false;
   return attachModel(*impl, std::move(tensors), error);
 }
 
@@ -329,8 +331,7 @@ bool Engine::loadWeights(const std::string &path, std::string &error) {
   for (const LayerSpec &layer : impl->selected)
     ids.push_back(layer.id);
   std::vector<rt::LayerTensors> tensors;
-  if (!readCheckpoint(impl->modelConfig, path, tensors, error, ids) ||
-      !keepRankPart(*impl, tensors, error))
+  if (!readCheckpoint(impl->modelConfig, path, tensors, error, ids))
     return false;
   return attachModel(*impl, std::move(tensors), error);
 }
