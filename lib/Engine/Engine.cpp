@@ -125,24 +125,21 @@ std::unique_ptr<Engine> Engine::create(std::string_view configJson,
             " is outside 0 .. " + std::to_string(options.tensorParallel - 1);
     return nullptr;
   }
-  ConfigError modelError;
+  ConfigError configError;
   std::optional<ModelConfig> modelConfig =
-      parseModelConfig(configJson, modelError);
-  if (!modelConfig) {
-    error = modelError.str();
-    return nullptr;
-  }
-  std::string rankJson(configJson);
-  if (options.tensorParallel != 1) {
+      parseModelConfig(configJson, configError);
+  // A tensor-parallel rank compiles a configuration of its own.
+  std::optional<ModelConfig> config = modelConfig;
+  std::string rankJson;
+  if (modelConfig && options.tensorParallel != 1) {
     std::optional<std::string> json =
         tensorParallelConfig(configJson, options.tensorParallel, error);
     if (!json)
       return nullptr;
-    rankJson = *json;
+    rankJson = std::move(*json);
+    configJson = rankJson;
+    config = parseModelConfig(configJson, configError);
   }
-  configJson = rankJson;
-  ConfigError configError;
-  std::optional<ModelConfig> config = parseModelConfig(configJson, configError);
   LayerOptions layerOptions;
   layerOptions.packedKv = options.packedKv;
   std::optional<std::vector<LayerSpec>> layers;

@@ -305,24 +305,32 @@ int main(int argc, char **argv) {
                 : nullptr);
     rt::StepBuffers buffers = rt::stepBuffers(step, runs, batch, dim);
     std::vector<std::vector<float>> &out = buffers.out;
-    for (size_t r = 0; r < ranks.size(); ++r) {
-      rt::StepBuffers partial =
-          r == 0 ? rt::StepBuffers() : rt::stepBuffers(step, runs, batch, dim);
-      rt::StepBuffers &into = r == 0 ? buffers : partial;
-      if (!ranks[r]->step({sequences, step.lengths, step.tokens}, into.inputs,
-                          into.outputs, error))
-        return fail("step " + std::to_string(k) +
-                    (ranks.size() > 1 ? ", rank " + std::to_string(r) : "") +
-                    ": " + error);
-      // The all-reduce: partial outputs summed in f32 in rank order.
-      for (size_t l = 0; r > 0 && l < out.size(); ++l)
-        for (size_t i = 0; i < out[l].size(); ++i)
-          out[l][i] += partial.out[l][i];
+    auto runRank = [&](size_t r, rt::StepBuffers &into) {
+      if (ranks[r]->step({sequences, step.lengths, step.tokens}, into.inputs,
+                         into.outputs, error))
+        return true;
+      error = "step " + std::to_string(k) +
+              (ranks.size() > 1 ? ", rank " + std::to_string(r) : "") + ": " +
+              error;
+      return false;
+    };
+    if (!runRank(0, buffers))
+      return fail(error);
+    if (ranks.size() > 1) {
+      // The all-reduce: the other ranks' partial outputs added in f32 in
+      // rank order, then rounded to bf16 once, as the unsharded projection.
+      rt::StepBuffers partial = rt::stepBuffers(step, runs, batch, dim);
+      for (size_t r = 1; r < ranks.size(); ++r) {
+        if (!runRank(r, partial))
+          return fail(error);
+        for (size_t l = 0; l < out.size(); ++l)
+          for (size_t i = 0; i < out[l].size(); ++i)
+            out[l][i] += partial.out[l][i];
+      }
+      for (std::vector<float> &layer : out)
+        for (float &v : layer)
+          v = num::roundBF16(v);
     }
-    // Rounded to bf16 once, as the unsharded projection is.
-    for (size_t l = 0; ranks.size() > 1 && l < out.size(); ++l)
-      for (float &v : out[l])
-        v = num::roundBF16(v);
     for (int64_t b = 0; b < batch; ++b)
       totalTokens += step.lengths[b];
     Clock::time_point checkStart = Clock::now();

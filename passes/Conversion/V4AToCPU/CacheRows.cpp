@@ -72,18 +72,42 @@ void CacheRows::storeByte(Value byte, Value offset) {
                           ValueRange{offset});
 }
 
-/// Little-endian bf16 at a byte offset.
+Value CacheRows::loadBits(Value offset, unsigned bytes) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Type word = b.getIntegerType(8 * bytes);
+  Value bits = arith::ExtUIOp::create(b, loc, word, byteAt(offset));
+  for (unsigned i = 1; i < bytes; ++i) {
+    Value byte =
+        arith::ExtUIOp::create(b, loc, word, byteAt(e.add(offset, e.index(i))));
+    Value shift =
+        arith::ConstantOp::create(b, loc, b.getIntegerAttr(word, 8 * i));
+    bits = arith::OrIOp::create(b, loc, bits,
+                                arith::ShLIOp::create(b, loc, byte, shift));
+  }
+  return bits;
+}
+
+void CacheRows::storeBits(Value bits, Value offset) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Type i8 = b.getI8Type();
+  unsigned bytes = bits.getType().getIntOrFloatBitWidth() / 8;
+  storeByte(arith::TruncIOp::create(b, loc, i8, bits), offset);
+  for (unsigned i = 1; i < bytes; ++i) {
+    Value shift = arith::ConstantOp::create(
+        b, loc, b.getIntegerAttr(bits.getType(), 8 * i));
+    storeByte(arith::TruncIOp::create(
+                  b, loc, i8, arith::ShRUIOp::create(b, loc, bits, shift)),
+              e.add(offset, e.index(i)));
+  }
+}
+
 Value CacheRows::loadBF16(Value offset) {
   OpBuilder &b = e.builder();
   Location loc = e.location();
-  Type i16 = b.getI16Type();
-  Value lo = arith::ExtUIOp::create(b, loc, i16, byteAt(offset));
-  Value hi =
-      arith::ExtUIOp::create(b, loc, i16, byteAt(e.add(offset, e.index(1))));
-  Value shift = arith::ConstantOp::create(b, loc, b.getI16IntegerAttr(8));
-  Value bits = arith::OrIOp::create(b, loc, lo,
-                                    arith::ShLIOp::create(b, loc, hi, shift));
-  Value value = arith::BitcastOp::create(b, loc, b.getBF16Type(), bits);
+  Value value =
+      arith::BitcastOp::create(b, loc, b.getBF16Type(), loadBits(offset, 2));
   return arith::ExtFOp::create(b, loc, b.getF32Type(), value);
 }
 
@@ -91,39 +115,19 @@ void CacheRows::storeBF16(Value value, Value offset) {
   OpBuilder &b = e.builder();
   Location loc = e.location();
   Value rounded = arith::TruncFOp::create(b, loc, b.getBF16Type(), value);
-  Value bits = arith::BitcastOp::create(b, loc, b.getI16Type(), rounded);
-  Value shift = arith::ConstantOp::create(b, loc, b.getI16IntegerAttr(8));
-  Type i8 = b.getI8Type();
-  storeByte(arith::TruncIOp::create(b, loc, i8, bits), offset);
-  storeByte(arith::TruncIOp::create(
-                b, loc, i8, arith::ShRUIOp::create(b, loc, bits, shift)),
-            e.add(offset, e.index(1)));
+  storeBits(arith::BitcastOp::create(b, loc, b.getI16Type(), rounded), offset);
 }
 
-/// Little-endian f32 at a byte offset.
 Value CacheRows::loadF32(Value offset) {
   OpBuilder &b = e.builder();
-  Location loc = e.location();
-  Type i32 = b.getI32Type();
-  Value bits = e.i32(0);
-  for (int64_t i = 0; i < 4; ++i) {
-    Value byte =
-        arith::ExtUIOp::create(b, loc, i32, byteAt(e.add(offset, e.index(i))));
-    bits = arith::OrIOp::create(
-        b, loc, bits, arith::ShLIOp::create(b, loc, byte, e.i32(8 * i)));
-  }
-  return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+  return arith::BitcastOp::create(b, e.location(), b.getF32Type(),
+                                  loadBits(offset, 4));
 }
 
 void CacheRows::storeF32(Value value, Value offset) {
   OpBuilder &b = e.builder();
-  Location loc = e.location();
-  Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), value);
-  for (int64_t i = 0; i < 4; ++i)
-    storeByte(arith::TruncIOp::create(
-                  b, loc, b.getI8Type(),
-                  arith::ShRUIOp::create(b, loc, bits, e.i32(8 * i))),
-              e.add(offset, e.index(i)));
+  storeBits(arith::BitcastOp::create(b, e.location(), b.getI32Type(), value),
+            offset);
 }
 
 Value CacheRows::load(Value index, Value feature) {

@@ -73,6 +73,11 @@ private:
   mlir::Value e4m3Code(mlir::Value source, mlir::Value sourceRow, mlir::Value f,
                        mlir::Value scale);
   mlir::Value byteAt(mlir::Value offset);
+  /// `bytes` bytes at a byte offset as one little-endian integer, and an
+  /// integer's bytes stored little-endian; the bf16 and f32 values of rows
+  /// go through them.
+  mlir::Value loadBits(mlir::Value offset, unsigned bytes);
+  void storeBits(mlir::Value bits, mlir::Value offset);
   mlir::Value loadBF16(mlir::Value offset);
   void storeBF16(mlir::Value value, mlir::Value offset);
   mlir::Value loadF32(mlir::Value offset);
