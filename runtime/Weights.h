@@ -41,6 +41,15 @@ bool readCheckpointFiles(const ModelConfig &config,
                          std::vector<LayerTensors> &tensors, std::string &error,
                          const std::vector<int64_t> &layers = {});
 
+/// Keeps rank `rank`'s part of one layer's tensors (`tensors`, named as
+/// in the checkpoint without the layer prefix) under `degree`-way tensor
+/// parallelism of the full model `config`: its heads' rows of wq_b and
+/// entries of attn_sink, its output groups' rows of wo_a and columns of
+/// wo_b (and their scale blocks); the rest is every rank's. An error names
+/// a tensor whose rank part is not made of whole 128 x 128 scale blocks.
+bool shardLayerTensors(const ModelConfig &config, int64_t rank, int64_t degree,
+                       LayerTensors &tensors, std::string &error);
+
 } // namespace v4a::rt
 
 #endif // V4A_RUNTIME_WEIGHTS_H

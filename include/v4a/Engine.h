@@ -39,6 +39,14 @@ struct EngineOptions {
   /// f32 scale per row) or "mxfp4" (e2m1 with a ue8m0 scale per 32 dims,
   /// which holds the reference's fp4-simulated keys exactly).
   std::string indexLayout = "bf16";
+  /// Run rank `tensorRank` of `tensorParallel`-way tensor parallelism: the
+  /// rank's num_attention_heads / tensorParallel heads and o_groups /
+  /// tensorParallel output groups (tensorParallelConfig), with its part of
+  /// the weights (shardLayerTensors). A step's outputs are then the rank's
+  /// partial products of wo_b; their sum over the ranks is the layer's
+  /// output. config() stays the whole model's.
+  int64_t tensorParallel = 1;
+  int64_t tensorRank = 0;
   /// The layers to run (empty: all). A selected layer's sharing sources must
   /// be selected too; other layers get no weights, caches or outputs.
   std::vector<int64_t> layers;

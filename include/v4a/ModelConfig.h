@@ -71,6 +71,18 @@ struct ModelConfig {
 std::optional<ModelConfig> parseModelConfig(std::string_view json,
                                             ConfigError &error);
 
+/// Most ranks of tensor parallelism.
+inline constexpr int64_t kMaxTensorParallel = 64;
+
+/// The configuration each rank of `degree`-way tensor parallelism compiles:
+/// `json` with num_attention_heads and o_groups divided by `degree`, so
+/// that a rank holds whole output groups and their heads (key order and
+/// values otherwise as parsed). Nothing, and `error` naming the field, its
+/// value and the degree, when the degree does not divide them or lies
+/// outside 1 .. kMaxTensorParallel.
+std::optional<std::string>
+tensorParallelConfig(std::string_view json, int64_t degree, std::string &error);
+
 /// Warnings for top-level keys one or two edits from a key the parser
 /// reads ("rope_scalling"): such a misspelling silently drops what it names.
 /// Keys of other parts of a model (HF configs carry many) are never an

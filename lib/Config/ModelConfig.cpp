@@ -574,3 +574,55 @@ std::vector<std::string> v4a::configWarnings(std::string_view json) {
   }
   return warnings;
 }
+
+std::optional<std::string> v4a::tensorParallelConfig(std::string_view json,
+                                                     int64_t degree,
+                                                     std::string &error) {
+  if (degree < 1 || degree > kMaxTensorParallel) {
+    error = llvm::formatv("the tensor-parallel degree {0} is outside 1 .. {1}",
+                          degree, kMaxTensorParallel)
+                .str();
+    return std::nullopt;
+  }
+  ConfigError configError;
+  std::optional<ModelConfig> config = parseModelConfig(json, configError);
+  if (!config) {
+    error = configError.str();
+    return std::nullopt;
+  }
+  for (auto [name, value] :
+       {std::pair{"num_attention_heads", config->numAttentionHeads},
+        std::pair{"o_groups", config->oGroups}})
+    if (value % degree != 0) {
+      error = llvm::formatv("{0} = {1} is not divisible by the "
+                            "tensor-parallel degree {2}",
+                            name, value, degree)
+                  .str();
+      return std::nullopt;
+    }
+  // fp8 checkpoints keep a scale per 128 x 128 block: a rank's rows of wq_b
+  // and wo_a (and columns of wo_b) must be whole blocks.
+  int64_t headRows = config->numAttentionHeads / degree * config->headDim;
+  int64_t groupRows = config->oGroups / degree * config->oLoraRank;
+  if (config->fp8Weights && (headRows % 128 != 0 || groupRows % 128 != 0)) {
+    error = llvm::formatv("a rank's {0} rows of wq_b and {1} of wo_a are not "
+                          "whole 128-row blocks of the fp8 checkpoint's "
+                          "scales at tensor-parallel degree {2}",
+                          headRows, groupRows, degree)
+                .str();
+    return std::nullopt;
+  }
+  llvm::Expected<llvm::json::Value> parsed =
+      llvm::json::parse(llvm::StringRef(json.data(), json.size()));
+  if (!parsed) {
+    error = llvm::toString(parsed.takeError());
+    return std::nullopt;
+  }
+  llvm::json::Object &object = *parsed->getAsObject();
+  object["num_attention_heads"] = config->numAttentionHeads / degree;
+  object["o_groups"] = config->oGroups / degree;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", *parsed);
+  return text;
+}

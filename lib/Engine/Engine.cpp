@@ -19,6 +19,7 @@
 #include "passes/Passes.h"
 #include "runtime/CudaBackend.h"
 #include "runtime/Model.h"
+#include "runtime/Weights.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -40,7 +41,9 @@ struct Engine::Impl {
   LayerOptions layerOptions;
   /// Whether the compiled steps take fp8 projections.
   bool fp8Steps = false;
-  ModelConfig config;
+  /// The configuration the steps are compiled for (a tensor-parallel
+  /// rank's), and the whole model's, whose checkpoint is read.
+  ModelConfig config, modelConfig;
   std::vector<LayerSpec> layers, selected;
   EngineOptions options;
   plan::Plan plan;
@@ -54,7 +57,7 @@ struct Engine::Impl {
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
 Engine::~Engine() = default;
-const ModelConfig &Engine::config() const { return impl->config; }
+const ModelConfig &Engine::config() const { return impl->modelConfig; }
 
 bool Engine::objectCode(std::string &bytes, std::string &error) const {
   if (!impl->jit) {
@@ -117,6 +120,27 @@ std::unique_ptr<Engine> Engine::create(std::string_view configJson,
             plan::kIndexLayoutNames + ")";
     return nullptr;
   }
+  if (options.tensorRank < 0 || options.tensorRank >= options.tensorParallel) {
+    error = "tensor-parallel rank " + std::to_string(options.tensorRank) +
+            " is outside 0 .. " + std::to_string(options.tensorParallel - 1);
+    return nullptr;
+  }
+  ConfigError modelError;
+  std::optional<ModelConfig> modelConfig =
+      parseModelConfig(configJson, modelError);
+  if (!modelConfig) {
+    error = modelError.str();
+    return nullptr;
+  }
+  std::string rankJson(configJson);
+  if (options.tensorParallel != 1) {
+    std::optional<std::string> json =
+        tensorParallelConfig(configJson, options.tensorParallel, error);
+    if (!json)
+      return nullptr;
+    rankJson = *json;
+  }
+  configJson = rankJson;
   ConfigError configError;
   std::optional<ModelConfig> config = parseModelConfig(configJson, configError);
   LayerOptions layerOptions;
@@ -136,6 +160,7 @@ std::unique_ptr<Engine> Engine::create(std::string_view configJson,
     return nullptr;
   auto impl = std::make_unique<Impl>();
   impl->config = *config;
+  impl->modelConfig = *modelConfig;
   impl->layers = *layers;
   impl->selected = *selected;
   impl->options = options;
@@ -221,8 +246,29 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
 // Weights
 //===----------------------------------------------------------------------===//
 
+/// The rank's part of the whole model's tensors (all of them without
+/// tensor parallelism).
+static bool keepRankPart(const Engine::Impl &m,
+                         std::vector<rt::LayerTensors> &tensors,
+                         std::string &error) {
+  if (m.options.tensorParallel == 1)
+    return true;
+  for (size_t layer = 0; layer < tensors.size(); ++layer)
+    if (!rt::shardLayerTensors(m.modelConfig, m.options.tensorRank,
+                               m.options.tensorParallel, tensors[layer],
+                               error)) {
+      error = "layer " + std::to_string(layer) + " " + error;
+      return false;
+    }
+  return true;
+}
+
+/// Runs the model on `tensors`, the whole model's (of a tensor-parallel
+/// rank, its part).
 static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
                         std::string &error) {
+  if (!keepRankPart(m, tensors, error))
+    return false;
   // The dtypes decide: a bf16 configuration with an fp8 checkpoint runs fp8
   // projections (and the other way round).
   if (!rt::validateWeights(m.config, m.selected, tensors, error))
@@ -253,11 +299,13 @@ static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
 
 bool Engine::loadRandomWeights(uint64_t seed, std::string &error,
                                const ProgressFn &progress) {
-  if (!io::fitsInMemory(hostWeightBytes(impl->config, impl->selected),
+  if (!io::fitsInMemory(hostWeightBytes(impl->modelConfig, impl->selected),
                         "the weights", error))
     return false;
+  // Every rank draws the whole model's weights: a rank's part is the same
+  // values as the unsharded model's.
   std::vector<rt::LayerTensors> tensors =
-      randomHostWeights(impl->config, impl->selected, seed, progress);
+      randomHostWeights(impl->modelConfig, impl->selected, seed, progress);
   return attachModel(*impl, std::move(tensors), error);
 }
 
@@ -276,14 +324,14 @@ const plan::Plan &EngineAccess::plan(const Engine &engine) {
 }
 
 bool Engine::loadWeights(const std::string &path, std::string &error) {
-  if (!io::fitsInMemory(hostWeightBytes(impl->config, impl->selected),
+  if (!io::fitsInMemory(hostWeightBytes(impl->modelConfig, impl->selected),
                         "the weights", error))
     return false;
   std::vector<int64_t> ids;
   for (const LayerSpec &layer : impl->selected)
     ids.push_back(layer.id);
   std::vector<rt::LayerTensors> tensors;
-  if (!readCheckpoint(impl->config, path, tensors, error, ids))
+  if (!readCheckpoint(impl->modelConfig, path, tensors, error, ids))
     return false;
   return attachModel(*impl, std::move(tensors), error);
 }

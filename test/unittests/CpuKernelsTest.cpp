@@ -410,21 +410,23 @@ TEST_F(Kernels, GroupedOutputWithAnFP8WoBQuantizesItsInput) {
       0.0f);
 }
 
-/// Stores rows at 5 and 0 (a -1 id is skipped) in a cache of eight rows of
-/// 64, then gathers [5, 0, -1, 2]. The bytes must be exactly what the
-/// layout's codec writes, and the gathered rows what it reads back.
+/// Stores rows of 64 at 5 and 0 (a -1 id is skipped) in a cache of one page
+/// (the kernel's 64 rows: all values, then all scales), then gathers
+/// [5, 0, -1, 2]. The bytes must be exactly what the layout's codec writes,
+/// and the gathered rows what it reads back.
 void Kernels::checkStoreAndGather(layout::RowKind kind, Tensor rows) {
   layout::RowLayout row = *layout::describeRow(kind, 64);
-  std::vector<uint8_t> bytes(8 * row.rowBytes(), 0), expected = bytes;
+  constexpr int64_t kPageRows = 64;
+  std::vector<uint8_t> bytes(kPageRows * row.rowBytes(), 0), expected = bytes;
   std::vector<int64_t> ids = {5, 0, -1};
   for (int r = 0; r < 2; ++r) {
-    layout::RowPlace place = layout::placeRow(row, 64, ids[r]);
+    layout::RowPlace place = layout::placeRow(row, kPageRows, ids[r]);
     layout::encodeRow(row, rows.row(r), expected.data() + place.values,
                       expected.data() + place.scales);
   }
   std::vector<int32_t> idx = {5, 0, -1, 2};
   Tensor out({1, 4, 64});
-  auto mb = view<uint8_t, 1>(bytes.data(), {8 * row.rowBytes()});
+  auto mb = view<uint8_t, 1>(bytes.data(), {kPageRows * row.rowBytes()});
   auto mr = mem<2>(rows);
   auto mi = view<int64_t, 1>(ids.data(), {3});
   auto mx = view<int32_t, 2>(idx.data(), {1, 4});
@@ -437,7 +439,7 @@ void Kernels::checkStoreAndGather(layout::RowKind kind, Tensor rows) {
   std::vector<float> decoded(64);
   for (int s = 0; s < 4; ++s) {
     if (idx[s] >= 0) {
-      layout::RowPlace place = layout::placeRow(row, 64, idx[s]);
+      layout::RowPlace place = layout::placeRow(row, kPageRows, idx[s]);
       layout::decodeRow(row, expected.data() + place.values,
                         expected.data() + place.scales, decoded.data());
     }

@@ -2,6 +2,8 @@
 
 #include "tools/v4a-run/RunOptions.h"
 
+#include "v4a/ModelConfig.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -65,6 +67,12 @@ cl::opt<std::string> indexLayout(
     cl::desc("The indexer's key rows: bf16 (default), fp8 (e4m3, one f32 "
              "scale per row) or mxfp4 (e2m1, a ue8m0 scale per 32 dims)"),
     cl::init("bf16"), cl::cat(runCategory));
+cl::opt<int64_t> tensorParallel(
+    "tensor-parallel",
+    cl::desc("Run the layers as N tensor-parallel ranks on the CPU (each "
+             "with 1/N of the heads and output groups), their partial "
+             "outputs summed in rank order (default 1)"),
+    cl::init(1), cl::cat(runCategory));
 cl::opt<bool> gpuLoopsOnCpu(
     "gpu-loops-on-cpu",
     cl::desc("With --backend=cpu: lower with the GPU kernels' loop "
@@ -146,6 +154,12 @@ std::optional<std::string> checkFlags() {
     return formatv("--context {0}: must be in [1, {1}]",
                    contextOption.getValue(), kMaxContext)
         .str();
+  if (tensorParallel < 1 || tensorParallel > kMaxTensorParallel)
+    return formatv("--tensor-parallel {0}: must be 1 .. {1}",
+                   tensorParallel.getValue(), kMaxTensorParallel)
+        .str();
+  if (tensorParallel != 1 && backend != "cpu")
+    return std::string("--tensor-parallel runs on the cpu backend");
   if (!std::isfinite(tolerance) || tolerance < 0)
     return formatv("--tolerance {0}: must be a finite number >= 0",
                    tolerance.getValue())

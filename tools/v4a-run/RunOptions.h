@@ -29,6 +29,7 @@ extern llvm::cl::opt<int64_t> randomSeed, promptLen, decodeSteps, contextOption;
 extern llvm::cl::opt<bool> check;
 extern llvm::cl::opt<bool> gpuLoopsOnCpu;
 extern llvm::cl::opt<std::string> indexLayout;
+extern llvm::cl::opt<int64_t> tensorParallel;
 extern llvm::cl::opt<double> tolerance;
 
 /// The names of the flags above, for tools that must not touch others.

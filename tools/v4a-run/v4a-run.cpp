@@ -190,9 +190,16 @@ int main(int argc, char **argv) {
   options.backend = backend;
   options.gpuLoopsOnCpu = gpuLoopsOnCpu;
   options.indexLayout = indexLayout;
-  std::unique_ptr<Engine> engine = Engine::create(config, options, error);
-  if (!engine)
-    return fail(inputPath + ": " + error);
+  options.tensorParallel = tensorParallel;
+  // One engine per tensor-parallel rank; the first stands for the model.
+  std::vector<std::unique_ptr<Engine>> ranks;
+  for (int64_t rank = 0; rank < tensorParallel; ++rank) {
+    options.tensorRank = rank;
+    ranks.push_back(Engine::create(config, options, error));
+    if (!ranks.back())
+      return fail(inputPath + ": " + error);
+  }
+  Engine *engine = ranks.front().get();
   const std::vector<LayerSpec> &selected = engine->selectedLayers();
   compile.done(formatv("{0} of {1} layers, context {2} tokens, {3} "
                        "sequence{4}, {5} thread{6}",
@@ -230,8 +237,9 @@ int main(int argc, char **argv) {
   Phase weights("weights");
   std::vector<ref::LayerWeights> referenceWeights;
   if (!weightsPath.empty()) {
-    if (!engine->loadWeights(weightsPath, error))
-      return fail(error);
+    for (std::unique_ptr<Engine> &rank : ranks)
+      if (!rank->loadWeights(weightsPath, error))
+        return fail(error);
     std::vector<rt::LayerTensors> tensors;
     std::vector<int64_t> ids;
     for (const LayerSpec &layer : selected)
@@ -243,11 +251,12 @@ int main(int argc, char **argv) {
       referenceWeights.push_back(toReference(layer));
     weights.done("loaded " + weightsPath);
   } else {
-    if (!engine->loadRandomWeights(randomSeed, error,
+    for (std::unique_ptr<Engine> &rank : ranks)
+      if (!rank->loadRandomWeights(randomSeed, error,
                                    [&](int64_t done, int64_t total) {
                                      weights.progress(done, total, "tensors");
                                    }))
-      return fail(error);
+        return fail(error);
     // The reference's weights of the layers that run (the others are left
     // empty).
     if (check)
@@ -270,11 +279,14 @@ int main(int argc, char **argv) {
       states.push_back(reference->newSequence());
   }
 
+  // Every rank numbers its sequences alike.
   std::vector<int64_t> sequences;
   for (int64_t b = 0; b < batch; ++b) {
-    sequences.push_back(engine->addSequence(error));
-    if (sequences.back() < 0)
-      return fail(error);
+    for (std::unique_ptr<Engine> &rank : ranks)
+      if (rank->addSequence(error) != b)
+        return fail(error.empty() ? "the ranks number sequences differently"
+                                  : error);
+    sequences.push_back(b);
   }
 
   std::vector<double> maxAbs(layers, 0.0), maxRef(layers, 0.0);
@@ -292,10 +304,25 @@ int main(int argc, char **argv) {
                       ref::randomActivations(step.tokens * dim, 1000 * k + l))
                 : nullptr);
     rt::StepBuffers buffers = rt::stepBuffers(step, runs, batch, dim);
-    const std::vector<std::vector<float>> &out = buffers.out;
-    if (!engine->step({sequences, step.lengths, step.tokens}, buffers.inputs,
-                      buffers.outputs, error))
-      return fail("step " + std::to_string(k) + ": " + error);
+    std::vector<std::vector<float>> &out = buffers.out;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      rt::StepBuffers partial =
+          r == 0 ? rt::StepBuffers() : rt::stepBuffers(step, runs, batch, dim);
+      rt::StepBuffers &into = r == 0 ? buffers : partial;
+      if (!ranks[r]->step({sequences, step.lengths, step.tokens}, into.inputs,
+                          into.outputs, error))
+        return fail("step " + std::to_string(k) +
+                    (ranks.size() > 1 ? ", rank " + std::to_string(r) : "") +
+                    ": " + error);
+      // The all-reduce: partial outputs summed in f32 in rank order.
+      for (size_t l = 0; r > 0 && l < out.size(); ++l)
+        for (size_t i = 0; i < out[l].size(); ++i)
+          out[l][i] += partial.out[l][i];
+    }
+    // Rounded to bf16 once, as the unsharded projection is.
+    for (size_t l = 0; ranks.size() > 1 && l < out.size(); ++l)
+      for (float &v : out[l])
+        v = num::roundBF16(v);
     for (int64_t b = 0; b < batch; ++b)
       totalTokens += step.lengths[b];
     Clock::time_point checkStart = Clock::now();

@@ -199,21 +199,33 @@ void CacheRows::storeRow(Value index, Value source, Value sourceRow) {
   }
 }
 
-void CacheRows::storeModel1Row(Value index, Value source, Value sourceRow) {
-  OpBuilder &b = e.builder();
-  Location loc = e.location();
-  Value values = valueOffset(index), scales = scaleOffset(index);
+Value CacheRows::storeBlockScales(
+    Value source, Value sourceRow, Value scales, float amaxFloor,
+    float maxValue,
+    function_ref<void(Value begin, Value end, Value scale)> body) {
   Value block = e.index(row.scaleBlock);
   Value blocks = e.index(row.quantDims / row.scaleBlock);
   e.loop(e.index(0), blocks, [&](Value blk) {
     Value begin = e.mul(blk, block), end = e.add(begin, block);
-    Value scale = blockScale(source, sourceRow, begin, end, num::kE4M3AmaxFloor,
-                             num::kE4M3Max);
+    Value scale =
+        blockScale(source, sourceRow, begin, end, amaxFloor, maxValue);
     storeByte(e.toUE8M0Bits(scale), e.add(scales, blk));
-    e.loop(begin, end, [&](Value f) {
-      storeByte(e4m3Code(source, sourceRow, f, scale), e.add(values, f));
-    });
+    body(begin, end, scale);
   });
+  return blocks;
+}
+
+void CacheRows::storeModel1Row(Value index, Value source, Value sourceRow) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Value values = valueOffset(index), scales = scaleOffset(index);
+  Value blocks = storeBlockScales(
+      source, sourceRow, scales, num::kE4M3AmaxFloor, num::kE4M3Max,
+      [&](Value begin, Value end, Value scale) {
+        e.loop(begin, end, [&](Value f) {
+          storeByte(e4m3Code(source, sourceRow, f, scale), e.add(values, f));
+        });
+      });
   // The pad byte after the scales.
   Value zeroByte = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(0));
   e.loop(blocks, e.index(row.scaleBytes),
@@ -240,26 +252,23 @@ void CacheRows::storeIndexFP8Row(Value index, Value source, Value sourceRow) {
 void CacheRows::storeMXFP4Row(Value index, Value source, Value sourceRow) {
   OpBuilder &b = e.builder();
   Location loc = e.location();
-  Value values = valueOffset(index), scales = scaleOffset(index);
-  Value block = e.index(row.scaleBlock);
-  Value blocks = e.index(row.dim / row.scaleBlock);
+  Value values = valueOffset(index);
   Value mask = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(0xf));
   Value shift = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(4));
-  e.loop(e.index(0), blocks, [&](Value blk) {
-    Value begin = e.mul(blk, block), end = e.add(begin, block);
-    Value scale = blockScale(source, sourceRow, begin, end, num::kE2M1AmaxFloor,
-                             num::kE2M1Max);
-    storeByte(e.toUE8M0Bits(scale), e.add(scales, blk));
-    auto code = [&](Value f) {
-      return e.toE2M1Bits(e.roundToMinifloat(
-          e.div(e.load(source, {sourceRow, f}), scale), 1, 0, num::kE2M1Max));
-    };
-    e.loop(e.div(begin, e.index(2)), e.div(end, e.index(2)), [&](Value p) {
-      Value even = e.mul(p, e.index(2));
-      Value low = arith::AndIOp::create(b, loc, code(even), mask);
-      Value high =
-          arith::ShLIOp::create(b, loc, code(e.add(even, e.index(1))), shift);
-      storeByte(arith::OrIOp::create(b, loc, low, high), e.add(values, p));
-    });
-  });
+  storeBlockScales(
+      source, sourceRow, scaleOffset(index), num::kE2M1AmaxFloor, num::kE2M1Max,
+      [&](Value begin, Value end, Value scale) {
+        auto code = [&](Value f) {
+          return e.toE2M1Bits(
+              e.roundToMinifloat(e.div(e.load(source, {sourceRow, f}), scale),
+                                 1, 0, num::kE2M1Max));
+        };
+        e.loop(e.div(begin, e.index(2)), e.div(end, e.index(2)), [&](Value p) {
+          Value even = e.mul(p, e.index(2));
+          Value low = arith::AndIOp::create(b, loc, code(even), mask);
+          Value high = arith::ShLIOp::create(
+              b, loc, code(e.add(even, e.index(1))), shift);
+          storeByte(arith::OrIOp::create(b, loc, low, high), e.add(values, p));
+        });
+      });
 }

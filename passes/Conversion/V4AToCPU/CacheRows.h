@@ -60,6 +60,15 @@ private:
   mlir::Value blockScale(mlir::Value source, mlir::Value sourceRow,
                          mlir::Value begin, mlir::Value end, float amaxFloor,
                          float maxValue);
+  /// Over the quantized dims' scale blocks: stores each block's ue8m0 scale
+  /// (pow2ceil of its amax over maxValue) at `scales` + block, then calls
+  /// `body` with the block's dims and scale; returns the block count.
+  mlir::Value
+  storeBlockScales(mlir::Value source, mlir::Value sourceRow,
+                   mlir::Value scales, float amaxFloor, float maxValue,
+                   llvm::function_ref<void(mlir::Value begin, mlir::Value end,
+                                           mlir::Value scale)>
+                       body);
   /// The e4m3 code of source[sourceRow, f] / scale.
   mlir::Value e4m3Code(mlir::Value source, mlir::Value sourceRow, mlir::Value f,
                        mlir::Value scale);
