@@ -5,11 +5,13 @@
 // back once, with no allocation, release or read in between; the widths'
 // context bound reaches the functions in host memory; a step that fails on
 // the device stops the model; a merged projection's weight is its parts'
-// rows in order, and a part that does not fit is one error naming it.
+// rows in order, and a part that does not fit is one error naming it; a
+// tensor-parallel rank keeps its heads' and output groups' slices.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Model.h"
+#include "runtime/Weights.h"
 
 #include <gtest/gtest.h>
 
@@ -227,3 +229,75 @@ TEST(Model, StackedWeightErrorsNameThePart) {
 }
 
 } // namespace
+
+namespace {
+
+/// A [rows, columns] e4m3 tensor whose byte at (r, c) is (r * 7 + c) % 256.
+rt::HostTensor patternBytes(int64_t rows, int64_t columns,
+                            rt::HostTensor::Type type) {
+  rt::HostTensor t;
+  t.type = type;
+  t.shape = {rows, columns};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < columns; ++c)
+      t.bytes.push_back(static_cast<uint8_t>((r * 7 + c) % 256));
+  return t;
+}
+
+ModelConfig shardedConfig() {
+  ModelConfig config;
+  config.numAttentionHeads = 4;
+  config.headDim = 128;
+  config.oGroups = 2;
+  config.oLoraRank = 128;
+  return config;
+}
+
+} // namespace
+
+TEST(Weights, ATensorParallelRankKeepsItsHeadsAndGroups) {
+  using Type = rt::HostTensor::Type;
+  ModelConfig config = shardedConfig();
+  rt::LayerTensors tensors;
+  tensors["attn_sink"].shape = {4};
+  tensors["attn_sink"].f32 = {0.5f, 1.5f, 2.5f, 3.5f};
+  tensors["wq_b.weight"] = patternBytes(512, 3, Type::E4M3);
+  tensors["wq_b.scale"] = patternBytes(4, 1, Type::UE8M0);
+  tensors["wo_a.weight"] = patternBytes(256, 5, Type::E4M3);
+  tensors["wo_b.weight"] = patternBytes(6, 256, Type::E4M3);
+  tensors["wo_b.scale"] = patternBytes(1, 2, Type::UE8M0);
+  tensors["wkv.weight"] = patternBytes(9, 9, Type::E4M3);
+  rt::LayerTensors whole = tensors;
+  std::string error;
+  ASSERT_TRUE(rt::shardLayerTensors(config, 1, 2, tensors, error)) << error;
+  EXPECT_EQ(tensors["attn_sink"].f32, (std::vector<float>{2.5f, 3.5f}));
+  // Heads 2, 3: wq_b rows 256 .. 511 and their two scale rows.
+  EXPECT_EQ(tensors["wq_b.weight"].shape, (std::vector<int64_t>{256, 3}));
+  EXPECT_EQ(tensors["wq_b.weight"].bytes[0], whole["wq_b.weight"].bytes[768]);
+  EXPECT_EQ(tensors["wq_b.scale"].bytes,
+            (std::vector<uint8_t>{whole["wq_b.scale"].bytes[2],
+                                  whole["wq_b.scale"].bytes[3]}));
+  // Group 1: wo_a rows 128 .. 255, wo_b columns 128 .. 255.
+  EXPECT_EQ(tensors["wo_a.weight"].shape, (std::vector<int64_t>{128, 5}));
+  EXPECT_EQ(tensors["wo_a.weight"].bytes[0], whole["wo_a.weight"].bytes[640]);
+  EXPECT_EQ(tensors["wo_b.weight"].shape, (std::vector<int64_t>{6, 128}));
+  for (int64_t r = 0; r < 6; ++r)
+    EXPECT_EQ(tensors["wo_b.weight"].bytes[r * 128 + 5],
+              whole["wo_b.weight"].bytes[r * 256 + 128 + 5]);
+  EXPECT_EQ(tensors["wo_b.scale"].bytes,
+            (std::vector<uint8_t>{whole["wo_b.scale"].bytes[1]}));
+  // What every rank needs stays whole.
+  EXPECT_EQ(tensors["wkv.weight"].bytes, whole["wkv.weight"].bytes);
+}
+
+TEST(Weights, ARankThatWouldCutAScaleBlockIsAnError) {
+  ModelConfig config = shardedConfig();
+  config.oLoraRank = 64;
+  rt::LayerTensors tensors;
+  tensors["wo_a.weight"] = patternBytes(128, 5, rt::HostTensor::Type::E4M3);
+  tensors["wo_a.scale"] = patternBytes(1, 1, rt::HostTensor::Type::UE8M0);
+  std::string error;
+  EXPECT_FALSE(rt::shardLayerTensors(config, 0, 2, tensors, error));
+  EXPECT_EQ(error, "wo_a.scale: a rank's 64 rows of the weight are not whole "
+                   "128-wide scale blocks");
+}

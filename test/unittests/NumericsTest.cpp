@@ -76,3 +76,19 @@ TEST(Numerics, FastRoundingsMatchTheModel) {
   }
   EXPECT_GT(checked, 1000000);
 }
+
+// e2m1 codes: every code decodes to its value and encodes back; any value
+// encodes as its nearest e2m1 value does (ties to even, saturating).
+TEST(Numerics, E2M1CodesRoundTrip) {
+  const float magnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  for (uint8_t code = 0; code < 16; ++code) {
+    float value = num::fromE2M1Bits(code);
+    EXPECT_EQ(std::fabs(value), magnitudes[code & 7]) << int(code);
+    EXPECT_EQ(std::signbit(value), (code & 8) != 0) << int(code);
+    EXPECT_EQ(num::toE2M1Bits(value), code) << int(code);
+  }
+  for (float value : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 7.0f, -2.5f,
+                      -100.0f, 1e-30f})
+    EXPECT_EQ(num::fromE2M1Bits(num::toE2M1Bits(value)), num::roundE2M1(value))
+        << value;
+}
