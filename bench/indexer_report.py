@@ -1,9 +1,11 @@
 """One JSON line per run of bench/indexer.sh: the indexer kernels' best time
 over the run's steps (scores + top-k, and the merge when rows are split),
 and the index keys' bytes per second (each token reads its sequence's
-visible keys: (position + 1) // 4 rows of 2 * index_head_dim bytes).
+visible keys: (position + 1) // 4 rows of the key layout's bytes: bf16
+2 * index_head_dim, fp8 index_head_dim + 4, MXFP4 index_head_dim / 2 +
+index_head_dim / 32).
 
-    indexer_report.py CSV CONFIG BATCH CONTEXT TOKENS
+    indexer_report.py CSV CONFIG BATCH CONTEXT TOKENS [bf16|fp8|mxfp4]
 """
 
 import json
@@ -25,7 +27,11 @@ def main():
     # A step launches each kernel once: the best of the run's steps.
     kernels = {name: round(min(v) / 1e3, 2)
                for name, v in sorted(times.items())}
-    row_bytes = 2 * config["index_head_dim"]
+    layout = sys.argv[6] if len(sys.argv) > 6 else "bf16"
+    width = config["index_head_dim"]
+    row_bytes = {"bf16": 2 * width, "fp8": width + 4,
+                 "mxfp4": width // 2 + width // 32}[layout]
+    shape["index_layout"] = layout
     keys = sum((context + t + 1) // 4 for t in range(tokens)) * batch
     total = sum(kernels.values())
     print(json.dumps(dict(

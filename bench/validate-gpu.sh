@@ -51,6 +51,22 @@ EOF
   compile "$dir/refdata/config.json" 8192 refdata-8k-loops --indexer-loops
   compile examples/v4-flash.json 65792 v4-flash-64k
   compile examples/v4-flash.json 65792 v4-flash-64k-loops --indexer-loops
+  # Packed index keys (--index-layout): MXFP4 holds the fp4-simulated keys
+  # exactly, fp8 with a row scale nearly always.
+  for layout in mxfp4 fp8; do
+    compile "$dir/refdata/config.json" 1024 "refdata-ix$layout" \
+      --index-layout=$layout
+    compile "$dir/refdata/fp8/config.json" 1024 "refdata-fp8-ix$layout" \
+      --index-layout=$layout
+    compile "$dir/refdata/config.json" 8192 "refdata-8k-ix$layout" \
+      --index-layout=$layout
+    compile "$dir/refdata/config.json" 8192 "refdata-8k-ix$layout-loops" \
+      --index-layout=$layout --indexer-loops
+    compile examples/v4-flash.json 65792 "v4-flash-64k-ix$layout" \
+      --index-layout=$layout
+    compile examples/v4-flash.json 65792 "v4-flash-64k-ix$layout-loops" \
+      --index-layout=$layout --indexer-loops
+  done
   compile "$dir/refdata/fp8/config.json" 1024 refdata-fp8
   # The same fp8 models with every fp8 product on the generated kernels, and
   # on cuBLASLt's block-scaled fp8 GEMM: what the default (exact bf16
@@ -122,6 +138,11 @@ refdata_case() { # name package folder [report]
 if [[ $part == all || $part == quick || $part == refdata ]]; then
   refdata_case refdata-bf16 refdata-bf16 "$dir/refdata"
   refdata_case refdata-fp8 refdata-fp8 "$dir/refdata/fp8"
+  for layout in mxfp4 fp8; do
+    refdata_case "refdata-ix$layout" "refdata-ix$layout" "$dir/refdata"
+    refdata_case "refdata-fp8-ix$layout" "refdata-fp8-ix$layout" \
+      "$dir/refdata/fp8"
+  done
 fi
 if [[ $part == refdata ]]; then
   # The other --fp8-gemm modes: the generated kernels must pass too; the
@@ -165,8 +186,9 @@ fi
 # --check does not hold there for either path: a ulp of difference upstream
 # of the indexer's fp4 rounding swaps a pick now and then; compare.py's
 # tolerance allows for it.)
-same_outputs() { # name package prompt lengths decode layers
-  local name=$1 package=$2 a b
+# The second package is the first's loop-path twin unless named.
+same_outputs() { # name package prompt lengths decode layers [package2]
+  local name=$1 package=$2 second=${7:-$2-loops} a b
   a=$(mktemp --suffix=.safetensors) b=$(mktemp --suffix=.safetensors)
   local args=(--random-weights 7 --prompt-len "$3" --lengths "$4"
               --decode-steps "$5")
@@ -174,11 +196,11 @@ same_outputs() { # name package prompt lengths decode layers
   if timeout "${CASE_TIMEOUT:-120}" build/bin/v4a-run-package \
        "$dir/$package.v4apkg" "${args[@]}" --outputs "$a" > /dev/null &&
      timeout "${CASE_TIMEOUT:-120}" build/bin/v4a-run-package \
-       "$dir/$package-loops.v4apkg" "${args[@]}" --outputs "$b" > /dev/null &&
+       "$dir/$second.v4apkg" "${args[@]}" --outputs "$b" > /dev/null &&
      cmp -s "$a" "$b"; then
-    echo "$name: family and loop path bitwise equal: PASS"
+    echo "$name: $package and $second bitwise equal: PASS"
   else
-    echo "$name: family and loop path differ (or a run failed): FAIL"
+    echo "$name: $package and $second differ (or a run failed): FAIL"
     status=1
   fi
   rm -f "$a" "$b"
@@ -193,6 +215,18 @@ if [[ $part == all || $part == indexer ]]; then
   # 100 sequences: 2 splits of 1,152 rows.
   same_outputs v4-flash-64k-100 v4-flash-64k 9000 \
     "9000,5000$(printf ',1%.0s' {1..98})" 2 2
+  # Packed index keys: the family against its loop path, and MXFP4 keys
+  # (exact) against bf16 keys.
+  for layout in mxfp4 fp8; do
+    same_outputs "refdata-8k-ix$layout" "refdata-8k-ix$layout" 6000 \
+      6000,4501,1 3 ""
+    same_outputs "v4-flash-64k-ix$layout" "v4-flash-64k-ix$layout" 9000 \
+      9000,5000,1 2 2
+  done
+  same_outputs v4-flash-64k-mxfp4-bf16 v4-flash-64k-ixmxfp4 9000 \
+    9000,5000,1 2 2 v4-flash-64k
+  same_outputs v4-flash-64k-mxfp4-batch v4-flash-64k-ixmxfp4 9000 \
+    "9000,5000$(printf ',1%.0s' {1..62})" 2 2 v4-flash-64k
 fi
 if [[ $part == all || $part == large ]]; then
   CASE_TIMEOUT=240 run_case v4-pro-fp8 v4-pro 140 140,1 2 0,2

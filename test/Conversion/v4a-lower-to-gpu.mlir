@@ -106,6 +106,32 @@ func.func @model1_store(%kv: tensor<?x512xbf16>, %ids: tensor<?xi64>, %cache: !v
 
 // -----
 
+// Index keys packed: MXFP4 rows take 4 bytes of e2m1 pairs per thread and
+// the ue8m0 scale of each 32-dim block (a max over its 4 lanes) from the
+// block's first lane; fp8 rows 8 e4m3 bytes per thread and the row's f32
+// scale (a max over the row's 16 lanes) as 4 bytes from its first lane.
+// CHECK-LABEL: func.func @index_key_stores
+// CHECK: gpu.launch {{.*}} function(@index_key_stores_rows0)
+// CHECK-COUNT-2: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// CHECK: vector.store %{{.*}} {alignment = 4 : i64} : memref<?xi8>, vector<4xi8>
+// CHECK: memref.store %{{.*}} : memref<?xi8>
+// CHECK: gpu.terminator
+// CHECK: gpu.launch {{.*}} function(@index_key_stores_rows1)
+// CHECK-COUNT-4: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// CHECK: vector.store %{{.*}} {alignment = 8 : i64} : memref<?xi8>, vector<8xi8>
+// CHECK: vector.store %{{.*}} {alignment = 4 : i64} : memref<?xi8>, vector<4xi8>
+// CHECK: gpu.terminator
+// CHECK-NOT: v4a.cache_store
+func.func @index_key_stores(%k: tensor<?x128xbf16>, %ids: tensor<?xi64>, %fp4: !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>, %fp8: !v4a.kv_cache<index_fp8, dim = 128, page_size = 64>) {
+  v4a.cache_store %fp4, %k, %ids : !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>, tensor<?x128xbf16>, tensor<?xi64>
+  v4a.cache_store %fp8, %k, %ids : !v4a.kv_cache<index_fp8, dim = 128, page_size = 64>, tensor<?x128xbf16>, tensor<?xi64>
+  return
+}
+
+// -----
+
 // Parts of a merged bf16 product are read in place: each chain's kernel
 // loads row t of the product at its part's first column (the heads view at
 // 192 + h * 64), and the split goes away with its last reader. A part of
@@ -313,6 +339,36 @@ func.func @indexer_topk(%q: tensor<?x4x128xbf16>,
       {ratio = 4 : i64}
       : tensor<?x4x128xbf16>,
         !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+        tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
+  return %i : tensor<?x16xi32>
+}
+
+// -----
+
+// Packed index keys travel as stored: each row's 64 bytes of e2m1 pairs as
+// 16-byte copies and its 4 scale bytes as one 4-byte copy into a raw stage;
+// the stage to be scored becomes one bf16 tile (8 chunks of 8 values per
+// thread, two bf16 multiplications per pair of values) before the MMAs.
+// CHECK-LABEL: func.func @indexer_topk_mxfp4
+// CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer0)
+// CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
+// CHECK: nvvm.cp.async.shared.global {{.*}}, 4, cache = ca
+// CHECK: scf.for
+// CHECK: nvvm.cp.async.wait.group 3
+// CHECK-COUNT-64: arith.mulf {{.*}} : vector<2xbf16>
+// CHECK: nvvm.fence.proxy
+// CHECK-NEXT: gpu.barrier
+// CHECK-COUNT-8: nvvm.wgmma.mma_async
+// CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer1)
+func.func @indexer_topk_mxfp4(%q: tensor<?x4x128xbf16>,
+    %keys: !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>,
+    %w: tensor<?x4xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
+    %ctx: tensor<1xi64>) -> tensor<?x16xi32> {
+  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
+      {ratio = 4 : i64}
+      : tensor<?x4x128xbf16>,
+        !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>,
         tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
   %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
   return %i : tensor<?x16xi32>

@@ -175,54 +175,92 @@ Value roundTo(OpBuilder &b, Location loc, Value value, Type element) {
   return arith::ExtFOp::create(b, loc, value.getType(), narrow);
 }
 
-Value dequantizeE4M3x8(OpBuilder &b, Location loc, Value bytes, Value scale) {
-  Type i32 = b.getI32Type();
-  auto constant = [&](uint32_t v) -> Value {
+namespace {
+
+/// Integer and bf16-pair arithmetic on i32 words for the dequantizations.
+struct WordOps {
+  OpBuilder &b;
+  Location loc;
+
+  Value constant(uint32_t v) {
     return arith::ConstantOp::create(
         b, loc, b.getI32IntegerAttr(static_cast<int32_t>(v)));
-  };
-  auto andI = [&](Value x, uint32_t mask) -> Value {
+  }
+  Value andI(Value x, uint32_t mask) {
     return arith::AndIOp::create(b, loc, x, constant(mask));
-  };
-  auto shl = [&](Value x, int bits) -> Value {
+  }
+  Value shl(Value x, int bits) {
     return arith::ShLIOp::create(b, loc, x, constant(bits));
-  };
-  auto shr = [&](Value x, int bits) -> Value {
+  }
+  Value shr(Value x, int bits) {
     return arith::ShRUIOp::create(b, loc, x, constant(bits));
-  };
-  auto orI = [&](Value x, Value y) -> Value {
-    return arith::OrIOp::create(b, loc, x, y);
-  };
-  auto pairType = VectorType::get({2}, b.getBF16Type());
-  auto multiply = [&](Value x, Value y) -> Value {
+  }
+  Value orI(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
+  /// The two bf16 halves of x times those of y.
+  Value multiply(Value x, Value y) {
     // (arith's bitcast keeps shapes: i32 and vector<2xbf16> need LLVM's.)
+    Type i32 = b.getI32Type();
+    auto pairType = VectorType::get({2}, b.getBF16Type());
     Value product = arith::MulFOp::create(
         b, loc, LLVM::BitcastOp::create(b, loc, pairType, x),
         LLVM::BitcastOp::create(b, loc, pairType, y));
     return LLVM::BitcastOp::create(b, loc, i32, product);
-  };
-  // 2^(scale - 127) in bf16 (scale 0: the subnormal 2^-127), in both halves.
-  Value scaleBits = arith::ExtUIOp::create(b, loc, i32, scale);
-  Value scaleField = arith::SelectOp::create(
-      b, loc,
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, scaleBits,
-                            constant(0)),
-      constant(0x40), shl(scaleBits, 7));
-  Value scalePair = orI(scaleField, shl(scaleField, 16));
-  Value twoTo120 = constant(0x7B807B80);
+  }
+  /// 2^(scale - 127) in bf16 (scale 0: the subnormal 2^-127), in both halves.
+  Value scalePair(Value scale) {
+    Value scaleBits = arith::ExtUIOp::create(b, loc, b.getI32Type(), scale);
+    Value scaleField = arith::SelectOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, scaleBits,
+                              constant(0)),
+        constant(0x40), shl(scaleBits, 7));
+    return orI(scaleField, shl(scaleField, 16));
+  }
+  Value words(ArrayRef<Value> values) {
+    return vector::FromElementsOp::create(
+        b, loc, VectorType::get({int64_t(values.size())}, b.getI32Type()),
+        values);
+  }
+};
+
+} // namespace
+
+Value dequantizeE4M3x8(OpBuilder &b, Location loc, Value bytes, Value scale) {
+  WordOps w{b, loc};
+  Value scalePair = w.scalePair(scale);
+  Value twoTo120 = w.constant(0x7B807B80);
   SmallVector<Value> out;
   for (int64_t word = 0; word < 2; ++word) {
     Value x = vector::ExtractOp::create(b, loc, bytes, word);
     // Bytes b0, b1 (then b2, b3) at the top of a 16-bit half each.
-    Value spread[2] = {orI(shl(andI(x, 0xFF00), 16), shl(andI(x, 0xFF), 8)),
-                       orI(andI(x, 0xFF000000), shr(andI(x, 0xFF0000), 8))};
+    Value spread[2] = {
+        w.orI(w.shl(w.andI(x, 0xFF00), 16), w.shl(w.andI(x, 0xFF), 8)),
+        w.orI(w.andI(x, 0xFF000000), w.shr(w.andI(x, 0xFF0000), 8))};
     for (Value y : spread) {
       // Sign to bf16's sign bit, exponent and mantissa 4 bits lower.
-      Value bits = orI(andI(y, 0x80008000), andI(shr(y, 4), 0x07F007F0));
-      out.push_back(multiply(multiply(bits, twoTo120), scalePair));
+      Value bits =
+          w.orI(w.andI(y, 0x80008000), w.andI(w.shr(y, 4), 0x07F007F0));
+      out.push_back(w.multiply(w.multiply(bits, twoTo120), scalePair));
     }
   }
-  return vector::FromElementsOp::create(b, loc, VectorType::get({4}, i32), out);
+  return w.words(out);
+}
+
+Value dequantizeE2M1x8(OpBuilder &b, Location loc, Value codes, Value scale) {
+  WordOps w{b, loc};
+  Value scalePair = w.scalePair(scale);
+  Value twoTo126 = w.constant(0x7E807E80);
+  SmallVector<Value> out;
+  for (int64_t pair = 0; pair < 4; ++pair) {
+    // Byte `pair`: the first value's nibble below the second's.
+    Value y = pair == 0 ? codes : w.shr(codes, 8 * pair);
+    // Magnitudes to bits 6..8 of each half, signs to bits 15 and 31.
+    Value low = w.orI(w.shl(w.andI(y, 0x7), 6), w.shl(w.andI(y, 0x8), 12));
+    Value high = w.orI(w.shl(w.andI(y, 0x70), 18), w.shl(w.andI(y, 0x80), 24));
+    out.push_back(
+        w.multiply(w.multiply(w.orI(low, high), twoTo126), scalePair));
+  }
+  return w.words(out);
 }
 
 mlir::gpu::LaunchOp createLaunch(OpBuilder &b, Location loc, StringRef name,

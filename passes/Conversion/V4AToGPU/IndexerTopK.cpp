@@ -12,9 +12,12 @@
 //   (key, head) dot product in f32. relu(dot) * w lands in shared memory,
 //   and a thread per key sums its heads in head order, as the loop path
 //   and the reference do, so that a score's bits do not depend on the
-//   kernel. Each score is offered to the block's streaming top-k
-//   (BlockSelect.h) and never stored. A token whose rows are one split
-//   writes its picks; otherwise each split leaves its sorted k best keys.
+//   kernel. Packed keys (fp8 with a row scale, MXFP4) travel as they are
+//   stored, into a ring of raw stages, and the block turns the stage to be
+//   scored into one bf16 tile (exact: the values the loop path decodes). Each
+//   score is offered to the block's streaming top-k (BlockSelect.h) and never
+//   stored. A token whose rows are one split writes its picks; otherwise each
+//   split leaves its sorted k best keys.
 // - merge (only with splits): a block per token finds, from samples of its
 //   splits' sorted lists, a floor no pick is below, and offers the lists'
 //   keys above it (a few times k) to the same top-k.
@@ -78,28 +81,47 @@ struct SharedPlan {
   int64_t heads = 0, paddedHeads = 0, width = 0;
   int64_t query = 0, firstStage = 0, stages = 0, keyTile = 0, products = 0,
           select = 0, total = 0;
+  /// Bytes of a stage of the ring: a bf16 key tile, or packed keys' raw
+  /// rows (their values, then their scales at `stageScales`).
+  int64_t stageBytes = 0, stageScales = 0;
+  /// Packed keys only: the bf16 tile the MMAs read.
+  int64_t converted = 0;
   /// f32 elements between two keys' rows of products.
   int64_t productStride = 0;
+  /// The key rows' layout.
+  layout::RowLayout row{};
+  bool packed() const { return row.kind != layout::RowKind::IndexBF16; }
 };
 
-std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k) {
+std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
+                                     const layout::RowLayout &row) {
   if (width % 64 != 0 || width > 256 || heads < 1 || heads > 256 || k < 1 ||
-      k > kLargestK)
+      k > kLargestK || row.dim != width)
     return std::nullopt;
   SharedPlan plan;
   plan.heads = heads;
   plan.paddedHeads = llvm::alignTo(heads, 8);
   plan.width = width;
+  plan.row = row;
   plan.productStride = plan.paddedHeads + 4;
   int64_t queryTile = plan.paddedHeads * width * 2;
   plan.keyTile = kKeysPerBlock * width * 2;
+  plan.stageBytes = plan.keyTile;
+  int64_t ringStart = queryTile;
+  if (plan.packed()) {
+    plan.stageScales = llvm::alignTo(kKeysPerBlock * row.valueBytes, 16);
+    plan.stageBytes =
+        llvm::alignTo(plan.stageScales + kKeysPerBlock * row.scaleBytes, 128);
+    plan.converted = queryTile;
+    ringStart = queryTile + plan.keyTile;
+  }
   // Tiles are whole 1 KiB atoms; the window's base is aligned up to one,
   // hence the spare atom at the end. The deepest ring that leaves room for
   // two blocks per SM, else two stages.
   for (plan.stages = kMostStages; plan.stages >= 2; --plan.stages) {
     plan.query = 0;
-    plan.firstStage = queryTile;
-    plan.products = queryTile + plan.stages * plan.keyTile;
+    plan.firstStage = ringStart;
+    plan.products = ringStart + plan.stages * plan.stageBytes;
     plan.select = plan.products + kKeysPerBlock * plan.productStride * 4;
     plan.total = plan.select + BlockSelect::sharedBytes(k, kKeysPerBlock) +
                  kSwizzleAtomBytes;
@@ -111,10 +133,26 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k) {
   return plan;
 }
 
-bool hasBF16IndexRows(KVCacheType type, int64_t width) {
+/// The layout of index key rows the family reads: bf16, or packed rows
+/// whose values are 16-byte and whose scales 4-byte copies in every page.
+std::optional<layout::RowLayout> keyRowsOf(KVCacheType type) {
   std::optional<layout::RowLayout> row =
       layout::describeRow(toRowKind(type.getLayout()), type.getDim());
-  return row && row->kind == layout::RowKind::IndexBF16 && row->dim == width;
+  if (!row)
+    return std::nullopt;
+  int64_t pageRows = type.getPageSize();
+  switch (row->kind) {
+  case layout::RowKind::IndexBF16:
+    return row;
+  case layout::RowKind::IndexFP8:
+  case layout::RowKind::IndexMXFP4:
+    if (row->valueBytes % 16 != 0 || row->scaleBytes != 4 ||
+        (pageRows * row->rowBytes()) % 16 != 0)
+      return std::nullopt;
+    return row;
+  default:
+    return std::nullopt;
+  }
 }
 
 Value toI64(OpBuilder &b, Location loc, Value v) {
@@ -156,6 +194,89 @@ void writeBest(cpu::LoopEmitter &e, BlockSelect &select, const Operands &o,
         }
         scf::YieldOp::create(b, loc);
       });
+}
+
+/// Issues the copies of a stage of packed keys as they are stored: each
+/// row's values (16-byte pieces, consecutive rows' adjacent in a page) and
+/// its 4 scale bytes. `keyRow(row)` gives the cache row and whether it
+/// exists; a missing row is zero-filled, and decodes to zeros.
+void copyPackedKeys(cpu::LoopEmitter &e, const SharedPlan &plan,
+                    CacheRows &keys, Value keysAddress, Value stage,
+                    Value thread,
+                    function_ref<std::pair<Value, Value>(Value)> keyRow) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  int64_t pieces = plan.row.valueBytes / kChunkBytes;
+  for (int64_t i = 0; i < kKeysPerBlock * pieces / kThreads; ++i) {
+    Value linear = e.add(thread, e.index(i * kThreads));
+    Value row = e.div(linear, e.index(pieces));
+    Value piece = e.rem(linear, e.index(pieces));
+    auto [global, real] = keyRow(row);
+    Value inRow = toI64(b, loc, e.mul(piece, e.index(kChunkBytes)));
+    Value from = e.add(
+        e.add(keysAddress, toI64(b, loc, keys.valueOffset(global))), inRow);
+    Value to = e.add(
+        e.add(stage, toI64(b, loc, e.mul(row, e.index(plan.row.valueBytes)))),
+        inRow);
+    copyAsync16(b, loc, to, from, real);
+  }
+  static_assert(kKeysPerBlock <= kThreads);
+  e.ifThen(e.cmp(IP::ult, thread, e.index(kKeysPerBlock)), [&] {
+    auto [global, real] = keyRow(thread);
+    Value from = e.add(keysAddress, toI64(b, loc, keys.scaleOffset(global)));
+    Value to = e.add(stage, toI64(b, loc,
+                                  e.add(e.mul(thread, e.index(4)),
+                                        e.index(plan.stageScales))));
+    copyAsync4(b, loc, to, from, real);
+  });
+}
+
+/// Turns a landed stage of packed keys into the bf16 key tile (the
+/// 128-byte swizzle layout the MMAs read): each thread takes 16-byte
+/// chunks of 8 values, from 4 bytes of e2m1 codes and the block's ue8m0
+/// scale, or from 8 e4m3 bytes and the row's power-of-two f32 scale, whose
+/// exponent byte is that scale in ue8m0.
+void convertPackedKeys(cpu::LoopEmitter &e, const SharedPlan &plan, Value tile,
+                       Value stage, Value thread) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Type i32 = b.getI32Type();
+  int64_t rowChunks = plan.width / 8;
+  bool fp4 = plan.row.kind == layout::RowKind::IndexMXFP4;
+  int64_t codeBytes = fp4 ? 4 : 8;
+  for (int64_t i = 0; i < kKeysPerBlock * rowChunks / kThreads; ++i) {
+    Value linear = e.add(thread, e.index(i * kThreads));
+    Value row = e.div(linear, e.index(rowChunks));
+    Value chunk = e.rem(linear, e.index(rowChunks));
+    Value codesAt =
+        e.add(stage, toI64(b, loc,
+                           e.add(e.mul(row, e.index(plan.row.valueBytes)),
+                                 e.mul(chunk, e.index(codeBytes)))));
+    Value scales = e.add(
+        stage, toI64(b, loc,
+                     e.add(e.mul(row, e.index(4)), e.index(plan.stageScales))));
+    Value values;
+    if (fp4) {
+      Value codes = loadShared(b, loc, codesAt, i32, 4);
+      Value scale = loadShared(
+          b, loc,
+          e.add(scales,
+                toI64(b, loc, e.div(chunk, e.index(plan.row.scaleBlock / 8)))),
+          b.getI8Type(), 1);
+      values = dequantizeE2M1x8(b, loc, codes, scale);
+    } else {
+      Value codes = loadShared(b, loc, codesAt, VectorType::get({2}, i32), 8);
+      Value scaleBits = loadShared(b, loc, scales, i32, 4);
+      Value scale = arith::TruncIOp::create(
+          b, loc, b.getI8Type(),
+          arith::ShRUIOp::create(b, loc, scaleBits, e.i32(23)));
+      values = dequantizeE4M3x8(b, loc, codes, scale);
+    }
+    Value to =
+        e.add(tile, toI64(b, loc,
+                          swizzledOffset(b, loc, row, chunk, plan.width / 64)));
+    storeShared(b, loc, to, values, 16);
+  }
 }
 
 /// The scoring kernel: grid tokens x splits.
@@ -231,16 +352,24 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
   Value keysAddress = addressOf(b, loc, keyBytes);
   auto stageAddress = [&](Value stage) {
     return e.add(e.add(sharedBase, e.i64(plan.firstStage)),
-                 e.mul(toI64(b, loc, stage), e.i64(plan.keyTile)));
+                 e.mul(toI64(b, loc, stage), e.i64(plan.stageBytes)));
   };
   auto copyKeys = [&](Value keyBlock, Value stage) {
     Value first = e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock)));
+    // Row `row` of the block: its cache row (the token's first past the
+    // end, where nothing is read) and whether it exists.
+    auto keyRow = [&](Value row) -> std::pair<Value, Value> {
+      Value j = e.add(first, row);
+      Value real = e.cmp(IP::ult, j, end);
+      return {e.add(base, e.select(real, j, e.index(0))), real};
+    };
+    if (plan.packed())
+      return copyPackedKeys(e, plan, keys, keysAddress, stageAddress(stage),
+                            thread, keyRow);
     copyTileAsync(
         b, loc, stageAddress(stage), kKeysPerBlock, rowChunks, kThreads, thread,
         [&](Value row) -> std::pair<Value, Value> {
-          Value j = e.add(first, row);
-          Value real = e.cmp(IP::ult, j, end);
-          Value global = e.add(base, e.select(real, j, e.index(0)));
+          auto [global, real] = keyRow(row);
           return {e.add(keysAddress, toI64(b, loc, keys.valueOffset(global))),
                   real};
         },
@@ -280,6 +409,12 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
 
     // Every (key, head) dot product of the stage.
     Value keysTile = stageAddress(stage);
+    if (plan.packed()) {
+      keysTile = e.add(sharedBase, e.i64(plan.converted));
+      convertPackedKeys(e, plan, keysTile, stageAddress(stage), thread);
+      fenceSharedForMma(b, loc);
+      mlir::gpu::BarrierOp::create(b, loc);
+    }
     Value dots = unsetAccumulator(b, loc, n);
     mmaFence(b, loc);
     for (int64_t step = 0; step < plan.width / kMmaK; ++step) {
@@ -535,7 +670,9 @@ void buildMerge(OpBuilder &b, Location loc, const Operands &o,
 } // namespace
 
 bool indexerFamilyCovers(int64_t heads, int64_t width, int64_t k) {
-  return planShared(heads, width, k).has_value();
+  std::optional<layout::RowLayout> row =
+      layout::describeRow(layout::RowKind::IndexBF16, width);
+  return row && planShared(heads, width, k, *row).has_value();
 }
 
 int64_t indexerSplitListBytes(int64_t tokens, int64_t k) {
@@ -554,9 +691,9 @@ TopKOp coveredTopK(CacheIndexerScoreOp scores) {
   if (!query.getElementType().isBF16())
     return nullptr;
   int64_t heads = query.getDimSize(1), width = query.getDimSize(2);
-  if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(width) ||
-      !indexerFamilyCovers(heads, width, static_cast<int64_t>(topk.getK())) ||
-      !hasBF16IndexRows(scores.getKeys().getType(), width))
+  std::optional<layout::RowLayout> row = keyRowsOf(scores.getKeys().getType());
+  if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(width) || !row ||
+      !planShared(heads, width, static_cast<int64_t>(topk.getK()), *row))
     return nullptr;
   return topk;
 }
@@ -571,7 +708,8 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
   Operands o;
   o.k = static_cast<int64_t>(topk.getK());
   SharedPlan plan =
-      *planShared(queryType.getDimSize(1), queryType.getDimSize(2), o.k);
+      *planShared(queryType.getDimSize(1), queryType.getDimSize(2), o.k,
+                  *keyRowsOf(op.getKeys().getType()));
   Value query = readOnlyBuffer(b, loc, op.getQuery());
   // The query is read by address (its layout must be the identity); the
   // others through memref loads, in whatever layout they come.

@@ -126,6 +126,16 @@ bool isRowStore(Operation *op) {
     return row->quantDims % (2 * kChunk) == 0 && isLaneGroup(row->scaleBlock) &&
            row->valueBytes % (2 * kChunk) == 0 &&
            (cache.getPageSize() * row->rowBytes()) % (2 * kChunk) == 0;
+  case layout::RowKind::IndexFP8:
+  case layout::RowKind::IndexMXFP4: {
+    // A thread's 8 values are 8 e4m3 bytes or 4 bytes of e2m1 pairs, and
+    // the f32 row scale a 4-byte store, all at aligned offsets; a scale
+    // covers a power of two of lanes of one warp.
+    int64_t codeBytes = row->kind == layout::RowKind::IndexFP8 ? 8 : 4;
+    return isLaneGroup(row->scaleBlock) && row->valueBytes % codeBytes == 0 &&
+           row->scaleBytes % 4 == 0 &&
+           (cache.getPageSize() * row->rowBytes()) % codeBytes == 0;
+  }
   default:
     return false;
   }
@@ -333,6 +343,69 @@ Values applyRowOp(RowThread &t, Operation *op, Values v, Value extra,
   return roundAll(t, v, rowType(op).getElementType());
 }
 
+/// Writes the thread's values into index key row `id` (skipped when `valid`
+/// is false) as CacheRows::storeRow encodes them: e4m3 bytes with one
+/// power-of-two f32 scale for the row, or e2m1 pairs (the even dim in the
+/// low nibble) with a ue8m0 scale per 32 dims; the lanes of a scale agree
+/// on it through shuffles.
+void storeIndexKeys(RowThread &t, CacheRows &cache, const Values &v, Value id,
+                    Value valid) {
+  OpBuilder &b = t.b;
+  Location loc = t.loc;
+  cpu::LoopEmitter e(b, loc);
+  const layout::RowLayout &row = cache.layout();
+  bool fp4 = row.kind == layout::RowKind::IndexMXFP4;
+  int64_t blockLanes = row.scaleBlock / kChunk;
+  // Every lane takes part in the block's shuffles.
+  Value scale = fp4 ? blockScale(t, v, blockLanes, num::kE2M1AmaxFloor,
+                                 num::kE2M1Max, /*pow2=*/true)
+                    : blockScale(t, v, blockLanes, num::kE4M3AmaxFloor,
+                                 num::kE4M3Max, /*pow2=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  auto ifValid = scf::IfOp::create(b, loc, valid, /*withElse=*/false);
+  b.setInsertionPointToStart(ifValid.thenBlock());
+  Value values = cache.valueOffset(id), scales = cache.scaleOffset(id);
+  // The scale is a power of two: its reciprocal is exact.
+  Value inverse = e.div(t.f32(1.0f), scale);
+  Value firstOfBlock = e.cmp(
+      arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(b, loc, t.lane, t.index(blockLanes)), t.index(0));
+  SmallVector<Value> bytes;
+  if (fp4) {
+    Value mask = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(0xf));
+    Value shift = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(4));
+    auto code = [&](Value x) {
+      return e.toE2M1Bits(
+          e.roundToMinifloat(e.mul(x, inverse), 1, 0, num::kE2M1Max));
+    };
+    for (size_t i = 0; i + 1 < v.size(); i += 2)
+      bytes.push_back(arith::OrIOp::create(
+          b, loc, arith::AndIOp::create(b, loc, code(v[i]), mask),
+          arith::ShLIOp::create(b, loc, code(v[i + 1]), shift)));
+    storeBytes(b, loc, bytes, cache.bytes(),
+               e.add(values, e.div(t.column, t.index(2))));
+    e.ifThen(firstOfBlock, [&] {
+      Value block = e.div(t.column, t.index(row.scaleBlock));
+      memref::StoreOp::create(b, loc, e.toUE8M0Bits(scale), cache.bytes(),
+                              ValueRange{e.add(scales, block)});
+    });
+    return;
+  }
+  for (Value x : v)
+    bytes.push_back(e.toE4M3Bits(
+        e.roundToMinifloat(e.mul(x, inverse), 3, -6, num::kE4M3Max)));
+  storeBytes(b, loc, bytes, cache.bytes(), e.add(values, t.column));
+  e.ifThen(firstOfBlock, [&] {
+    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), scale);
+    SmallVector<Value> scaleBytes;
+    for (int64_t i = 0; i < 4; ++i)
+      scaleBytes.push_back(arith::TruncIOp::create(
+          b, loc, b.getI8Type(),
+          arith::ShRUIOp::create(b, loc, bits, e.i32(8 * i))));
+    storeBytes(b, loc, scaleBytes, cache.bytes(), scales);
+  });
+}
+
 /// Writes the thread's values into cache row `id` (skipped when `valid` is
 /// false), as CacheRows::storeRow encodes a row: plain rows as they are,
 /// MODEL1 rows as e4m3 bytes with a power-of-two scale per block (the
@@ -341,6 +414,10 @@ void storeToCache(RowThread &t, CacheRows &cache, const Values &v, Value id,
                   Value valid) {
   if (Value plain = cache.plainRows()) {
     storeChunk(t.b, t.loc, v, plain, ValueRange{id, t.column}, valid);
+    return;
+  }
+  if (cache.layout().kind != layout::RowKind::FP8Model1) {
+    storeIndexKeys(t, cache, v, id, valid);
     return;
   }
   OpBuilder &b = t.b;

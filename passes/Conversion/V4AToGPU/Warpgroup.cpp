@@ -118,6 +118,10 @@ void copyAsync8(OpBuilder &b, Location loc, Value to, Value from, Value valid) {
   copyAsync(b, loc, to, from, valid, 8);
 }
 
+void copyAsync4(OpBuilder &b, Location loc, Value to, Value from, Value valid) {
+  copyAsync(b, loc, to, from, valid, 4);
+}
+
 Value loadShared(OpBuilder &b, Location loc, Value address, Type type,
                  unsigned alignment) {
   return LLVM::LoadOp::create(

@@ -66,6 +66,9 @@ void copyAsync16(mlir::OpBuilder &b, mlir::Location loc, mlir::Value to,
 /// with `valid` false it reads nothing and writes zeros.
 void copyAsync8(mlir::OpBuilder &b, mlir::Location loc, mlir::Value to,
                 mlir::Value from, mlir::Value valid);
+/// Copies 4 bytes (each address 4-byte aligned) likewise.
+void copyAsync4(mlir::OpBuilder &b, mlir::Location loc, mlir::Value to,
+                mlir::Value from, mlir::Value valid);
 /// A load of `type` from shared address `address` (i64, aligned to
 /// `alignment` bytes), and a store of `value` there.
 mlir::Value loadShared(mlir::OpBuilder &b, mlir::Location loc,
