@@ -620,7 +620,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     // alone touches it.
     struct PackedPass {
       int64_t firstChunk;
-      Value row, chunk, address, scales, to;
+      Value chunk, address, scales, to;
     };
     constexpr int64_t kRowsPerPass = kWarpgroupThreads / 8;
     auto passFirstChunk = [&](int64_t half, int64_t i) {
@@ -629,19 +629,38 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     auto isQuantized = [&](int64_t half, int64_t i) {
       return passFirstChunk(half, i) < packedRows->quantDims / 8;
     };
-    auto packedPass = [&](int64_t stage, int64_t half, int64_t i) {
+    // A thread's passes of a half differ from its first by constants: pass
+    // i is 16 (i % 4) rows further (2 (i % 4) atoms down) and i / 4 chunk
+    // columns further (as many atoms along), while the row within its atom,
+    // the chunk within its atom row and so their swizzle stay. The first
+    // pass's place is built once a half.
+    struct HalfPlace {
+      Value row, chunk, to;
+    };
+    auto halfPlace = [&](int64_t stage, int64_t half) {
       Value place = opaquePlace();
+      HalfPlace h;
+      h.row = k.div(place, k.index(8));
+      h.chunk = k.add(k.rem(place, k.index(8)), k.index(half * halfChunks));
+      h.to = k.add(
+          k.at(plan.stages[stage]),
+          k.toI64(swizzledOffset(b, loc, h.row, h.chunk, plan.chunks / 8)));
+      return h;
+    };
+    auto packedPass = [&](const HalfPlace &h, int64_t stage, int64_t half,
+                          int64_t i) {
+      constexpr int64_t kPassesPerColumn = kSlotsPerBlock / kRowsPerPass;
+      int64_t column = i / kPassesPerColumn, rowGroup = i % kPassesPerColumn;
       PackedPass p;
       p.firstChunk = passFirstChunk(half, i);
-      p.row = k.add(k.div(place, k.index(8)),
-                    k.index(i * kRowsPerPass % kSlotsPerBlock));
-      p.chunk = k.add(k.rem(place, k.index(8)), k.index(p.firstChunk));
-      Value entry = k.add(k.index(stage * kSlotsPerBlock), p.row);
+      p.chunk = k.add(h.chunk, k.index(column * 8));
+      Value entry = k.add(
+          h.row, k.index(stage * kSlotsPerBlock + rowGroup * kRowsPerPass));
       p.address = k.load(k.slotAddresses, entry);
       p.scales = k.load(k.slotScales, entry);
-      p.to = k.add(
-          k.at(plan.stages[stage]),
-          k.toI64(swizzledOffset(b, loc, p.row, p.chunk, plan.chunks / 8)));
+      p.to = k.add(h.to,
+                   k.i64((rowGroup * kRowsPerPass / 8 * k.rowAtoms() + column) *
+                         kSwizzleAtomBytes));
       return p;
     };
     auto isNonZero = [&](Value v) -> Value {
@@ -650,8 +669,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     };
     int64_t packedPasses = kSlotsPerBlock * halfChunks / kWarpgroupThreads;
     auto issuePackedHalf = [&](int64_t stage, int64_t half) {
+      HalfPlace h = halfPlace(stage, half);
       for (int64_t i = 0; i < packedPasses; ++i) {
-        PackedPass p = packedPass(stage, half, i);
+        PackedPass p = packedPass(h, stage, half, i);
         Value valid = isNonZero(p.address), packed = isNonZero(p.scales);
         Value from16 = k.add(p.address, k.toI64(k.mul(p.chunk, k.index(16))));
         if (!isQuantized(half, i)) {
@@ -676,10 +696,11 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     auto settlePackedHalf = [&](int64_t stage, int64_t half, int32_t pending) {
       waitCopies(b, loc, pending);
       Type words = VectorType::get({4}, b.getI32Type());
+      HalfPlace h = halfPlace(stage, half);
       for (int64_t i = 0; i < packedPasses; ++i) {
         if (!isQuantized(half, i))
           continue;
-        PackedPass p = packedPass(stage, half, i);
+        PackedPass p = packedPass(h, stage, half, i);
         // Loaded, converted and stored whatever the row: a bf16 row's
         // chunk (this thread's own landed copy) is stored back as it is. A
         // branch per pass would keep the passes from overlapping.
