@@ -196,6 +196,16 @@ struct WordOps {
     return arith::ShRUIOp::create(b, loc, x, constant(bits));
   }
   Value orI(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
+  /// x's bytes in the order `from` names them, 4 for a zero byte (one
+  /// byte permutation, prmt, on the GPU).
+  Value permuteBytes(Value x, ArrayRef<int64_t> from) {
+    auto bytesType = VectorType::get({4}, b.getI8Type());
+    Value bytes = LLVM::BitcastOp::create(b, loc, bytesType, x);
+    Value zeros = arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(bytesType, b.getI8IntegerAttr(0)));
+    Value permuted = vector::ShuffleOp::create(b, loc, bytes, zeros, from);
+    return LLVM::BitcastOp::create(b, loc, b.getI32Type(), permuted);
+  }
   /// The two bf16 halves of x times those of y.
   Value multiply(Value x, Value y) {
     // (arith's bitcast keeps shapes: i32 and vector<2xbf16> need LLVM's.)
@@ -233,9 +243,8 @@ Value dequantizeE4M3x8(OpBuilder &b, Location loc, Value bytes, Value scale) {
   for (int64_t word = 0; word < 2; ++word) {
     Value x = vector::ExtractOp::create(b, loc, bytes, word);
     // Bytes b0, b1 (then b2, b3) at the top of a 16-bit half each.
-    Value spread[2] = {
-        w.orI(w.shl(w.andI(x, 0xFF00), 16), w.shl(w.andI(x, 0xFF), 8)),
-        w.orI(w.andI(x, 0xFF000000), w.shr(w.andI(x, 0xFF0000), 8))};
+    Value spread[2] = {w.permuteBytes(x, {4, 0, 4, 1}),
+                       w.permuteBytes(x, {4, 2, 4, 3})};
     for (Value y : spread) {
       // Sign to bf16's sign bit, exponent and mantissa 4 bits lower.
       Value bits =
