@@ -101,6 +101,20 @@ typedef struct v4a_options {
   const char *backend;
   int64_t context_tokens;
   int64_t page_size;
+  /* Appended after the first release: a caller built with the earlier
+   * header passes its smaller struct_size and gets the defaults below. */
+  /* v4a_compile only: the compressed KV cache's rows, "bf16" (default) or
+   * "fp8" (packed MODEL1 rows); the indexer's key rows, "bf16" (default),
+   * "fp8" or "mxfp4". Null: the default. A package carries its own. */
+  const char *kv_layout;
+  const char *index_layout;
+  /* v4a_compile only: rank `tensor_rank` of `tensor_parallel`-way tensor
+   * parallelism (defaults 1 and 0): the rank's num_attention_heads / N heads
+   * and o_groups / N output groups with its part of the weights; a step's
+   * outputs are the rank's partial products of wo_b, to be summed over the
+   * ranks in rank order. */
+  int32_t tensor_parallel;
+  int32_t tensor_rank;
 } v4a_options;
 
 /* Sets every field to its default. */

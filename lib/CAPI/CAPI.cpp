@@ -16,6 +16,7 @@
 #include "runtime/Weights.h"
 
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <dlfcn.h>
 #include <exception>
@@ -388,18 +389,36 @@ v4a_status wrap(std::unique_ptr<Source> source, v4a_model **out, bool graphs) {
   return V4A_OK;
 }
 
+/// The first of the options a package fixes itself that `options` sets
+/// (null: none); a package opened with them would silently differ.
+static const char *compileOnlyField(const v4a_options &options) {
+  if (options.kv_layout)
+    return "kv_layout";
+  if (options.index_layout)
+    return "index_layout";
+  if (options.tensor_parallel != 1)
+    return "tensor_parallel";
+  return nullptr;
+}
+
 bool resolveOptions(const v4a_options *given, v4a_options &options,
                     std::string &error) {
   v4a_options_init(&options);
   if (!given)
     return true;
-  if (given->struct_size != sizeof(v4a_options)) {
+  // The first release's options end before kv_layout; later fields keep
+  // their defaults for callers built with that header.
+  constexpr uint32_t firstSize = offsetof(v4a_options, kv_layout);
+  if (given->struct_size != sizeof(v4a_options) &&
+      given->struct_size != firstSize) {
     error = "v4a_options.struct_size is " + std::to_string(given->struct_size) +
             ", this library's is " + std::to_string(sizeof(v4a_options)) +
-            " (fill the options with v4a_options_init)";
+            " (or " + std::to_string(firstSize) +
+            " from the first header; fill the options with v4a_options_init)";
     return false;
   }
-  options = *given;
+  std::memcpy(&options, given, given->struct_size);
+  options.struct_size = sizeof(v4a_options);
   auto within = [&](const char *field, int64_t value, int64_t low,
                     int64_t high) {
     if (value >= low && value <= high)
@@ -414,7 +433,10 @@ bool resolveOptions(const v4a_options *given, v4a_options &options,
       !within("device", options.device, 0, 1 << 10) ||
       !within("use_graphs", options.use_graphs, 0, 1) ||
       !within("context_tokens", options.context_tokens, 1, int64_t(1) << 24) ||
-      !within("page_size", options.page_size, 1, 1 << 16))
+      !within("page_size", options.page_size, 1, 1 << 16) ||
+      !within("tensor_parallel", options.tensor_parallel, 1, 64) ||
+      !within("tensor_rank", options.tensor_rank, 0,
+              options.tensor_parallel - 1))
     return false;
   if (options.num_layers > 0 && !options.layers) {
     error = "v4a_options.layers is null but num_layers is " +
@@ -479,6 +501,7 @@ void v4a_options_init(v4a_options *options) {
   options->backend = "cpu";
   options->context_tokens = 4096;
   options->page_size = 64;
+  options->tensor_parallel = 1;
 }
 
 v4a_status v4a_open_package(const char *path, const v4a_options *given,
@@ -492,6 +515,12 @@ v4a_status v4a_open_package(const char *path, const v4a_options *given,
     v4a_options options;
     if (!capi::resolveOptions(given, options, error))
       return capi::failWithoutModel(V4A_ERROR_INVALID_ARGUMENT, error);
+    if (const char *field = capi::compileOnlyField(options))
+      return capi::failWithoutModel(
+          V4A_ERROR_INVALID_ARGUMENT,
+          std::string("v4a_options.") + field +
+              " is v4a_compile's: a package carries its own layouts and "
+              "heads");
     std::optional<pkg::Package> package = readPackage(path, error);
     if (!package)
       return capi::failWithoutModel(V4A_ERROR_FAILED, error);

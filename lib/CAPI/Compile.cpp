@@ -63,6 +63,10 @@ extern "C" v4a_status v4a_compile(const char *config_json,
                                     "v4a_compile runs on CUDA device 0, not " +
                                         std::to_string(options.device) +
                                         " (a package opens on any)");
+    if (cuda && options.tensor_parallel != 1)
+      return capi::failWithoutModel(
+          V4A_ERROR_UNSUPPORTED,
+          "v4a_options.tensor_parallel runs on the cpu backend");
     EngineOptions engineOptions;
     engineOptions.maxSequences = options.max_sequences;
     engineOptions.contextTokens = options.context_tokens;
@@ -70,6 +74,18 @@ extern "C" v4a_status v4a_compile(const char *config_json,
     engineOptions.layers.assign(options.layers,
                                 options.layers + options.num_layers);
     engineOptions.backend = options.backend;
+    if (options.kv_layout) {
+      std::string kv = options.kv_layout;
+      if (kv != "bf16" && kv != "fp8")
+        return capi::failWithoutModel(V4A_ERROR_INVALID_ARGUMENT,
+                                      "v4a_options.kv_layout is '" + kv +
+                                          "' (bf16 or fp8)");
+      engineOptions.packedKv = kv == "fp8";
+    }
+    if (options.index_layout)
+      engineOptions.indexLayout = options.index_layout;
+    engineOptions.tensorParallel = options.tensor_parallel;
+    engineOptions.tensorRank = options.tensor_rank;
     std::unique_ptr<Engine> engine =
         Engine::create(config_json, engineOptions, error);
     if (!engine)

@@ -57,7 +57,11 @@ class _Options(ctypes.Structure):
                 ("num_layers", ctypes.c_int32), ("device", ctypes.c_int32),
                 ("backend", ctypes.c_char_p),
                 ("context_tokens", ctypes.c_int64),
-                ("page_size", ctypes.c_int64)]
+                ("page_size", ctypes.c_int64),
+                ("kv_layout", ctypes.c_char_p),
+                ("index_layout", ctypes.c_char_p),
+                ("tensor_parallel", ctypes.c_int32),
+                ("tensor_rank", ctypes.c_int32)]
 
 
 class _Weight(ctypes.Structure):
@@ -178,7 +182,8 @@ def _check(status):
 
 
 def _options(max_sequences, layers, device, use_graphs, backend="cpu",
-             context_tokens=4096, page_size=64):
+             context_tokens=4096, page_size=64, kv_layout=None,
+             index_layout=None, tensor_parallel=1, tensor_rank=0):
     options = _Options()
     _lib().v4a_options_init(ctypes.byref(options))
     options.max_sequences = max_sequences
@@ -187,6 +192,12 @@ def _options(max_sequences, layers, device, use_graphs, backend="cpu",
     options.backend = backend.encode()
     options.context_tokens = context_tokens
     options.page_size = page_size
+    if kv_layout is not None:
+        options.kv_layout = kv_layout.encode()
+    if index_layout is not None:
+        options.index_layout = index_layout.encode()
+    options.tensor_parallel = tensor_parallel
+    options.tensor_rank = tensor_rank
     if layers is not None:
         ids = (ctypes.c_int64 * len(layers))(*layers)
         options.layers = ids
@@ -249,11 +260,18 @@ class Model:
 
     @classmethod
     def compile(cls, config, backend="cpu", max_sequences=4, layers=None,
-                context_tokens=4096, page_size=64, use_graphs=True):
+                context_tokens=4096, page_size=64, use_graphs=True,
+                kv_layout="bf16", index_layout="bf16", tensor_parallel=1,
+                tensor_rank=0):
         """Compiles a configuration in-process (``libv4a.so`` only):
         ``config`` is a config.json path, its text, or a dict. ``backend``:
         "cpu" or "cuda" (GPU 0); the caches hold ``context_tokens`` per
-        sequence, compressed rows in pages of ``page_size``."""
+        sequence, compressed rows in pages of ``page_size``; ``kv_layout``
+        ("bf16" or "fp8") and ``index_layout`` ("bf16", "fp8" or "mxfp4")
+        are the compressed KV and index key rows. With ``tensor_parallel``
+        N > 1 (CPU) the model is rank ``tensor_rank``'s: 1/N of the heads and
+        output groups, and a step's outputs are its partial products, to be
+        summed over the ranks."""
         if isinstance(config, dict):
             text = json.dumps(config)
         elif isinstance(config, str) and config.lstrip().startswith("{"):
@@ -263,7 +281,8 @@ class Model:
                 text = f.read()
         handle = ctypes.c_void_p()
         options = _options(max_sequences, layers, 0, use_graphs, backend,
-                           context_tokens, page_size)
+                           context_tokens, page_size, kv_layout, index_layout,
+                           tensor_parallel, tensor_rank)
         _check(_lib().v4a_compile(text.encode(), ctypes.byref(options),
                                   ctypes.byref(handle)))
         return cls(handle)

@@ -14,6 +14,7 @@
 
 #include "v4a/v4a.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,41 @@ static void checkMisuseWithoutModel(const char *json) {
   options.max_sequences = 0;
   expect("no sequence slots", v4a_compile(json, &options, &model),
          V4A_ERROR_INVALID_ARGUMENT, "max_sequences is 0");
+  /* A caller built with the first header: its options end before kv_layout
+   * and the rest keep their defaults (the backend check is reached). */
+  v4a_options_init(&options);
+  options.struct_size = (uint32_t)offsetof(v4a_options, kv_layout);
+  options.backend = "tpu";
+  expect("the first header's options", v4a_compile(json, &options, &model),
+         V4A_ERROR_INVALID_ARGUMENT, "backend is 'tpu'");
+  v4a_options_init(&options);
+  options.kv_layout = "fp4";
+  expect("unknown kv layout", v4a_compile(json, &options, &model),
+         V4A_ERROR_INVALID_ARGUMENT, "kv_layout is 'fp4' (bf16 or fp8)");
+  v4a_options_init(&options);
+  options.index_layout = "int8";
+  expect("unknown index layout", v4a_compile(json, &options, &model),
+         V4A_ERROR_FAILED, "unknown index layout 'int8'");
+  v4a_options_init(&options);
+  options.tensor_parallel = 2;
+  options.tensor_rank = 2;
+  expect("a rank past the degree", v4a_compile(json, &options, &model),
+         V4A_ERROR_INVALID_ARGUMENT, "tensor_rank is 2, outside [0, 1]");
+  v4a_options_init(&options);
+  options.tensor_parallel = 3;
+  expect("heads the degree does not divide",
+         v4a_compile(json, &options, &model), V4A_ERROR_FAILED,
+         "not divisible by the tensor-parallel degree 3");
+  v4a_options_init(&options);
+  options.tensor_parallel = 2;
+  options.backend = "cuda";
+  expect("tensor parallelism on the GPU", v4a_compile(json, &options, &model),
+         V4A_ERROR_UNSUPPORTED, "runs on the cpu backend");
+  v4a_options_init(&options);
+  options.index_layout = "mxfp4";
+  expect("a layout for a package",
+         v4a_open_package("/nonexistent.v4apkg", &options, &model),
+         V4A_ERROR_INVALID_ARGUMENT, "index_layout is v4a_compile's");
   expect("missing package",
          v4a_open_package("/nonexistent.v4apkg", NULL, &model),
          V4A_ERROR_FAILED, "nonexistent.v4apkg");
