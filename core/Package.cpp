@@ -523,6 +523,12 @@ bool readManifest(Reader &r, Package &p) {
   if (!r.line("index_layout", 1) || !r.integer(v, 0, 2))
     return false;
   p.planOptions.indexLayout = static_cast<plan::IndexLayout>(v);
+  // Written for tensor-parallel ranks only (so other packages keep their
+  // bytes).
+  if (!r.atEnd() && r.peekKeyword() == "tensor_parallel" &&
+      (!r.line("tensor_parallel", 1) ||
+       !r.integer(p.tensorParallel, 2, kMaxTensorParallel)))
+    return false;
   // "kernels KEY N" lines describe the package; nothing depends on them.
   return true;
 }
@@ -558,6 +564,10 @@ std::string serialize(const Package &p) {
   manifest.end();
   manifest << "index_layout" << static_cast<int>(p.planOptions.indexLayout);
   manifest.end();
+  if (p.tensorParallel != 1) {
+    manifest << "tensor_parallel" << p.tensorParallel;
+    manifest.end();
+  }
   Lines schedule;
   for (const step::Call &c : p.calls) {
     schedule << "call" << c.function << c.meta << c.layer;

@@ -47,6 +47,10 @@ struct Package {
   ModelConfig config;
   std::vector<LayerSpec> layers;
   plan::PlanOptions planOptions;
+  /// Compiled for one rank of this tensor-parallel degree: `config` (and
+  /// the configuration text) is a rank's, num_attention_heads and o_groups
+  /// divided by it; the checkpoint is the whole model's.
+  int64_t tensorParallel = 1;
   /// The step functions, metadata functions included.
   std::vector<step::Function> functions;
   /// The calls of one step, in order.

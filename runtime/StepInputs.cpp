@@ -2,6 +2,7 @@
 
 #include "runtime/StepInputs.h"
 
+#include "core/Numerics.h"
 #include "runtime/SafeTensors.h"
 
 #include <cstdlib>
@@ -135,6 +136,18 @@ StepBuffers stepBuffers(const InputStep &step, const std::vector<bool> &runs,
     buffers.outputs[l] = buffers.out[l].data();
   }
   return buffers;
+}
+
+void addPartialOutputs(StepBuffers &total, const StepBuffers &partial) {
+  for (size_t l = 0; l < total.out.size(); ++l)
+    for (size_t i = 0; i < total.out[l].size(); ++i)
+      total.out[l][i] += partial.out[l][i];
+}
+
+void roundSumsToBF16(StepBuffers &total) {
+  for (std::vector<float> &layer : total.out)
+    for (float &v : layer)
+      v = num::roundBF16(v);
 }
 
 } // namespace v4a::rt

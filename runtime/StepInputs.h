@@ -47,6 +47,12 @@ struct StepBuffers {
 StepBuffers stepBuffers(const InputStep &step, const std::vector<bool> &runs,
                         int64_t batch, int64_t dim);
 
+/// The all-reduce of tensor-parallel ranks' partial outputs, on the host:
+/// `partial`'s outputs added to `total`'s in f32 (called in rank order),
+/// then each sum rounded to bf16 once, as the unsharded projection rounds.
+void addPartialOutputs(StepBuffers &total, const StepBuffers &partial);
+void roundSumsToBF16(StepBuffers &total);
+
 } // namespace v4a::rt
 
 #endif // V4A_RUNTIME_STEPINPUTS_H

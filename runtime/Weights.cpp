@@ -191,4 +191,16 @@ bool shardLayerTensors(const ModelConfig &config, int64_t rank, int64_t degree,
   return true;
 }
 
+bool shardModelTensors(const ModelConfig &config, int64_t rank, int64_t degree,
+                       std::vector<LayerTensors> &tensors, std::string &error) {
+  if (degree == 1)
+    return true;
+  for (size_t layer = 0; layer < tensors.size(); ++layer)
+    if (!shardLayerTensors(config, rank, degree, tensors[layer], error)) {
+      error = "layer " + std::to_string(layer) + " " + error;
+      return false;
+    }
+  return true;
+}
+
 } // namespace v4a::rt

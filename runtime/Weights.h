@@ -50,6 +50,11 @@ bool readCheckpointFiles(const ModelConfig &config,
 bool shardLayerTensors(const ModelConfig &config, int64_t rank, int64_t degree,
                        LayerTensors &tensors, std::string &error);
 
+/// shardLayerTensors over every layer of the model (nothing at degree 1);
+/// an error names the layer.
+bool shardModelTensors(const ModelConfig &config, int64_t rank, int64_t degree,
+                       std::vector<LayerTensors> &tensors, std::string &error);
+
 } // namespace v4a::rt
 
 #endif // V4A_RUNTIME_WEIGHTS_H

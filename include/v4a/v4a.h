@@ -112,7 +112,9 @@ typedef struct v4a_options {
    * parallelism (defaults 1 and 0): the rank's num_attention_heads / N heads
    * and o_groups / N output groups with its part of the weights; a step's
    * outputs are the rank's partial products of wo_b, to be summed over the
-   * ranks in rank order. */
+   * ranks in rank order. v4a_open_package takes tensor_rank for a package
+   * compiled for a degree (v4a-compile --tensor-parallel): weights are
+   * given whole and the rank keeps its part. */
   int32_t tensor_parallel;
   int32_t tensor_rank;
 } v4a_options;

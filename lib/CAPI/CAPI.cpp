@@ -334,10 +334,14 @@ v4a_status runStep(v4a_model &m, int32_t batch, const int64_t *sequences,
 class PackageSource : public capi::Source {
 public:
   PackageSource(pkg::Package package, std::vector<LayerSpec> selected,
-                plan::Plan plan, int64_t maxSequences, int device)
-      : package(std::move(package)), layers(std::move(selected)),
-        cachePlan(std::move(plan)), slots(maxSequences), ordinal(device) {}
-  const ModelConfig &config() const override { return package.config; }
+                plan::Plan plan, int64_t maxSequences, int device,
+                int64_t tensorRank)
+      : package(std::move(package)), whole(wholeModelConfig(this->package)),
+        layers(std::move(selected)), cachePlan(std::move(plan)),
+        slots(maxSequences), ordinal(device), rank(tensorRank) {}
+  /// The whole model's (weights are given whole; a tensor-parallel rank
+  /// keeps its part).
+  const ModelConfig &config() const override { return whole; }
   const std::vector<LayerSpec> &selected() const override { return layers; }
   const plan::Plan &plan() const override { return cachePlan; }
   int64_t maxSequences() const override { return slots; }
@@ -346,7 +350,8 @@ public:
 
   bool loadTensors(std::vector<rt::LayerTensors> tensors,
                    std::string &error) override {
-    if (!rt::validateWeights(package.config, layers, tensors, error))
+    if (!rt::validateWeights(whole, layers, tensors, error) ||
+        !keepRankPart(package, rank, tensors, error))
       return false;
     PackageDevice device;
     runtime = createPackageModel(package, layers, std::move(tensors), slots,
@@ -356,17 +361,19 @@ public:
 
   bool loadCheckpoint(const std::string &path, std::string &error) override {
     std::vector<rt::LayerTensors> tensors;
-    return rt::readCheckpointFiles(package.config, {path}, tensors, error,
+    return rt::readCheckpointFiles(whole, {path}, tensors, error,
                                    selectedIds(*this)) &&
            loadTensors(std::move(tensors), error);
   }
 
 private:
   pkg::Package package;
+  ModelConfig whole;
   std::vector<LayerSpec> layers;
   plan::Plan cachePlan;
   int64_t slots;
   int ordinal;
+  int64_t rank;
   std::unique_ptr<rt::Model> runtime;
 };
 
@@ -435,8 +442,7 @@ bool resolveOptions(const v4a_options *given, v4a_options &options,
       !within("context_tokens", options.context_tokens, 1, int64_t(1) << 24) ||
       !within("page_size", options.page_size, 1, 1 << 16) ||
       !within("tensor_parallel", options.tensor_parallel, 1, 64) ||
-      !within("tensor_rank", options.tensor_rank, 0,
-              options.tensor_parallel - 1))
+      !within("tensor_rank", options.tensor_rank, 0, kMaxTensorParallel - 1))
     return false;
   if (options.num_layers > 0 && !options.layers) {
     error = "v4a_options.layers is null but num_layers is " +
@@ -520,10 +526,16 @@ v4a_status v4a_open_package(const char *path, const v4a_options *given,
           V4A_ERROR_INVALID_ARGUMENT,
           std::string("v4a_options.") + field +
               " is v4a_compile's: a package carries its own layouts and "
-              "heads");
+              "tensor-parallel degree");
     std::optional<pkg::Package> package = readPackage(path, error);
     if (!package)
       return capi::failWithoutModel(V4A_ERROR_FAILED, error);
+    if (options.tensor_rank >= package->tensorParallel)
+      return capi::failWithoutModel(
+          V4A_ERROR_INVALID_ARGUMENT,
+          "v4a_options.tensor_rank is " + std::to_string(options.tensor_rank) +
+              ", the package's ranks are 0 .. " +
+              std::to_string(package->tensorParallel - 1));
     std::vector<int64_t> ids(options.layers,
                              options.layers + options.num_layers);
     std::optional<std::vector<LayerSpec>> selected =
@@ -538,7 +550,8 @@ v4a_status v4a_open_package(const char *path, const v4a_options *given,
       return capi::failWithoutModel(V4A_ERROR_FAILED, error);
     return capi::wrap(
         std::make_unique<PackageSource>(std::move(*package), *selected, *plan,
-                                        options.max_sequences, options.device),
+                                        options.max_sequences, options.device,
+                                        options.tensor_rank),
         model, options.use_graphs != 0);
   } catch (const std::bad_alloc &) {
     return capi::failWithoutModel(V4A_ERROR_FAILED, "out of host memory");

@@ -63,6 +63,12 @@ extern "C" v4a_status v4a_compile(const char *config_json,
                                     "v4a_compile runs on CUDA device 0, not " +
                                         std::to_string(options.device) +
                                         " (a package opens on any)");
+    if (options.tensor_rank >= options.tensor_parallel)
+      return capi::failWithoutModel(
+          V4A_ERROR_INVALID_ARGUMENT,
+          "v4a_options.tensor_rank is " + std::to_string(options.tensor_rank) +
+              ", outside [0, " + std::to_string(options.tensor_parallel - 1) +
+              "]");
     if (cuda && options.tensor_parallel != 1)
       return capi::failWithoutModel(
           V4A_ERROR_UNSUPPORTED,

@@ -248,16 +248,8 @@ static bool compileKernels(Engine::Impl &m, bool fp8, std::string &error) {
 static bool keepRankPart(const Engine::Impl &m,
                          std::vector<rt::LayerTensors> &tensors,
                          std::string &error) {
-  if (m.options.tensorParallel == 1)
-    return true;
-  for (size_t layer = 0; layer < tensors.size(); ++layer)
-    if (!rt::shardLayerTensors(m.modelConfig, m.options.tensorRank,
-                               m.options.tensorParallel, tensors[layer],
-                               error)) {
-      error = "layer " + std::to_string(layer) + " " + error;
-      return false;
-    }
-  return true;
+  return rt::shardModelTensors(m.modelConfig, m.options.tensorRank,
+                               m.options.tensorParallel, tensors, error);
 }
 
 /// Runs the model on `tensors`, the whole model's (of a tensor-parallel

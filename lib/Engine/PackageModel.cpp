@@ -5,6 +5,7 @@
 #include "lib/Engine/HostWeights.h"
 #include "runtime/CudaBackend.h"
 #include "runtime/HostProgram.h"
+#include "runtime/Weights.h"
 
 namespace v4a {
 
@@ -19,6 +20,25 @@ std::optional<pkg::Package> readPackage(const std::string &path,
       return std::nullopt;
     }
   return package;
+}
+
+ModelConfig wholeModelConfig(const pkg::Package &package) {
+  ModelConfig whole = package.config;
+  whole.numAttentionHeads *= package.tensorParallel;
+  whole.oGroups *= package.tensorParallel;
+  return whole;
+}
+
+bool keepRankPart(const pkg::Package &package, int64_t rank,
+                  std::vector<rt::LayerTensors> &tensors, std::string &error) {
+  if (rank < 0 || rank >= package.tensorParallel) {
+    error = "tensor-parallel rank " + std::to_string(rank) +
+            " is outside the package's 0 .. " +
+            std::to_string(package.tensorParallel - 1);
+    return false;
+  }
+  return rt::shardModelTensors(wholeModelConfig(package), rank,
+                               package.tensorParallel, tensors, error);
 }
 
 std::unique_ptr<rt::Model>

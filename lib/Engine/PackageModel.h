@@ -25,6 +25,18 @@ namespace v4a {
 std::optional<pkg::Package> readPackage(const std::string &path,
                                         std::string &error);
 
+/// The whole model's configuration: a tensor-parallel rank's package holds
+/// the rank's (num_attention_heads and o_groups divided by the degree),
+/// while checkpoints, random weights and the reference are the whole
+/// model's.
+ModelConfig wholeModelConfig(const pkg::Package &package);
+
+/// Rank `rank`'s part of the whole model's `tensors` (rt::shardLayerTensors
+/// at the package's degree; all of them at degree 1). An error names the
+/// layer, or a rank outside the degree.
+bool keepRankPart(const pkg::Package &package, int64_t rank,
+                  std::vector<rt::LayerTensors> &tensors, std::string &error);
+
 /// Where a package's kernels came from, for the runner's report.
 struct PackageDevice {
   std::string deviceName;

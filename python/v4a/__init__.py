@@ -246,13 +246,16 @@ class Model:
 
     @classmethod
     def open_package(cls, path, max_sequences=4, layers=None, device=0,
-                     use_graphs=True):
+                     use_graphs=True, tensor_rank=0):
         """Opens a package (``v4a-compile --target=sm_90a``) for CUDA device
         ``device``. ``layers``: the layer ids to run (default all; a layer's
         sharing sources too). ``use_graphs``: decode-sized steps as recorded
-        CUDA graphs."""
+        CUDA graphs. ``tensor_rank``: the rank of a package compiled with
+        ``--tensor-parallel`` (weights are given whole; the rank keeps its
+        part and a step's outputs are its partial products)."""
         handle = ctypes.c_void_p()
-        options = _options(max_sequences, layers, device, use_graphs)
+        options = _options(max_sequences, layers, device, use_graphs,
+                           tensor_rank=tensor_rank)
         _check(_lib().v4a_open_package(os.fsencode(path),
                                        ctypes.byref(options),
                                        ctypes.byref(handle)))

@@ -71,6 +71,29 @@ TEST(Package, RoundTripsByteForByte) {
   EXPECT_NE(bytes.find("kernels 4_0_1_4 0"), std::string::npos);
 }
 
+TEST(Package, ATensorParallelRankRoundTripsAndNamesItsDegree) {
+  pkg::Package rank = samplePackage();
+  rank.tensorParallel = 2;
+  std::string bytes = pkg::serialize(rank), error;
+  EXPECT_NE(bytes.find("tensor_parallel 2"), std::string::npos);
+  std::optional<pkg::Package> parsed = pkg::parse(bytes, "sm_90a", error);
+  ASSERT_TRUE(parsed) << error;
+  EXPECT_EQ(parsed->tensorParallel, 2);
+  EXPECT_EQ(pkg::serialize(*parsed), bytes);
+  // Degree 1 writes no line: such packages keep their bytes.
+  EXPECT_EQ(pkg::serialize(samplePackage()).find("tensor_parallel"),
+            std::string::npos);
+  // A degree below 2 in the manifest is refused (same length, so the
+  // section's size still matches).
+  for (const char *degree : {"tensor_parallel 1", "tensor_parallel 0"}) {
+    std::string altered = bytes;
+    altered.replace(altered.find("tensor_parallel 2"), 17, degree);
+    EXPECT_FALSE(pkg::parse(altered, "sm_90a", error)) << degree;
+    EXPECT_NE(error.find("is not an integer in [2, 64]"), std::string::npos)
+        << error;
+  }
+}
+
 TEST(Package, ACubinIsAnOptionalSection) {
   pkg::Package package = samplePackage();
   EXPECT_EQ(pkg::serialize(package).find("cubin"), std::string::npos);

@@ -85,6 +85,13 @@ static cl::opt<KVLayoutKind> kvLayout(
                clEnumValN(KVLayoutKind::FP8, "fp8",
                           "packed fp8 MODEL1 rows (584 B at D = 512)")),
     cl::cat(compileCategory));
+static cl::opt<int64_t> tensorParallel(
+    "tensor-parallel",
+    cl::desc(
+        "Compile one rank of N-way tensor parallelism: num_attention_heads "
+        "/ N heads and o_groups / N output groups (every rank runs the "
+        "same steps on its part of the weights; default 1)"),
+    cl::init(1), cl::cat(compileCategory));
 static cl::opt<v4a::plan::IndexLayout> indexLayout(
     "index-layout",
     cl::desc("Element layout of the indexer's key cache (default bf16)"),
@@ -178,6 +185,7 @@ static std::optional<std::string> buildPackage(mlir::ModuleOp module,
   package.planOptions.contextTokens = contextTokens;
   package.planOptions.pageSize = pageSize;
   package.planOptions.indexLayout = indexLayout;
+  package.tensorParallel = tensorParallel;
   std::set<int64_t> all;
   for (const v4a::LayerSpec &layer : *layers)
     all.insert(layer.id);
@@ -267,6 +275,13 @@ int main(int argc, char **argv) {
   if (!config)
     return fail(readError);
   v4a::warnAboutConfig("v4a-compile", inputPath, *config);
+  // A rank compiles the configuration with its share of the heads.
+  if (tensorParallel != 1) {
+    std::string error;
+    config = v4a::tensorParallelConfig(*config, tensorParallel, error);
+    if (!config)
+      return fail(inputPath + ": " + error);
+  }
 
   mlir::MLIRContext context;
   // Every diagnostic becomes one line naming the configuration file.

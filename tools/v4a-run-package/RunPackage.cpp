@@ -3,7 +3,7 @@
 // v4a-run-package MODEL.v4apkg (--weights FILE | --random-weights SEED)
 //     (--inputs FILE | --prompt-len N --decode-steps M [--lengths L0,L1,..])
 //     [--layers L0,L1,..] [--outputs FILE] [--expected FILE | --check]
-//     [--tolerance T]
+//     [--tolerance T] [--tensor-rank R]
 // v4a-run-package MODEL.v4apkg (--weights FILE | --random-weights SEED) --bench
 //     --batch B --context C --tokens T [--repeat N] [--layers ..] [--json FILE]
 //
@@ -19,6 +19,13 @@
 // already hold C tokens (filled with random finite values): decode at long
 // context without prefilling it, or a prefill (C = 0). Each repeat restores
 // the same positions; the first run is a warm-up.
+//
+// A tensor-parallel package (v4a-compile --tensor-parallel N) runs every
+// rank in this process on the one GPU, each with its part of the whole
+// model's weights, and sums their partial outputs on the host in rank order
+// (rounded to bf16 once): what an all-reduce gives, for checking a sharded
+// package where one GPU is all there is. --tensor-rank R runs rank R alone
+// (its partial outputs; --bench times rank 0 unless told).
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,6 +73,8 @@ struct Options {
   std::string package, weights, inputs, outputs, expected, json;
   double tolerance = 0.0;
   int64_t seed = -1, promptLen = 0, decodeSteps = 0;
+  /// The tensor-parallel rank to run, or -1: every rank, summed.
+  int64_t tensorRank = -1;
   int64_t batch = 0, context = 0, tokens = 0, repeat = 10;
   std::vector<int64_t> lengths, layers;
   bool check = false, bench = false;
@@ -79,7 +88,8 @@ std::string usage() {
          " MODEL.v4apkg (--weights FILE | --random-weights SEED) ((--inputs "
          "FILE | --prompt-len N --decode-steps M [--lengths L0,L1,..]) "
          "[--layers L0,L1,..] [--outputs FILE] [--expected FILE | --check] "
-         "[--tolerance T] [--graphs on|off] | --bench --batch B --context C "
+         "[--tolerance T] [--graphs on|off] [--tensor-rank R] | --bench "
+         "--batch B --context C "
          "--tokens T [--repeat N] [--graphs on|off|both] [--json FILE]); " +
          tool + " --info MODEL.v4apkg; " + tool + " --help | --version";
 }
@@ -103,6 +113,12 @@ int describePackage(const std::string &path) {
               static_cast<long long>(c.numHiddenLayers),
               static_cast<long long>(c.numMtpLayers),
               c.fp8Weights ? "fp8" : "bf16");
+  if (p.tensorParallel > 1)
+    std::printf("tensor parallel: one rank of %lld (the whole model has %lld "
+                "heads and %lld output groups)\n",
+                static_cast<long long>(p.tensorParallel),
+                static_cast<long long>(c.numAttentionHeads * p.tensorParallel),
+                static_cast<long long>(c.oGroups * p.tensorParallel));
   std::printf("caches: %lld tokens per sequence, pages of %lld rows\n",
               static_cast<long long>(p.planOptions.contextTokens),
               static_cast<long long>(p.planOptions.pageSize));
@@ -123,6 +139,30 @@ int describePackage(const std::string &path) {
                   ? "none (the driver compiles the PTX)"
                   : (std::to_string(p.cubin.size()) + " bytes").c_str());
   return 0;
+}
+
+/// The tensor-parallel ranks a run drives: --tensor-rank's, or every rank
+/// of the package (a benchmark: rank 0); none, with `error`, for a rank the
+/// package lacks or a check of one rank's partial outputs.
+std::vector<int64_t> ranksToRun(const Options &o, int64_t degree,
+                                std::string &error) {
+  if (o.tensorRank >= degree) {
+    error = "--tensor-rank " + std::to_string(o.tensorRank) +
+            ": the package's ranks are 0 .. " + std::to_string(degree - 1);
+    return {};
+  }
+  if (o.tensorRank >= 0 && degree > 1 && o.check) {
+    error = "--check compares every rank's summed outputs with the whole "
+            "model's reference: leave out --tensor-rank";
+    return {};
+  }
+  if (o.tensorRank >= 0)
+    return {o.tensorRank};
+  if (o.bench)
+    return {0};
+  std::vector<int64_t> all(degree);
+  std::iota(all.begin(), all.end(), 0);
+  return all;
 }
 
 bool parseCount(const std::string &flag, const std::string &value,
@@ -173,6 +213,9 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
         return false;
     } else if (arg == "--prompt-len") {
       if (!parseCount(arg, value, kMaxTokens, o.promptLen, error))
+        return false;
+    } else if (arg == "--tensor-rank") {
+      if (!parseCount(arg, value, kMaxTensorParallel - 1, o.tensorRank, error))
         return false;
     } else if (arg == "--decode-steps") {
       if (!parseCount(arg, value, kMaxTokens, o.decodeSteps, error))
@@ -411,8 +454,12 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
   std::optional<pkg::Package> package = readPackage(o.package, error);
   if (!package)
     return fail(error);
-  const ModelConfig &config = package->config;
+  // Weights, their sizes and the reference are the whole model's.
+  const ModelConfig config = wholeModelConfig(*package);
   int64_t dim = config.hiddenSize, layers = config.numLayers();
+  std::vector<int64_t> ranks = ranksToRun(o, package->tensorParallel, error);
+  if (ranks.empty())
+    return fail(error);
 
   std::optional<std::vector<LayerSpec>> selected =
       rt::selectLayers(package->layers, o.layers, error);
@@ -441,8 +488,10 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
                 " tokens per sequence; the package's caches hold " +
                 std::to_string(package->planOptions.contextTokens) +
                 " (v4a-compile --context)");
-  if (!io::fitsInMemory(hostWeightBytes(config, *selected), "the weights",
-                        error))
+  // Each rank holds its own copy of its part beside the whole model's.
+  uint64_t copies = package->tensorParallel == 1 ? 1 : ranks.size() + 1;
+  if (!io::fitsInMemory(hostWeightBytes(config, *selected) * copies,
+                        "the weights", error))
     return fail(error);
   std::vector<rt::LayerTensors> tensors;
   if (o.seed >= 0)
@@ -465,19 +514,28 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
       states.push_back(reference->newSequence());
   }
   PackageDevice device;
-  std::unique_ptr<rt::Model> model = createPackageModel(
-      *package, *selected, std::move(tensors), batch, 0, device, error);
-  if (!device.cubinWarning.empty())
-    std::fprintf(stderr, "%s: warning: %s; using the PTX\n", tool.c_str(),
-                 device.cubinWarning.c_str());
-  if (!model)
-    return fail(error);
+  std::vector<std::unique_ptr<rt::Model>> models;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    std::vector<rt::LayerTensors> part =
+        i + 1 < ranks.size() ? tensors : std::move(tensors);
+    if (!keepRankPart(*package, ranks[i], part, error))
+      return fail(error);
+    models.push_back(createPackageModel(*package, *selected, std::move(part),
+                                        batch, 0, device, error));
+    if (!device.cubinWarning.empty() && i == 0)
+      std::fprintf(stderr, "%s: warning: %s; using the PTX\n", tool.c_str(),
+                   device.cubinWarning.c_str());
+    if (!models.back())
+      return fail(error);
+  }
+  rt::Model *model = models.front().get();
   std::printf("%s: %s, %zu step functions, %zu calls per step, kernels from "
               "%s\n",
               tool.c_str(), device.deviceName.c_str(),
               package->functions.size(), package->calls.size(),
               device.cubin ? "the cubin" : "the PTX");
-  model->useGraphs(o.graphs);
+  for (std::unique_ptr<rt::Model> &rank : models)
+    rank->useGraphs(o.graphs);
   // Every step of the run has its library algorithms before the first; a
   // product the library cannot run is said here, once.
   std::vector<int64_t> counts;
@@ -486,18 +544,24 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
         std::accumulate(step.lengths.begin(), step.lengths.end(), int64_t(0)));
   if (o.bench)
     counts.push_back(o.batch * o.tokens);
-  if (!model->prepareSteps(counts, error))
-    return fail(error);
+  for (std::unique_ptr<rt::Model> &rank : models)
+    if (!rank->prepareSteps(counts, error))
+      return fail(error);
   for (const rt::GemmCall &c : model->gemmFallbacks())
     std::fprintf(stderr,
                  "%s: warning: cuBLASLt has no algorithm for a %s; its "
                  "generated kernel runs it\n",
                  tool.c_str(), rt::describeGemm(c).c_str());
+  // Every rank's slots are taken in the same order, so they share ids.
   std::vector<int64_t> sequences;
   for (int64_t b = 0; b < batch; ++b) {
-    sequences.push_back(model->addSequence(error));
-    if (sequences.back() < 0)
-      return fail(error);
+    for (std::unique_ptr<rt::Model> &rank : models) {
+      int64_t id = rank->addSequence(error);
+      if (id < 0)
+        return fail(error);
+      if (rank == models.front())
+        sequences.push_back(id);
+    }
   }
   if (o.bench)
     return benchmark(o, *model, *selected, sequences, package->config);
@@ -509,9 +573,26 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
     rt::StepBuffers buffers = rt::stepBuffers(step, runs, batch, dim);
     const std::vector<std::vector<float>> &out = buffers.out;
     auto start = std::chrono::steady_clock::now();
-    if (!model->step({sequences, step.lengths, step.tokens}, buffers.inputs,
-                     buffers.outputs, error))
-      return fail("step " + std::to_string(k) + ": " + error);
+    auto runRank = [&](size_t i, rt::StepBuffers &into) {
+      if (models[i]->step({sequences, step.lengths, step.tokens}, into.inputs,
+                          into.outputs, error))
+        return true;
+      error = "step " + std::to_string(k) +
+              (models.size() > 1 ? ", rank " + std::to_string(ranks[i]) : "") +
+              ": " + error;
+      return false;
+    };
+    if (!runRank(0, buffers))
+      return fail(error);
+    if (models.size() > 1) {
+      rt::StepBuffers partial = rt::stepBuffers(step, runs, batch, dim);
+      for (size_t i = 1; i < models.size(); ++i) {
+        if (!runRank(i, partial))
+          return fail(error);
+        rt::addPartialOutputs(buffers, partial);
+      }
+      rt::roundSumsToBF16(buffers);
+    }
     gpuSeconds += secondsSince(start);
     std::string suffix = std::to_string(k);
     for (int64_t l = 0; l < layers; ++l)

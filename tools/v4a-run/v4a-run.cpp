@@ -323,13 +323,9 @@ int main(int argc, char **argv) {
       for (size_t r = 1; r < ranks.size(); ++r) {
         if (!runRank(r, partial))
           return fail(error);
-        for (size_t l = 0; l < out.size(); ++l)
-          for (size_t i = 0; i < out[l].size(); ++i)
-            out[l][i] += partial.out[l][i];
+        rt::addPartialOutputs(buffers, partial);
       }
-      for (std::vector<float> &layer : out)
-        for (float &v : layer)
-          v = num::roundBF16(v);
+      rt::roundSumsToBF16(buffers);
     }
     for (int64_t b = 0; b < batch; ++b)
       totalTokens += step.lengths[b];
