@@ -86,6 +86,9 @@ EOF
   compile examples/v4-flash.json 4096 v4-flash-f8kv --kv-layout=fp8
   compile examples/v4-pro.json 4096 v4-pro-f8kv --kv-layout=fp8
   compile "$dir/v4-pro-bf16.json" 4096 v4-pro-bf16
+  # Tensor-parallel ranks (every rank in one process, summed on the host).
+  compile examples/v4-flash.json 4096 v4-flash-tp2 --tensor-parallel 2
+  compile "$dir/refdata/config.json" 1024 refdata-tp2 --tensor-parallel 2
   ls -l "$dir"/*.v4apkg
   exit 0
 fi
@@ -163,6 +166,8 @@ if [[ $part == quick ]]; then
   run_case v4-pro-bf16 v4-pro-bf16 20 20,3 1 0,2
   run_case v4-flash-f8kv v4-flash-f8kv 40 40,9 1 0,2,3
   run_case v4-pro-f8kv v4-pro-f8kv 20 20,3 1 0,2
+  run_case v4-flash-tp2 v4-flash-tp2 40 40,9 1 0,2,3
+  refdata_case refdata-tp2 refdata-tp2 "$dir/refdata"
   exit $status
 fi
 # Spec section 6 boundaries: the window (128 for V4, 8 for tiny), the first
