@@ -36,8 +36,11 @@
 extern "C" {
 #endif
 
-/* The ABI this header describes; v4a_check_abi compares the library's. */
-#define V4A_ABI_VERSION 1
+/* The ABI this header describes; v4a_check_abi compares the library's.
+ * 2: v4a_options gained kv_layout, index_layout, tensor_parallel and
+ * tensor_rank (a caller built for 1 must be rebuilt: its options are
+ * smaller than what v4a_options_init fills). */
+#define V4A_ABI_VERSION 2
 
 typedef enum v4a_status {
   V4A_OK = 0,
@@ -101,8 +104,6 @@ typedef struct v4a_options {
   const char *backend;
   int64_t context_tokens;
   int64_t page_size;
-  /* Appended after the first release: a caller built with the earlier
-   * header passes its smaller struct_size and gets the defaults below. */
   /* v4a_compile only: the compressed KV cache's rows, "bf16" (default) or
    * "fp8" (packed MODEL1 rows); the indexer's key rows, "bf16" (default),
    * "fp8" or "mxfp4". Null: the default. A package carries its own. */

@@ -16,7 +16,6 @@
 #include "runtime/Weights.h"
 
 #include <atomic>
-#include <cstddef>
 #include <cstring>
 #include <dlfcn.h>
 #include <exception>
@@ -336,6 +335,8 @@ public:
   PackageSource(pkg::Package package, std::vector<LayerSpec> selected,
                 plan::Plan plan, int64_t maxSequences, int device,
                 int64_t tensorRank)
+      // `whole` is declared after `package`, so it is built from the moved
+      // package.
       : package(std::move(package)), whole(wholeModelConfig(this->package)),
         layers(std::move(selected)), cachePlan(std::move(plan)),
         slots(maxSequences), ordinal(device), rank(tensorRank) {}
@@ -413,19 +414,14 @@ bool resolveOptions(const v4a_options *given, v4a_options &options,
   v4a_options_init(&options);
   if (!given)
     return true;
-  // The first release's options end before kv_layout; later fields keep
-  // their defaults for callers built with that header.
-  constexpr uint32_t firstSize = offsetof(v4a_options, kv_layout);
-  if (given->struct_size != sizeof(v4a_options) &&
-      given->struct_size != firstSize) {
+  if (given->struct_size != sizeof(v4a_options)) {
     error = "v4a_options.struct_size is " + std::to_string(given->struct_size) +
             ", this library's is " + std::to_string(sizeof(v4a_options)) +
-            " (or " + std::to_string(firstSize) +
-            " from the first header; fill the options with v4a_options_init)";
+            " (ABI " + std::to_string(V4A_ABI_VERSION) +
+            "; fill the options with v4a_options_init)";
     return false;
   }
-  std::memcpy(&options, given, given->struct_size);
-  options.struct_size = sizeof(v4a_options);
+  options = *given;
   auto within = [&](const char *field, int64_t value, int64_t low,
                     int64_t high) {
     if (value >= low && value <= high)
@@ -441,7 +437,8 @@ bool resolveOptions(const v4a_options *given, v4a_options &options,
       !within("use_graphs", options.use_graphs, 0, 1) ||
       !within("context_tokens", options.context_tokens, 1, int64_t(1) << 24) ||
       !within("page_size", options.page_size, 1, 1 << 16) ||
-      !within("tensor_parallel", options.tensor_parallel, 1, 64) ||
+      !within("tensor_parallel", options.tensor_parallel, 1,
+              kMaxTensorParallel) ||
       !within("tensor_rank", options.tensor_rank, 0, kMaxTensorParallel - 1))
     return false;
   if (options.num_layers > 0 && !options.layers) {

@@ -7,6 +7,8 @@
 
 #include "lib/CAPI/Source.h"
 
+#include "core/KVPlan.h"
+
 #include "lib/Engine/EngineAccess.h"
 
 #include <exception>
@@ -88,8 +90,14 @@ extern "C" v4a_status v4a_compile(const char *config_json,
                                           "' (bf16 or fp8)");
       engineOptions.packedKv = kv == "fp8";
     }
-    if (options.index_layout)
+    if (options.index_layout) {
+      if (!plan::parseIndexLayout(options.index_layout))
+        return capi::failWithoutModel(
+            V4A_ERROR_INVALID_ARGUMENT,
+            std::string("v4a_options.index_layout is '") +
+                options.index_layout + "' (bf16, fp8 or mxfp4)");
       engineOptions.indexLayout = options.index_layout;
+    }
     engineOptions.tensorParallel = options.tensor_parallel;
     engineOptions.tensorRank = options.tensor_rank;
     std::unique_ptr<Engine> engine =

@@ -29,7 +29,7 @@ from . import _dlpack
 __all__ = ["V4AError", "Model", "load_library", "version", "ABI_VERSION"]
 
 #: The ABI this package speaks; the library's must be the same.
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 _OK = 0
 _STATUS = {1: "invalid argument", 2: "invalid state", 3: "unsupported",

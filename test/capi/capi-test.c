@@ -134,13 +134,11 @@ static void checkMisuseWithoutModel(const char *json) {
   options.max_sequences = 0;
   expect("no sequence slots", v4a_compile(json, &options, &model),
          V4A_ERROR_INVALID_ARGUMENT, "max_sequences is 0");
-  /* A caller built with the first header: its options end before kv_layout
-   * and the rest keep their defaults (the backend check is reached). */
+  /* A caller built for ABI 1: its options end before kv_layout. */
   v4a_options_init(&options);
   options.struct_size = (uint32_t)offsetof(v4a_options, kv_layout);
-  options.backend = "tpu";
-  expect("the first header's options", v4a_compile(json, &options, &model),
-         V4A_ERROR_INVALID_ARGUMENT, "backend is 'tpu'");
+  expect("ABI 1's options", v4a_compile(json, &options, &model),
+         V4A_ERROR_INVALID_ARGUMENT, "struct_size is 56");
   v4a_options_init(&options);
   options.kv_layout = "fp4";
   expect("unknown kv layout", v4a_compile(json, &options, &model),
@@ -148,7 +146,7 @@ static void checkMisuseWithoutModel(const char *json) {
   v4a_options_init(&options);
   options.index_layout = "int8";
   expect("unknown index layout", v4a_compile(json, &options, &model),
-         V4A_ERROR_FAILED, "unknown index layout 'int8'");
+         V4A_ERROR_INVALID_ARGUMENT, "index_layout is 'int8'");
   v4a_options_init(&options);
   options.tensor_parallel = 2;
   options.tensor_rank = 2;

@@ -491,7 +491,9 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
   // Each rank holds its own copy of its part beside the whole model's.
   uint64_t copies = package->tensorParallel == 1 ? 1 : ranks.size() + 1;
   if (!io::fitsInMemory(hostWeightBytes(config, *selected) * copies,
-                        "the weights", error))
+                        copies == 1 ? "the weights"
+                                    : "the weights and the ranks' parts",
+                        error))
     return fail(error);
   std::vector<rt::LayerTensors> tensors;
   if (o.seed >= 0)
@@ -561,6 +563,9 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
         return fail(error);
       if (rank == models.front())
         sequences.push_back(id);
+      else if (id != sequences.back())
+        return fail("the ranks' models gave sequence " + std::to_string(b) +
+                    " different ids");
     }
   }
   if (o.bench)
