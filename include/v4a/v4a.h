@@ -38,8 +38,9 @@ extern "C" {
 
 /* The ABI this header describes; v4a_check_abi compares the library's.
  * 2: v4a_options gained kv_layout, index_layout, tensor_parallel and
- * tensor_rank (a caller built for 1 must be rebuilt: its options are
- * smaller than what v4a_options_init fills). */
+ * tensor_rank, v4a_info tensor_parallel and tensor_rank (a caller built
+ * for 1 must be rebuilt: its options are smaller than what
+ * v4a_options_init fills). */
 #define V4A_ABI_VERSION 2
 
 typedef enum v4a_status {
@@ -217,6 +218,10 @@ typedef struct v4a_info {
   int64_t workspace_bytes;
   int32_t weights_loaded;
   char backend[8]; /* "cpu" or "cuda" */
+  /* The model's tensor-parallel degree and rank (1 and 0 unless compiled
+   * for ranks): a step's outputs are partial when the degree exceeds 1. */
+  int32_t tensor_parallel;
+  int32_t tensor_rank;
 } v4a_info;
 v4a_status v4a_get_info(v4a_model *model, v4a_info *info);
 /* The ids of the selected layers: up to `capacity` into `ids`; `count`

@@ -347,6 +347,8 @@ public:
   const plan::Plan &plan() const override { return cachePlan; }
   int64_t maxSequences() const override { return slots; }
   int device() const override { return ordinal; }
+  int64_t tensorParallel() const override { return package.tensorParallel; }
+  int64_t tensorRank() const override { return rank; }
   rt::Model *model() override { return runtime.get(); }
 
   bool loadTensors(std::vector<rt::LayerTensors> tensors,
@@ -721,6 +723,8 @@ v4a_status v4a_get_info(v4a_model *model, v4a_info *info) {
       info->workspace_bytes = model->workspaceSize();
     }
     std::strcpy(info->backend, source.device() < 0 ? "cpu" : "cuda");
+    info->tensor_parallel = static_cast<int32_t>(source.tensorParallel());
+    info->tensor_rank = static_cast<int32_t>(source.tensorRank());
     return V4A_OK;
   });
 }

@@ -20,8 +20,10 @@ namespace {
 
 class EngineSource : public capi::Source {
 public:
-  EngineSource(std::unique_ptr<Engine> engine, int64_t maxSequences, int device)
-      : engine(std::move(engine)), slots(maxSequences), ordinal(device) {}
+  EngineSource(std::unique_ptr<Engine> engine, int64_t maxSequences, int device,
+               int64_t tensorParallel, int64_t tensorRank)
+      : engine(std::move(engine)), slots(maxSequences), ordinal(device),
+        degree(tensorParallel), rank(tensorRank) {}
   const ModelConfig &config() const override { return engine->config(); }
   const std::vector<LayerSpec> &selected() const override {
     return engine->selectedLayers();
@@ -31,6 +33,8 @@ public:
   }
   int64_t maxSequences() const override { return slots; }
   int device() const override { return ordinal; }
+  int64_t tensorParallel() const override { return degree; }
+  int64_t tensorRank() const override { return rank; }
   rt::Model *model() override { return EngineAccess::model(*engine); }
   bool loadTensors(std::vector<rt::LayerTensors> tensors,
                    std::string &error) override {
@@ -44,6 +48,7 @@ private:
   std::unique_ptr<Engine> engine;
   int64_t slots;
   int ordinal;
+  int64_t degree, rank;
 };
 
 } // namespace
@@ -104,10 +109,11 @@ extern "C" v4a_status v4a_compile(const char *config_json,
         Engine::create(config_json, engineOptions, error);
     if (!engine)
       return capi::failWithoutModel(V4A_ERROR_FAILED, error);
-    return capi::wrap(std::make_unique<EngineSource>(std::move(engine),
-                                                     options.max_sequences,
-                                                     cuda ? 0 : -1),
-                      model, options.use_graphs != 0);
+    return capi::wrap(
+        std::make_unique<EngineSource>(std::move(engine), options.max_sequences,
+                                       cuda ? 0 : -1, options.tensor_parallel,
+                                       options.tensor_rank),
+        model, options.use_graphs != 0);
   } catch (const std::bad_alloc &) {
     return capi::failWithoutModel(V4A_ERROR_FAILED, "out of host memory");
   } catch (const std::exception &e) {

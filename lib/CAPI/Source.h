@@ -28,6 +28,9 @@ public:
   virtual int64_t maxSequences() const = 0;
   /// The CUDA ordinal, or -1 on the CPU.
   virtual int device() const = 0;
+  /// The tensor-parallel degree and this model's rank (1 and 0: whole).
+  virtual int64_t tensorParallel() const = 0;
+  virtual int64_t tensorRank() const = 0;
   /// Creates the model from the selected layers' tensors (one map per
   /// layer of the model).
   virtual bool loadTensors(std::vector<rt::LayerTensors> tensors,

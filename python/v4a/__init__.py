@@ -89,7 +89,9 @@ class _Info(ctypes.Structure):
                 ("weight_bytes", ctypes.c_int64),
                 ("workspace_bytes", ctypes.c_int64),
                 ("weights_loaded", ctypes.c_int32),
-                ("backend", ctypes.c_char * 8)]
+                ("backend", ctypes.c_char * 8),
+                ("tensor_parallel", ctypes.c_int32),
+                ("tensor_rank", ctypes.c_int32)]
 
 
 _P = ctypes.c_void_p
@@ -435,7 +437,8 @@ class Model:
         """A dict: num_layers, num_selected, device (-1 on the CPU),
         hidden_size, max_sequences, context_tokens, page_size, cache_bytes
         (every slot), weight_bytes, workspace_bytes (the step workspace
-        now), weights_loaded, backend."""
+        now), weights_loaded, backend, tensor_parallel and tensor_rank (a
+        step's outputs are partial when the degree exceeds 1)."""
         info = _Info()
         info.struct_size = ctypes.sizeof(_Info)
         _check(_lib().v4a_get_info(self._h(), ctypes.byref(info)))

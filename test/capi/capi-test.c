@@ -209,6 +209,10 @@ int main(int argc, char **argv) {
   expect("layers", v4a_selected_layers(model, layers, kMaxLayers, &numLayers),
          V4A_OK, "");
   dim = info.hidden_size;
+  if (info.tensor_parallel != 1 || info.tensor_rank != 0)
+    fprintf(stderr, "FAIL: a whole model says tensor parallel %d, rank %d\n",
+            (int)info.tensor_parallel, (int)info.tensor_rank),
+        ++failures;
   printf("%s model: %d layers, hidden %lld, %lld slots, %lld cache bytes, "
          "%lld weight bytes\n",
          info.backend, (int)numLayers, (long long)dim,

@@ -21,6 +21,9 @@ STEPS = [[40, 27], [1, 1], [1, 1]]
 def run(config, **options):
     model = v4a.Model.compile(config, max_sequences=2, **options)
     model.load_random_weights(1)
+    info = model.info()
+    assert (info["tensor_parallel"], info["tensor_rank"]) == (
+        options.get("tensor_parallel", 1), options.get("tensor_rank", 0)), info
     sequences = [model.add_sequence() for _ in range(2)]
     dim = model.info()["hidden_size"]
     layers = model.selected_layers()
