@@ -138,16 +138,26 @@ StepBuffers stepBuffers(const InputStep &step, const std::vector<bool> &runs,
   return buffers;
 }
 
-void addPartialOutputs(StepBuffers &total, const StepBuffers &partial) {
-  for (size_t l = 0; l < total.out.size(); ++l)
-    for (size_t i = 0; i < total.out[l].size(); ++i)
-      total.out[l][i] += partial.out[l][i];
-}
-
-void roundSumsToBF16(StepBuffers &total) {
+bool stepEveryRank(size_t ranks, const InputStep &step,
+                   const std::vector<bool> &runs, int64_t batch, int64_t dim,
+                   StepBuffers &total,
+                   const std::function<bool(size_t, StepBuffers &)> &runRank) {
+  if (!runRank(0, total))
+    return false;
+  if (ranks == 1)
+    return true;
+  StepBuffers partial = stepBuffers(step, runs, batch, dim);
+  for (size_t r = 1; r < ranks; ++r) {
+    if (!runRank(r, partial))
+      return false;
+    for (size_t l = 0; l < total.out.size(); ++l)
+      for (size_t i = 0; i < total.out[l].size(); ++i)
+        total.out[l][i] += partial.out[l][i];
+  }
   for (std::vector<float> &layer : total.out)
     for (float &v : layer)
       v = num::roundBF16(v);
+  return true;
 }
 
 } // namespace v4a::rt

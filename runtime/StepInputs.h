@@ -11,6 +11,7 @@
 #define V4A_RUNTIME_STEPINPUTS_H
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,11 +48,16 @@ struct StepBuffers {
 StepBuffers stepBuffers(const InputStep &step, const std::vector<bool> &runs,
                         int64_t batch, int64_t dim);
 
-/// The all-reduce of tensor-parallel ranks' partial outputs, on the host:
-/// `partial`'s outputs added to `total`'s in f32 (called in rank order),
-/// then each sum rounded to bf16 once, as the unsharded projection rounds.
-void addPartialOutputs(StepBuffers &total, const StepBuffers &partial);
-void roundSumsToBF16(StepBuffers &total);
+/// One step of `ranks` tensor-parallel ranks with the all-reduce on the
+/// host: `runRank(r, buffers)` runs rank r into `buffers` (false: failed,
+/// its error kept by the caller). Rank 0 writes `total`; with more ranks the
+/// others write one partial set in turn, added to `total` in f32 in rank
+/// order, and each sum is rounded to bf16 once, as the unsharded projection
+/// rounds.
+bool stepEveryRank(size_t ranks, const InputStep &step,
+                   const std::vector<bool> &runs, int64_t batch, int64_t dim,
+                   StepBuffers &total,
+                   const std::function<bool(size_t, StepBuffers &)> &runRank);
 
 } // namespace v4a::rt
 

@@ -587,17 +587,9 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
               ": " + error;
       return false;
     };
-    if (!runRank(0, buffers))
+    if (!rt::stepEveryRank(models.size(), step, runs, batch, dim, buffers,
+                           runRank))
       return fail(error);
-    if (models.size() > 1) {
-      rt::StepBuffers partial = rt::stepBuffers(step, runs, batch, dim);
-      for (size_t i = 1; i < models.size(); ++i) {
-        if (!runRank(i, partial))
-          return fail(error);
-        rt::addPartialOutputs(buffers, partial);
-      }
-      rt::roundSumsToBF16(buffers);
-    }
     gpuSeconds += secondsSince(start);
     std::string suffix = std::to_string(k);
     for (int64_t l = 0; l < layers; ++l)

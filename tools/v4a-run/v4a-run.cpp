@@ -314,19 +314,9 @@ int main(int argc, char **argv) {
               error;
       return false;
     };
-    if (!runRank(0, buffers))
+    if (!rt::stepEveryRank(ranks.size(), step, runs, batch, dim, buffers,
+                           runRank))
       return fail(error);
-    if (ranks.size() > 1) {
-      // The all-reduce: the other ranks' partial outputs added in f32 in
-      // rank order, then rounded to bf16 once, as the unsharded projection.
-      rt::StepBuffers partial = rt::stepBuffers(step, runs, batch, dim);
-      for (size_t r = 1; r < ranks.size(); ++r) {
-        if (!runRank(r, partial))
-          return fail(error);
-        rt::addPartialOutputs(buffers, partial);
-      }
-      rt::roundSumsToBF16(buffers);
-    }
     for (int64_t b = 0; b < batch; ++b)
       totalTokens += step.lengths[b];
     Clock::time_point checkStart = Clock::now();
