@@ -39,7 +39,7 @@ work=$(mktemp -d)
 out=${OUT:-$work}
 package=build/gpu/v4-flash-64k.v4apkg layer=${LAYER:-2}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PYTHONPATH=$PWD/python V4A_LIBRARY=$PWD/build/prefix/lib/libv4a_runtime.so.1
+export PYTHONPATH=$PWD/python V4A_LIBRARY=$PWD/build/prefix/lib/libv4a_runtime.so.2
 status=0
 run_all() { # BATCH PROMPT STEPS
   local dir=$work/b$1 batch=$1 prompt=$2 steps=$3

@@ -102,7 +102,7 @@ fi
 if has overhead; then
   for g in on off; do
     PYTHONPATH=$PWD/python \
-    V4A_LIBRARY=${V4A_LIBRARY:-$PWD/build/prefix/lib/libv4a_runtime.so.1} \
+    V4A_LIBRARY=${V4A_LIBRARY:-$PWD/build/prefix/lib/libv4a_runtime.so.2} \
       timeout 150 python3 bench/graph_overhead.py "$dir/v4-flash-16k.v4apkg" \
       32 256 8 --graphs $g 2>&1 | grep '^{' | tee -a "$lines"
     [[ ${PIPESTATUS[0]} == 0 ]] || { echo "overhead $g: FAIL"; status=1; }

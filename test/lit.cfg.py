@@ -36,7 +36,8 @@ else:
     lit_config.note("no reference data at " + refdata +
                     ": the refdata tests are skipped (set V4A_REFDATA)")
 config.substitutions.append(("%v4a_bin", config.v4a_tools_dir))
-config.substitutions.append(("%v4a_lib", os.path.join(config.v4a_obj_root, "lib")))
+# The C ABI's shared library by its SONAME (the ABI version), as users load it.
+config.substitutions.append(("%v4a_solib", os.path.join(config.v4a_obj_root, "lib", "libv4a.so." + config.v4a_abi)))
 config.substitutions.append(("%v4a_python", os.path.join(config.v4a_src_root, "python")))
 # A sanitized libv4a.so needs its sanitizer's runtime in the process: the
 # Python package's test loads it into an uninstrumented interpreter.

@@ -132,12 +132,12 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     if os.environ.get("V4A_LIBRARY"):
         yield os.environ["V4A_LIBRARY"]
-    for name in ("libv4a.so.1", "libv4a_runtime.so.1"):
+    names = ["libv4a.so.%d" % ABI_VERSION, "libv4a_runtime.so.%d" % ABI_VERSION]
+    for name in names:
         yield os.path.join(here, "lib", name)
         yield os.path.join(here, "..", "..", "build", "lib", name)
         yield os.path.join(here, "..", "..", "..", "lib", name)
-    yield "libv4a.so.1"
-    yield "libv4a_runtime.so.1"
+    yield from names
 
 
 def load_library(path=None):
