@@ -194,6 +194,21 @@ func.func @scratch_from_data(%x: memref<?xi64>, %y: memref<?xf32>) {
 
 // -----
 
+// A sequential loop that writes and yields a value the parallel loop after
+// it reads (a head loop of one iteration folded away leaves such loops in a
+// token's body): thread 0 runs it and stores the value in the block's
+// scratch; every thread loads it after the barrier.
+// CHECK-LABEL: func.func @writes_and_yields
+// CHECK: gpu.launch
+// CHECK: %[[SLOT:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<?xi8> to memref<1xf32>
+// CHECK: scf.if %{{.*}} {
+// CHECK: %[[LAST:.*]] = scf.for {{.*}} -> (f32)
+// CHECK: memref.store %[[LAST]], %[[SLOT]][%{{.*}}] : memref<1xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: %[[SHARED:.*]] = memref.load %[[SLOT]][%{{.*}}] : memref<1xf32>
+// CHECK: scf.for
+// CHECK: memref.store %[[SHARED]], %{{.*}} : memref<?x8xf32>
 func.func @writes_and_yields(%x: memref<?x8xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -201,7 +216,6 @@ func.func @writes_and_yields(%x: memref<?x8xf32>) {
   %zero = arith.constant 0.0 : f32
   %t = memref.dim %x, %c0 : memref<?x8xf32>
   scf.parallel (%i) = (%c0) to (%t) step (%c1) {
-    // expected-error @+1 {{v4a-map-loops-to-gpu: a sequential op in a kernel writes memory and yields values}}
     %last = scf.for %j = %c0 to %c8 step %c1 iter_args(%a = %zero) -> f32 {
       memref.store %a, %x[%i, %j] : memref<?x8xf32>
       %v = memref.load %x[%i, %j] : memref<?x8xf32>
@@ -209,6 +223,29 @@ func.func @writes_and_yields(%x: memref<?x8xf32>) {
     }
     scf.parallel (%j) = (%c0) to (%c8) step (%c1) {
       memref.store %last, %x[%i, %j] : memref<?x8xf32>
+      scf.reduce
+    }
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+func.func @writes_and_yields_a_buffer(%x: memref<?x8xf32>, %y: memref<?x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0.0 : f32
+  %t = memref.dim %x, %c0 : memref<?x8xf32>
+  scf.parallel (%i) = (%c0) to (%t) step (%c1) {
+    // expected-error @+1 {{v4a-map-loops-to-gpu: a sequential op in a kernel writes memory and yields a value that is not a scalar}}
+    %last = scf.for %j = %c0 to %c8 step %c1 iter_args(%m = %x) -> memref<?x8xf32> {
+      memref.store %zero, %m[%i, %j] : memref<?x8xf32>
+      scf.yield %y : memref<?x8xf32>
+    }
+    scf.parallel (%j) = (%c0) to (%c8) step (%c1) {
+      memref.store %zero, %last[%i, %j] : memref<?x8xf32>
       scf.reduce
     }
     scf.reduce

@@ -116,6 +116,7 @@ private:
   LaunchContext contextOf(gpu::LaunchOp launch, ArrayRef<Value> grid);
   LogicalResult distribute(Block &block, LaunchContext &ctx);
   LogicalResult serialize(Block &block, LaunchContext &ctx);
+  LogicalResult broadcastResults(scf::IfOp guard, LaunchContext &ctx);
   LogicalResult toScratch(memref::AllocOp alloc, LaunchContext &ctx,
                           bool perThread);
   FailureOr<Value> hoist(Value value, LaunchContext &ctx, IRMapping &map);
@@ -390,15 +391,11 @@ LogicalResult KernelMapper::distribute(Block &block, LaunchContext &ctx) {
     }
     if (!writesMemory(op))
       continue;
-    if (op->getNumResults() != 0)
-      return op->emitError("v4a-map-loops-to-gpu: a sequential op in a "
-                           "kernel writes memory and yields values");
     // Consecutive writers share one thread-0 section.
     size_t last = i;
     while (last + 1 < ops.size() && !isa<scf::ParallelOp>(ops[last + 1]) &&
            !isa<memref::AllocOp, memref::DeallocOp>(ops[last + 1]) &&
-           !holdsParallelLoop(ops[last + 1]) && writesMemory(ops[last + 1]) &&
-           ops[last + 1]->getNumResults() == 0)
+           !holdsParallelLoop(ops[last + 1]) && writesMemory(ops[last + 1]))
       ++last;
     OpBuilder b(op);
     barrierAt(b);
@@ -410,9 +407,46 @@ LogicalResult KernelMapper::distribute(Block &block, LaunchContext &ctx) {
       ops[j]->moveBefore(yield);
     b.setInsertionPointAfter(guard);
     barrierAt(b);
-    if (failed(serialize(*guard.thenBlock(), ctx)))
+    if (failed(broadcastResults(guard, ctx)) ||
+        failed(serialize(*guard.thenBlock(), ctx)))
       return failure();
     i = last;
+  }
+  return success();
+}
+
+/// Values that thread 0's section `guard` yields to the code after it (a
+/// reduction loop that also writes, whose single-iteration parallel parent
+/// was folded away) reach every thread through the block's scratch: thread
+/// 0 stores them, the others load them after the closing barrier.
+LogicalResult KernelMapper::broadcastResults(scf::IfOp guard,
+                                             LaunchContext &ctx) {
+  Operation *closingBarrier = guard->getNextNode();
+  for (Operation &op : guard.thenBlock()->without_terminator()) {
+    for (Value result : op.getResults()) {
+      auto isOutside = [&](OpOperand &use) {
+        return !guard->isProperAncestor(use.getOwner());
+      };
+      if (llvm::none_of(result.getUses(), isOutside))
+        continue;
+      Location loc = op.getLoc();
+      if (!result.getType().isIntOrIndexOrFloat())
+        return op.emitError("v4a-map-loops-to-gpu: a sequential op in a "
+                            "kernel writes memory and yields a value that "
+                            "is not a scalar");
+      OpBuilder b(guard);
+      auto slot = memref::AllocOp::create(
+          b, loc, MemRefType::get({1}, result.getType()));
+      Value zero = constantIndex(b, loc, 0);
+      b.setInsertionPoint(guard.thenBlock()->getTerminator());
+      memref::StoreOp::create(b, loc, result, slot, ValueRange{zero});
+      b.setInsertionPointAfter(closingBarrier);
+      Value shared =
+          memref::LoadOp::create(b, loc, slot, ValueRange{zero}).getResult();
+      result.replaceUsesWithIf(shared, isOutside);
+      if (failed(toScratch(slot, ctx, /*perThread=*/false)))
+        return failure();
+    }
   }
   return success();
 }
