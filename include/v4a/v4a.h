@@ -101,7 +101,8 @@ typedef struct v4a_options {
   int32_t device;
   /* v4a_compile only: "cpu" (default) or "cuda"; the cache plan's context
    * (default 4096 tokens) and compressed rows per page (default 64). A
-   * package carries its own plan. */
+   * package carries its own plan and runs on the GPU: v4a_open_package
+   * refuses a context or page size other than the default. */
   const char *backend;
   int64_t context_tokens;
   int64_t page_size;

@@ -402,6 +402,12 @@ v4a_status wrap(std::unique_ptr<Source> source, v4a_model **out, bool graphs) {
 /// The first of the options a package fixes itself that `options` sets
 /// (null: none); a package opened with them would silently differ.
 static const char *compileOnlyField(const v4a_options &options) {
+  v4a_options defaults;
+  v4a_options_init(&defaults);
+  if (options.context_tokens != defaults.context_tokens)
+    return "context_tokens";
+  if (options.page_size != defaults.page_size)
+    return "page_size";
   if (options.kv_layout)
     return "kv_layout";
   if (options.index_layout)
@@ -524,8 +530,8 @@ v4a_status v4a_open_package(const char *path, const v4a_options *given,
       return capi::failWithoutModel(
           V4A_ERROR_INVALID_ARGUMENT,
           std::string("v4a_options.") + field +
-              " is v4a_compile's: a package carries its own layouts and "
-              "tensor-parallel degree");
+              " is v4a_compile's: a package carries its own plan, layouts "
+              "and tensor-parallel degree (leave the default)");
     std::optional<pkg::Package> package = readPackage(path, error);
     if (!package)
       return capi::failWithoutModel(V4A_ERROR_FAILED, error);

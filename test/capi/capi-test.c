@@ -167,6 +167,11 @@ static void checkMisuseWithoutModel(const char *json) {
   expect("a layout for a package",
          v4a_open_package("/nonexistent.v4apkg", &options, &model),
          V4A_ERROR_INVALID_ARGUMENT, "index_layout is v4a_compile's");
+  v4a_options_init(&options);
+  options.context_tokens = 65536;
+  expect("a context for a package",
+         v4a_open_package("/nonexistent.v4apkg", &options, &model),
+         V4A_ERROR_INVALID_ARGUMENT, "context_tokens is v4a_compile's");
   expect("missing package",
          v4a_open_package("/nonexistent.v4apkg", NULL, &model),
          V4A_ERROR_FAILED, "nonexistent.v4apkg");
