@@ -77,6 +77,9 @@ public:
   /// Work queued before is ordered before work queued after. The CPU has
   /// no streams: only null.
   virtual bool useStream(void *stream, std::string &error);
+  /// The stream work queues on now (the recording one while a graph is
+  /// recorded), or null where there are none.
+  virtual void *currentStream() { return nullptr; }
   /// Queue copies without waiting for them: host to device (the host bytes
   /// may be reused when it returns) and device to device.
   virtual bool queueCopyToDevice(void *device, const void *host, int64_t bytes,

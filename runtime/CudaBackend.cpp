@@ -694,6 +694,11 @@ bool CudaBackend::launchGraph(void *graph, std::string &error) {
   return result == kSuccess;
 }
 
+void *CudaBackend::currentStream() {
+  driver->bind();
+  return driver->stream;
+}
+
 bool CudaBackend::useStream(void *stream, std::string &error) {
   Driver &d = *driver;
   d.bind();

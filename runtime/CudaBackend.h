@@ -55,6 +55,7 @@ public:
   bool launchGraph(void *graph, std::string &error) override;
   void releaseGraph(void *graph) override;
   bool useStream(void *stream, std::string &error) override;
+  void *currentStream() override;
   bool queueCopyToDevice(void *device, const void *host, int64_t bytes,
                          std::string &error) override;
   bool queueCopyOnDevice(void *to, const void *from, int64_t bytes,

@@ -6,6 +6,7 @@
 #include "core/FileIO.h"
 #include "core/Numerics.h"
 #include "core/TensorSpecs.h"
+#include "runtime/Collective.h"
 #include "runtime/StepGemms.h"
 
 #include <algorithm>
@@ -436,6 +437,9 @@ struct Model::Impl {
   std::map<std::pair<int64_t, int64_t>, StepGraph> graphs;
   /// Step layouts by token count (layoutOf).
   std::map<int64_t, StepLayout> layouts;
+  /// The tensor-parallel ranks' communicator: every step's outputs are
+  /// summed over the ranks on the device (null: this rank's partial sums).
+  std::unique_ptr<Collective> collective;
   /// Set by a step that failed after queueing work: the caches may be
   /// half-written and the device may be unusable, so no step runs again.
   std::string fault;
@@ -667,6 +671,31 @@ bool Model::prepareSteps(const std::vector<int64_t> &tokenCounts,
     largest = std::max(largest, tokens);
   return impl->reserveWorkspace(largest, error) &&
          impl->prepareGemms(tokenCounts, error);
+}
+
+bool Model::sumOverRanks(std::unique_ptr<Collective> collective,
+                         std::string &error) {
+  if (!impl->backend->currentStream()) {
+    error = std::string("the ") + impl->backend->name() +
+            " backend has no streams for an all-reduce over GPUs";
+    return false;
+  }
+  impl->dropGraphs();
+  impl->collective = std::move(collective);
+  return true;
+}
+
+bool Model::joinRanks(const CollectiveId &id, int rank, int world,
+                      std::string &error) {
+  // The rank's GPU is the one current on this thread while it joins.
+  if (!impl->backend->currentStream()) {
+    error = std::string("the ") + impl->backend->name() +
+            " backend has no streams for an all-reduce over GPUs";
+    return false;
+  }
+  std::unique_ptr<Collective> collective =
+      Collective::join(id, rank, world, error);
+  return collective && sumOverRanks(std::move(collective), error);
 }
 
 void Model::useGraphs(bool on) {
@@ -997,6 +1026,14 @@ bool Model::Impl::queueCalls(const StepLayout &layout, std::string &error) {
         error = "layer " + std::to_string(layer->id) + ": " + error;
       return false;
     }
+  }
+  // Every layer's y lies in one range: one sum over the ranks for all.
+  if (collective &&
+      !collective->allReduceBF16(base + layout.outputBegin,
+                                 (layout.outputEnd - layout.outputBegin) / 2,
+                                 backend->currentStream(), error)) {
+    error = "the tensor-parallel sum of the outputs: " + error;
+    return false;
   }
   return true;
 }

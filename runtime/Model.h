@@ -26,6 +26,9 @@
 
 namespace v4a::rt {
 
+class Collective;
+struct CollectiveId;
+
 /// A weight or parameter in host memory: f32 values (bf16 checkpoint tensors
 /// are widened), or e4m3 / ue8m0 bytes of an fp8 checkpoint.
 struct HostTensor {
@@ -168,6 +171,17 @@ public:
   /// are prepared there.
   bool prepareSteps(const std::vector<int64_t> &tokenCounts,
                     std::string &error);
+  /// Makes this model a tensor-parallel rank whose steps end with every
+  /// layer's output summed over the ranks of `collective` on the device (in
+  /// the step's graph when it is recorded), so that each rank's outputs are
+  /// the whole model's. Every rank must then run every step, with the same
+  /// batch. Needs a backend with streams (a GPU).
+  bool sumOverRanks(std::unique_ptr<Collective> collective, std::string &error);
+  /// sumOverRanks with a communicator this model joins as `rank` of
+  /// `world` (Collective::join, on this model's GPU); returns once every
+  /// rank has joined, or fails at the collective deadline.
+  bool joinRanks(const CollectiveId &id, int rank, int world,
+                 std::string &error);
   /// Whether steps of up to one token per sequence slot run as recorded
   /// graphs where the backend has them (the default): from the second step
   /// of a token count and context bucket on, a step is one graph launch.

@@ -202,6 +202,23 @@ v4a_status v4a_step(v4a_model *model, int32_t batch, const int64_t *sequences,
 /* Waits for the model's queued work (the steps on every stream included). */
 v4a_status v4a_synchronize(v4a_model *model);
 
+/* Tensor parallelism across GPUs, for a rank of a package compiled with
+ * v4a-compile --tensor-parallel N (v4a_info tensor_parallel and
+ * tensor_rank), one GPU a rank: once a model joins a communicator, every
+ * step ends with its outputs summed over the ranks by NCCL (libnccl.so.2,
+ * or $V4A_NCCL_LIBRARY) on the step's stream, in its graph when recorded,
+ * so that every rank's outputs are the whole model's; every rank must then
+ * run every step with the same batch. After the weights are loaded. */
+/* A new communicator id: rank 0 makes it and hands it to the others. */
+v4a_status v4a_make_communicator_id(uint8_t id[128]);
+/* Joins the communicator `id` as the model's rank of its degree; returns
+ * once every rank has joined (V4A_ERROR_FAILED after $V4A_NCCL_TIMEOUT
+ * seconds, default 120, without them). */
+v4a_status v4a_join_ranks(v4a_model *model, const uint8_t id[128]);
+/* Or a communicator the caller made and keeps (an ncclComm_t, blocking or
+ * settled) whose rank and size are the model's. */
+v4a_status v4a_use_communicator(v4a_model *model, void *nccl_comm);
+
 typedef struct v4a_info {
   /* sizeof(v4a_info): set by the caller. */
   uint32_t struct_size;

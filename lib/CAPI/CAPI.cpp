@@ -12,6 +12,7 @@
 #include "core/Package.h"
 #include "lib/Engine/HostWeights.h"
 #include "lib/Engine/PackageModel.h"
+#include "runtime/Collective.h"
 #include "runtime/SafeTensors.h"
 #include "runtime/Weights.h"
 
@@ -121,6 +122,19 @@ v4a_status needModel(v4a_model &m, std::string &error) {
   error = "no weights are loaded (v4a_load_checkpoint, v4a_load_weights or "
           "v4a_load_random_weights)";
   return V4A_ERROR_INVALID_STATE;
+}
+
+/// The checks before a model sums over ranks: its weights are loaded and
+/// it runs on a GPU.
+v4a_status canSumOverRanks(v4a_model &m, std::string &error) {
+  if (v4a_status status = needModel(m, error))
+    return status;
+  if (m.source->device() < 0) {
+    error = "a tensor-parallel sum over GPUs needs a GPU model (this one "
+            "runs on the cpu)";
+    return V4A_ERROR_UNSUPPORTED;
+  }
+  return V4A_OK;
 }
 
 v4a_status noWeightsYet(v4a_model &m, std::string &error) {
@@ -702,6 +716,58 @@ v4a_status v4a_synchronize(v4a_model *model) {
     if (v4a_status status = needModel(m, error))
       return status;
     return m.source->model()->synchronize(error) ? V4A_OK : V4A_ERROR_FAILED;
+  });
+}
+
+v4a_status v4a_make_communicator_id(uint8_t id[128]) {
+  if (!id)
+    return capi::failWithoutModel(V4A_ERROR_INVALID_ARGUMENT,
+                                  "v4a_make_communicator_id: null id");
+  rt::CollectiveId made;
+  std::string error;
+  if (!rt::Collective::makeId(made, error))
+    return capi::failWithoutModel(V4A_ERROR_FAILED, error);
+  std::memcpy(id, made.bytes.data(), made.bytes.size());
+  return V4A_OK;
+}
+
+v4a_status v4a_join_ranks(v4a_model *model, const uint8_t id[128]) {
+  return onModel(model, [&](v4a_model &m, std::string &error) {
+    if (!id) {
+      error = "v4a_join_ranks: null id";
+      return V4A_ERROR_INVALID_ARGUMENT;
+    }
+    if (v4a_status status = canSumOverRanks(m, error))
+      return status;
+    rt::CollectiveId given;
+    std::memcpy(given.bytes.data(), id, given.bytes.size());
+    return m.source->model()->joinRanks(
+               given, static_cast<int>(m.source->tensorRank()),
+               static_cast<int>(m.source->tensorParallel()), error)
+               ? V4A_OK
+               : V4A_ERROR_FAILED;
+  });
+}
+
+v4a_status v4a_use_communicator(v4a_model *model, void *nccl_comm) {
+  return onModel(model, [&](v4a_model &m, std::string &error) {
+    if (v4a_status status = canSumOverRanks(m, error))
+      return status;
+    std::unique_ptr<rt::Collective> collective =
+        rt::Collective::adopt(nccl_comm, error);
+    if (!collective)
+      return V4A_ERROR_INVALID_ARGUMENT;
+    if (collective->rank() != m.source->tensorRank() ||
+        collective->world() != m.source->tensorParallel()) {
+      error = "the communicator is rank " + std::to_string(collective->rank()) +
+              " of " + std::to_string(collective->world()) +
+              "; the model is rank " + std::to_string(m.source->tensorRank()) +
+              " of " + std::to_string(m.source->tensorParallel());
+      return V4A_ERROR_INVALID_ARGUMENT;
+    }
+    return m.source->model()->sumOverRanks(std::move(collective), error)
+               ? V4A_OK
+               : V4A_ERROR_FAILED;
   });
 }
 

@@ -26,7 +26,8 @@ import os
 
 from . import _dlpack
 
-__all__ = ["V4AError", "Model", "load_library", "version", "ABI_VERSION"]
+__all__ = ["V4AError", "Model", "load_library", "version",
+           "make_communicator_id", "ABI_VERSION"]
 
 #: The ABI this package speaks; the library's must be the same.
 ABI_VERSION = 2
@@ -118,6 +119,9 @@ _SIGNATURES = {
                                 ctypes.POINTER(_Tensor),
                                 ctypes.POINTER(_Tensor), ctypes.c_int32, _P]),
     "v4a_synchronize": (ctypes.c_int, [_P]),
+    "v4a_make_communicator_id": (ctypes.c_int, [ctypes.c_char_p]),
+    "v4a_join_ranks": (ctypes.c_int, [_P, ctypes.c_char_p]),
+    "v4a_use_communicator": (ctypes.c_int, [_P, _P]),
     "v4a_get_info": (ctypes.c_int, [_P, ctypes.POINTER(_Info)]),
     "v4a_selected_layers": (ctypes.c_int, [_P, _I64P, ctypes.c_int32,
                                            ctypes.POINTER(ctypes.c_int32)]),
@@ -170,6 +174,14 @@ def load_library(path=None):
 
 def _lib():
     return _library or load_library()
+
+
+def make_communicator_id():
+    """A new NCCL communicator id (128 bytes) for ``Model.join_ranks``:
+    rank 0 makes it and hands it to the other ranks' processes."""
+    buffer = ctypes.create_string_buffer(128)
+    _check(_lib().v4a_make_communicator_id(buffer))
+    return buffer.raw
 
 
 def version():
@@ -430,6 +442,26 @@ class Model:
     def synchronize(self):
         """Waits for the model's queued steps (on every stream)."""
         _check(_lib().v4a_synchronize(self._h()))
+
+    def join_ranks(self, communicator_id):
+        """Makes this tensor-parallel rank (a package compiled with
+        ``--tensor-parallel``; ``info()``'s tensor_rank of tensor_parallel)
+        one of a communicator (``make_communicator_id``'s bytes, the same
+        on every rank), one GPU a rank: every step then ends with its
+        outputs summed over the ranks on the device, so that each rank's
+        outputs are the whole model's. Returns once every rank has joined
+        (fails after $V4A_NCCL_TIMEOUT seconds without them)."""
+        communicator_id = bytes(communicator_id)
+        if len(communicator_id) != 128:
+            raise V4AError("invalid argument", "a communicator id is 128 "
+                           "bytes, got %d" % len(communicator_id))
+        _check(_lib().v4a_join_ranks(self._h(), communicator_id))
+
+    def use_communicator(self, nccl_comm):
+        """As ``join_ranks``, with an NCCL communicator the caller made and
+        keeps (an ``ncclComm_t`` as an int) whose rank and size are the
+        model's."""
+        _check(_lib().v4a_use_communicator(self._h(), int(nccl_comm)))
 
     # What the model is ---------------------------------------------------
 

@@ -12,6 +12,9 @@
  *
  *===----------------------------------------------------------------------===*/
 
+/* setenv and unsetenv. */
+#define _POSIX_C_SOURCE 200112L
+
 #include "v4a/v4a.h"
 
 #include <stddef.h>
@@ -209,6 +212,17 @@ int main(int argc, char **argv) {
   expect("weights", v4a_load_random_weights(model, 1), V4A_OK, "");
   expect("weights again", v4a_load_random_weights(model, 1),
          V4A_ERROR_INVALID_STATE, "loaded already");
+  {
+    uint8_t id[128] = {0};
+    expect("ranks of a cpu model", v4a_join_ranks(model, id),
+           V4A_ERROR_UNSUPPORTED, "needs a GPU model");
+    expect("a null communicator id", v4a_join_ranks(model, NULL),
+           V4A_ERROR_INVALID_ARGUMENT, "null id");
+    setenv("V4A_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+    expect("no NCCL", v4a_make_communicator_id(id), V4A_ERROR_FAILED,
+           "no NCCL: cannot load /nonexistent/libnccl.so.2");
+    unsetenv("V4A_NCCL_LIBRARY");
+  }
   info.struct_size = sizeof info;
   expect("info", v4a_get_info(model, &info), V4A_OK, "");
   expect("layers", v4a_selected_layers(model, layers, kMaxLayers, &numLayers),

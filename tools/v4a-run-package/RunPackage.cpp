@@ -3,7 +3,8 @@
 // v4a-run-package MODEL.v4apkg (--weights FILE | --random-weights SEED)
 //     (--inputs FILE | --prompt-len N --decode-steps M [--lengths L0,L1,..])
 //     [--layers L0,L1,..] [--outputs FILE] [--expected FILE | --check]
-//     [--tolerance T] [--tensor-rank R]
+//     [--tolerance T] [--tensor-rank R] [--all-reduce host|nccl]
+//     [--nccl-id FILE]
 // v4a-run-package MODEL.v4apkg (--weights FILE | --random-weights SEED) --bench
 //     --batch B --context C --tokens T [--repeat N] [--layers ..] [--json FILE]
 //
@@ -27,6 +28,13 @@
 // package where one GPU is all there is. --tensor-rank R runs rank R alone
 // (its partial outputs; --bench times rank 0 unless told).
 //
+// --all-reduce nccl sums the ranks' outputs on the GPUs through NCCL at the
+// end of every step (in its graph when recorded), rank r on GPU r: every
+// rank of the package in this process, one thread each (their outputs must
+// be the same bits), or with --tensor-rank R --nccl-id FILE one rank per
+// process (rank 0 writes a new FILE with the communicator's id, the others
+// read it); a rank's outputs are then the whole model's.
+//
 //===----------------------------------------------------------------------===//
 
 #include "tools/v4a-run-package/RunPackage.h"
@@ -37,6 +45,7 @@
 #include "core/TensorSpecs.h"
 #include "lib/Engine/HostWeights.h"
 #include "lib/Engine/PackageModel.h"
+#include "runtime/Collective.h"
 #include "runtime/Model.h"
 #include "runtime/SafeTensors.h"
 #include "runtime/StepGemms.h"
@@ -50,8 +59,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -70,11 +81,13 @@ int fail(const std::string &message) {
 }
 
 struct Options {
-  std::string package, weights, inputs, outputs, expected, json;
+  std::string package, weights, inputs, outputs, expected, json, ncclId;
   double tolerance = 0.0;
   int64_t seed = -1, promptLen = 0, decodeSteps = 0;
   /// The tensor-parallel rank to run, or -1: every rank, summed.
   int64_t tensorRank = -1;
+  /// The ranks' outputs summed by NCCL on the GPUs (else on the host).
+  bool nccl = false;
   int64_t batch = 0, context = 0, tokens = 0, repeat = 10;
   std::vector<int64_t> lengths, layers;
   bool check = false, bench = false;
@@ -88,7 +101,8 @@ std::string usage() {
          " MODEL.v4apkg (--weights FILE | --random-weights SEED) ((--inputs "
          "FILE | --prompt-len N --decode-steps M [--lengths L0,L1,..]) "
          "[--layers L0,L1,..] [--outputs FILE] [--expected FILE | --check] "
-         "[--tolerance T] [--graphs on|off] [--tensor-rank R] | --bench "
+         "[--tolerance T] [--graphs on|off] [--tensor-rank R] [--all-reduce "
+         "host|nccl] [--nccl-id FILE] | --bench "
          "--batch B --context C "
          "--tokens T [--repeat N] [--graphs on|off|both] [--json FILE]); " +
          tool + " --info MODEL.v4apkg; " + tool + " --help | --version";
@@ -151,14 +165,19 @@ std::vector<int64_t> ranksToRun(const Options &o, int64_t degree,
             ": the package's ranks are 0 .. " + std::to_string(degree - 1);
     return {};
   }
-  if (o.tensorRank >= 0 && degree > 1 && o.check) {
+  if (o.tensorRank >= 0 && degree > 1 && o.check && !o.nccl) {
     error = "--check compares every rank's summed outputs with the whole "
             "model's reference: leave out --tensor-rank";
     return {};
   }
+  if (o.nccl && o.tensorRank >= 0 && degree > 1 && o.ncclId.empty()) {
+    error = "--all-reduce nccl with --tensor-rank runs one rank per process: "
+            "--nccl-id FILE tells the processes the communicator";
+    return {};
+  }
   if (o.tensorRank >= 0)
     return {o.tensorRank};
-  if (o.bench)
+  if (o.bench && !o.nccl)
     return {0};
   std::vector<int64_t> all(degree);
   std::iota(all.begin(), all.end(), 0);
@@ -183,11 +202,10 @@ bool parseCount(const std::string &flag, const std::string &value,
 constexpr int64_t kMaxTokens = 1 << 20, kMaxBatch = 4096;
 
 bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
-  std::map<std::string, std::string *> paths = {{"--weights", &o.weights},
-                                                {"--inputs", &o.inputs},
-                                                {"--outputs", &o.outputs},
-                                                {"--expected", &o.expected},
-                                                {"--json", &o.json}};
+  std::map<std::string, std::string *> paths = {
+      {"--weights", &o.weights}, {"--inputs", &o.inputs},
+      {"--outputs", &o.outputs}, {"--expected", &o.expected},
+      {"--json", &o.json},       {"--nccl-id", &o.ncclId}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--check" || arg == "--bench") {
@@ -247,6 +265,12 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
                 " prompt lengths";
         return false;
       }
+    } else if (arg == "--all-reduce") {
+      if (value != "host" && value != "nccl") {
+        error = "--all-reduce takes host or nccl, got '" + value + "'";
+        return false;
+      }
+      o.nccl = value == "nccl";
     } else if (arg == "--graphs") {
       if (value != "on" && value != "off" && value != "both") {
         error = "--graphs takes on, off or (with --bench) both, got '" + value +
@@ -278,6 +302,10 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
                o.inputs.empty() && o.promptLen == 0 && o.decodeSteps == 0 &&
                o.lengths.empty() && !o.check && o.expected.empty() &&
                o.outputs.empty();
+  if (!o.ncclId.empty() && (!o.nccl || o.tensorRank < 0)) {
+    error = "--nccl-id goes with --all-reduce nccl --tensor-rank R";
+    return false;
+  }
   if (!o.bench && o.bothGraphModes) {
     error = "--graphs both goes with --bench";
     return false;
@@ -334,6 +362,58 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+/// Runs `body(i, error)` for every rank i, each on a thread of its own when
+/// there are several: an NCCL sum waits for every rank, so one thread cannot
+/// drive the ranks in turn. False with the first failing rank's error.
+bool onEveryRank(size_t ranks,
+                 const std::function<bool(size_t, std::string &)> &body,
+                 std::string &error) {
+  if (ranks == 1)
+    return body(0, error);
+  std::vector<std::string> errors(ranks);
+  std::vector<char> ok(ranks, 0);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ranks; ++i)
+    threads.emplace_back([&, i] { ok[i] = body(i, errors[i]); });
+  for (std::thread &thread : threads)
+    thread.join();
+  for (size_t i = 0; i < ranks; ++i)
+    if (!ok[i]) {
+      error = errors[i];
+      return false;
+    }
+  return true;
+}
+
+/// Makes every model of this process a rank of one NCCL communicator of
+/// `world` ranks: all of them here (the id made here), or one rank per
+/// process (rank 0 publishes the id at --nccl-id, removed once every rank
+/// has joined; the others read it).
+bool joinRanks(const Options &o, const std::vector<int64_t> &ranks,
+               std::vector<std::unique_ptr<rt::Model>> &models, int64_t world,
+               std::string &error) {
+  rt::CollectiveId id;
+  bool here = static_cast<int64_t>(ranks.size()) == world;
+  bool publishes = !here && ranks.front() == 0;
+  if (here || publishes) {
+    if (!rt::Collective::makeId(id, error) ||
+        (publishes && !rt::publishCollectiveId(o.ncclId, id, error)))
+      return false;
+  } else if (!rt::readCollectiveId(o.ncclId, id, error)) {
+    return false;
+  }
+  bool joined = onEveryRank(
+      models.size(),
+      [&](size_t i, std::string &why) {
+        return models[i]->joinRanks(id, static_cast<int>(ranks[i]),
+                                    static_cast<int>(world), why);
+      },
+      error);
+  if (publishes)
+    std::remove(o.ncclId.c_str());
+  return joined;
+}
+
 /// Random finite values in every cache byte of every sequence (the same
 /// bytes for each: the values do not change the work): each byte in
 /// [0x30, 0x3b] is a small positive e4m3 value, ue8m0 scale, and high byte
@@ -356,13 +436,44 @@ bool fillCaches(rt::Model &model, const std::vector<LayerSpec> &layers,
   return true;
 }
 
-int benchmark(const Options &o, rt::Model &model,
+/// One step of ranks whose outputs NCCL sums: every rank at once, each
+/// into its own buffers; rank 0's are `total`, and every other rank's must
+/// be the same bits (each rank holds the same sum).
+bool stepSummedRanks(
+    size_t ranks, const rt::InputStep &step, const std::vector<bool> &runs,
+    int64_t batch, int64_t dim, rt::StepBuffers &total,
+    const std::function<bool(size_t, rt::StepBuffers &)> &runRank,
+    std::string &error) {
+  std::vector<rt::StepBuffers> others;
+  for (size_t i = 1; i < ranks; ++i)
+    others.push_back(rt::stepBuffers(step, runs, batch, dim));
+  auto run = [&](size_t i, std::string &) {
+    return runRank(i, i == 0 ? total : others[i - 1]);
+  };
+  // runRank keeps its error itself.
+  std::string ignored;
+  if (!onEveryRank(ranks, run, ignored))
+    return false;
+  for (size_t i = 1; i < ranks; ++i)
+    if (others[i - 1].out != total.out) {
+      error = "rank " + std::to_string(i) +
+              "'s summed outputs differ from rank 0's";
+      return false;
+    }
+  return true;
+}
+
+/// Times steps of every model of `models` (the ranks this process drives;
+/// with an NCCL sum they step together).
+int benchmark(const Options &o,
+              const std::vector<std::unique_ptr<rt::Model>> &models,
               const std::vector<LayerSpec> &layers,
               const std::vector<int64_t> &sequences,
               const ModelConfig &config) {
   std::string error;
-  if (!fillCaches(model, layers, sequences, o.seed >= 0 ? o.seed : 1, error))
-    return fail(error);
+  for (const std::unique_ptr<rt::Model> &model : models)
+    if (!fillCaches(*model, layers, sequences, o.seed >= 0 ? o.seed : 1, error))
+      return fail(error);
   int64_t dim = config.hiddenSize;
   rt::InputStep step{o.tokens, std::vector<int64_t>(o.batch, o.tokens), {}};
   std::vector<bool> runs(config.numLayers(), false);
@@ -372,7 +483,10 @@ int benchmark(const Options &o, rt::Model &model,
     step.inputs[layer.id] = std::make_shared<const std::vector<float>>(
         ref::randomActivations(o.batch * o.tokens * dim, layer.id));
   }
-  rt::StepBuffers buffers = rt::stepBuffers(step, runs, o.batch, dim);
+  std::vector<rt::StepBuffers> perRank;
+  for (size_t i = 0; i < models.size(); ++i)
+    perRank.push_back(rt::stepBuffers(step, runs, o.batch, dim));
+  rt::StepBuffers &buffers = perRank.front();
   std::string ids;
   for (const LayerSpec &layer : layers)
     ids += (ids.empty() ? "" : ",") + std::to_string(layer.id);
@@ -381,17 +495,22 @@ int benchmark(const Options &o, rt::Model &model,
   for (bool graphs : {false, true}) {
     if (!o.bothGraphModes && graphs != o.graphs)
       continue;
-    model.useGraphs(graphs);
+    for (const std::unique_ptr<rt::Model> &model : models)
+      model->useGraphs(graphs);
     std::vector<double> times;
     // Two untimed steps: the first of a key runs on the stream, the second
     // records its graph.
     for (int64_t run = 0; run < o.repeat + 2; ++run) {
-      for (int64_t sequence : sequences)
-        if (!model.restorePosition(sequence, o.context, error))
-          return fail(error);
+      for (const std::unique_ptr<rt::Model> &model : models)
+        for (int64_t sequence : sequences)
+          if (!model->restorePosition(sequence, o.context, error))
+            return fail(error);
       auto start = std::chrono::steady_clock::now();
-      if (!model.step({sequences, step.lengths, o.tokens}, buffers.inputs,
-                      buffers.outputs, error))
+      auto stepRank = [&](size_t i, std::string &why) {
+        return models[i]->step({sequences, step.lengths, o.tokens},
+                               perRank[i].inputs, perRank[i].outputs, why);
+      };
+      if (!onEveryRank(models.size(), stepRank, error))
         return fail(error);
       if (run >= 2)
         times.push_back(secondsSince(start) * 1e3);
@@ -522,14 +641,18 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
         i + 1 < ranks.size() ? tensors : std::move(tensors);
     if (!keepRankPart(*package, ranks[i], part, error))
       return fail(error);
+    // With NCCL's sum rank r runs on GPU r (NCCL takes one rank a GPU).
+    int ordinal = o.nccl ? static_cast<int>(ranks[i]) : 0;
     models.push_back(createPackageModel(*package, *selected, std::move(part),
-                                        batch, 0, device, error));
+                                        batch, ordinal, device, error));
     if (!device.cubinWarning.empty() && i == 0)
       std::fprintf(stderr, "%s: warning: %s; using the PTX\n", tool.c_str(),
                    device.cubinWarning.c_str());
     if (!models.back())
       return fail(error);
   }
+  if (o.nccl && !joinRanks(o, ranks, models, package->tensorParallel, error))
+    return fail(error);
   rt::Model *model = models.front().get();
   std::printf("%s: %s, %zu step functions, %zu calls per step, kernels from "
               "%s\n",
@@ -569,7 +692,7 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
     }
   }
   if (o.bench)
-    return benchmark(o, *model, *selected, sequences, package->config);
+    return benchmark(o, models, *selected, sequences, package->config);
 
   st::File written, expectedByReference;
   double gpuSeconds = 0.0;
@@ -578,17 +701,26 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
     rt::StepBuffers buffers = rt::stepBuffers(step, runs, batch, dim);
     const std::vector<std::vector<float>> &out = buffers.out;
     auto start = std::chrono::steady_clock::now();
+    // Ranks may step on threads of their own: the first failure is kept.
+    std::mutex failing;
+    error.clear();
     auto runRank = [&](size_t i, rt::StepBuffers &into) {
+      std::string why;
       if (models[i]->step({sequences, step.lengths, step.tokens}, into.inputs,
-                          into.outputs, error))
+                          into.outputs, why))
         return true;
-      error = "step " + std::to_string(k) +
-              (models.size() > 1 ? ", rank " + std::to_string(ranks[i]) : "") +
-              ": " + error;
+      std::lock_guard<std::mutex> lock(failing);
+      if (error.empty())
+        error =
+            "step " + std::to_string(k) +
+            (models.size() > 1 ? ", rank " + std::to_string(ranks[i]) : "") +
+            ": " + why;
       return false;
     };
-    if (!rt::stepEveryRank(models.size(), step, runs, batch, dim, buffers,
-                           runRank))
+    if (o.nccl ? !stepSummedRanks(models.size(), step, runs, batch, dim,
+                                  buffers, runRank, error)
+               : !rt::stepEveryRank(models.size(), step, runs, batch, dim,
+                                    buffers, runRank))
       return fail(error);
     gpuSeconds += secondsSince(start);
     std::string suffix = std::to_string(k);

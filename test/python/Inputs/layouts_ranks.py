@@ -65,4 +65,15 @@ for k, step in enumerate(whole):
         error = np.max(np.abs(to_bf16(total) - y)) / ulp(np.max(np.abs(y)))
         worst = max(worst, float(error))
 print("tensor parallel 2: worst %.3f ulps" % worst)
+
+# The sum over GPUs takes a GPU model and a 128-byte id.
+model = v4a.Model.compile(config, max_sequences=1, tensor_parallel=2)
+model.load_random_weights(1)
+for bad in (b"short", bytes(128)):
+    try:
+        model.join_ranks(bad)
+        print("join_ranks(%d bytes): no error" % len(bad))
+    except v4a.V4AError as error:
+        print("join_ranks(%d bytes): %s" % (len(bad), error))
+model.close()
 print("PASS" if same and worst <= 2 else "FAIL")
