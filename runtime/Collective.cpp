@@ -185,6 +185,17 @@ void Collective::drop() {
   comm = nullptr;
 }
 
+std::unique_ptr<Collective> Collective::withLibrary(bool owned,
+                                                    std::string &error) {
+  Library *library = Library::get(error);
+  if (!library)
+    return nullptr;
+  std::unique_ptr<Collective> c(new Collective());
+  c->library = library;
+  c->owned = owned;
+  return c;
+}
+
 std::unique_ptr<Collective> Collective::join(const CollectiveId &id, int rank,
                                              int world, std::string &error) {
   if (world < 1 || rank < 0 || rank >= world) {
@@ -192,12 +203,10 @@ std::unique_ptr<Collective> Collective::join(const CollectiveId &id, int rank,
             ": a rank is in 0 .. world - 1";
     return nullptr;
   }
-  Library *l = Library::get(error);
-  if (!l)
+  std::unique_ptr<Collective> c = withLibrary(/*owned=*/true, error);
+  if (!c)
     return nullptr;
-  std::unique_ptr<Collective> c(new Collective());
-  c->library = l;
-  c->owned = true;
+  Library *l = c->library;
   c->myRank = rank;
   c->size = world;
   NcclConfig config;
@@ -225,11 +234,10 @@ std::unique_ptr<Collective> Collective::adopt(void *comm, std::string &error) {
     error = "a null NCCL communicator";
     return nullptr;
   }
-  Library *l = Library::get(error);
-  if (!l)
+  std::unique_ptr<Collective> c = withLibrary(/*owned=*/false, error);
+  if (!c)
     return nullptr;
-  std::unique_ptr<Collective> c(new Collective());
-  c->library = l;
+  Library *l = c->library;
   c->comm = comm;
   NcclResult result = l->commCount(comm, &c->size);
   if (result == kNcclSuccess)

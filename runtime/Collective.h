@@ -49,6 +49,9 @@ public:
 
 private:
   Collective() = default;
+  /// A communicator-less Collective over the process's NCCL.
+  static std::unique_ptr<Collective> withLibrary(bool owned,
+                                                 std::string &error);
   bool settle(const std::string &what, std::string &error);
   void drop();
 
