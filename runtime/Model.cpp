@@ -673,13 +673,20 @@ bool Model::prepareSteps(const std::vector<int64_t> &tokenCounts,
          impl->prepareGemms(tokenCounts, error);
 }
 
+/// Whether the backend has a stream for an all-reduce; on a GPU this also
+/// makes its context current on the calling thread.
+static bool hasStreams(Backend &backend, std::string &error) {
+  if (backend.currentStream())
+    return true;
+  error = std::string("the ") + backend.name() +
+          " backend has no streams for an all-reduce over GPUs";
+  return false;
+}
+
 bool Model::sumOverRanks(std::unique_ptr<Collective> collective,
                          std::string &error) {
-  if (!impl->backend->currentStream()) {
-    error = std::string("the ") + impl->backend->name() +
-            " backend has no streams for an all-reduce over GPUs";
+  if (!hasStreams(*impl->backend, error))
     return false;
-  }
   impl->dropGraphs();
   impl->collective = std::move(collective);
   return true;
@@ -688,11 +695,8 @@ bool Model::sumOverRanks(std::unique_ptr<Collective> collective,
 bool Model::joinRanks(const CollectiveId &id, int rank, int world,
                       std::string &error) {
   // The rank's GPU is the one current on this thread while it joins.
-  if (!impl->backend->currentStream()) {
-    error = std::string("the ") + impl->backend->name() +
-            " backend has no streams for an all-reduce over GPUs";
+  if (!hasStreams(*impl->backend, error))
     return false;
-  }
   std::unique_ptr<Collective> collective =
       Collective::join(id, rank, world, error);
   return collective && sumOverRanks(std::move(collective), error);
