@@ -9,11 +9,15 @@
 #   bench/indexer.sh [SHAPES]  (there, carrying build/bin and build/gpu;
 #                               SHAPES as model:batch:context:tokens)
 #
+# PACKAGES=DIR reads the packages from DIR instead of build/gpu, and
+# VARIANT=NAME labels the JSON lines (variants of the kernel side by side);
+# TORCH=0 leaves out the PyTorch side.
+#
 # --bench fills the caches with random finite rows, so every visible index
 # key is scored and the top-k cuts (16,384 rows at 64K of history).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-dir=build/gpu
+dir=${PACKAGES:-build/gpu}
 if [[ ${1:-} == prepare ]]; then
   bench/attention.sh prepare || exit 1 # v4-flash-64k, v4-pro-64k
   build/bin/v4a-compile examples/v4-flash.json --context 1048832 \
@@ -37,7 +41,7 @@ for shape in $shapes; do
   IFS=: read -r package batch context tokens <<< "$shape"
   case $package in v4-pro*) config=examples/v4-pro.json ;;
                    *) config=examples/v4-flash.json ;; esac
-  csv=$out/indexer-$package-b$batch-c$context-t$tokens.csv
+  csv=$out/indexer-${VARIANT:+$VARIANT-}$package-b$batch-c$context-t$tokens.csv
   timeout 240 ncu --clock-control none --kernel-name regex:indexer \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv \
     --print-units base \
@@ -51,4 +55,4 @@ for shape in $shapes; do
   python3 bench/indexer_report.py "$csv" "$config" "$batch" "$context" \
     "$tokens" "$layout" | tee -a "$lines"
 done
-python3 bench/indexer_torch.py | tee -a "$lines"
+[[ ${TORCH:-1} == 1 ]] && python3 bench/indexer_torch.py | tee -a "$lines"

@@ -9,6 +9,7 @@ index_head_dim / 32).
 """
 
 import json
+import os
 import sys
 
 import ncu_csv
@@ -21,6 +22,8 @@ def main():
     times = ncu_csv.launch_times(path)
     shape = {"model": config_path, "batch": batch, "context": context,
              "tokens": tokens}
+    if os.environ.get("VARIANT"):
+        shape["variant"] = os.environ["VARIANT"]
     if times is None:
         print(json.dumps(dict(shape, error="no kernels in " + path)))
         return

@@ -254,10 +254,10 @@ def LowerToGPU : Pass<"v4a-lower-to-gpu", "::mlir::ModuleOp"> {
     a `topk` without candidate blocks (bf16 query and index keys, a head
     width that is a multiple of 64, at most 256 heads, k at most 2048). A
     warpgroup per (token, split of its rows) scores 64 keys per wgmma chain
-    (keys as M, heads as N), sums each key's heads in head order and streams
-    the scores through a top-k in shared memory (a threshold, a candidate
-    buffer cut back by radix select, a bitonic sort); no [T, rows] scores
-    are stored. A second kernel merges the splits' lists per token.
+    (keys as M, heads as N), sums each key's heads from the registers in
+    the ops' documented order and streams the scores through a top-k in
+    shared memory (a threshold, a candidate buffer cut back by radix
+    select, a bitonic sort); no [T, rows] scores are stored. A second kernel merges the splits' lists per token.
   }];
   let options = [
     Option<"indexerFamily", "indexer-family", "bool", "true",

@@ -1161,6 +1161,34 @@ struct LowerCompressStep : public V4APattern<CompressStepOp> {
   }
 };
 
+/// sum_h term(h) over `heads` heads in the order the GPU's indexer family
+/// sums them from its MMA fragments (the ops' documented order): partial
+/// q in 0..3 adds heads 8i + 2q and 8i + 2q + 1 for i = 0, 1, ... from +0,
+/// and the score is (p0 + p2) + (p1 + p3).
+Value sumHeadTerms(LoopEmitter &e, Value heads,
+                   const std::function<Value(Value)> &term) {
+  Value zero = e.index(0);
+  Value groups = e.div(e.add(heads, e.index(7)), e.index(8));
+  SmallVector<Value> partials;
+  for (int64_t q = 0; q < 4; ++q)
+    partials.push_back(
+        e.loop(zero, groups, {e.f32(0.0)},
+               [&](Value i, ValueRange p) -> SmallVector<Value> {
+                 Value sum = p[0];
+                 for (int64_t c = 0; c < 2; ++c) {
+                   Value h = e.add(e.mul(i, e.index(8)), e.index(2 * q + c));
+                   // Past the heads a term is +0, which leaves a sum from +0
+                   // unchanged.
+                   Value inside = e.cmp(IP::slt, h, heads);
+                   Value safe = e.select(inside, h, zero);
+                   sum = e.add(sum, e.select(inside, term(safe), e.f32(0.0)));
+                 }
+                 return {sum};
+               })[0]);
+  return e.add(e.add(partials[0], partials[2]),
+               e.add(partials[1], partials[3]));
+}
+
 struct LowerIndexerScore : public V4APattern<IndexerScoreOp> {
   using V4APattern::V4APattern;
   LogicalResult matchAndRewrite(IndexerScoreOp op,
@@ -1179,18 +1207,15 @@ struct LowerIndexerScore : public V4APattern<IndexerScoreOp> {
       Value valid =
           e.min(rows, e.div(e.add(e.loadIndex(positions, {t}), one), ratio));
       e.loop(zero, rows, [&](Value j) {
-        Value total =
-            e.loop(zero, heads, {e.f32(0.0)},
-                   [&](Value h, ValueRange a) -> SmallVector<Value> {
-                     Value dotValue = e.loop(
-                         zero, width, {e.f32(0.0)},
-                         [&](Value i, ValueRange p) -> SmallVector<Value> {
-                           return {e.add(p[0], e.mul(e.load(q, {t, h, i}),
-                                                     e.load(keys, {j, i})))};
-                         })[0];
-                     Value relu = e.max(dotValue, e.f32(0.0));
-                     return {e.add(a[0], e.mul(relu, e.load(weights, {t, h})))};
-                   })[0];
+        Value total = sumHeadTerms(e, heads, [&](Value h) {
+          Value dotValue =
+              e.loop(zero, width, {e.f32(0.0)},
+                     [&](Value i, ValueRange p) -> SmallVector<Value> {
+                       return {e.add(p[0], e.mul(e.load(q, {t, h, i}),
+                                                 e.load(keys, {j, i})))};
+                     })[0];
+          return e.mul(e.max(dotValue, e.f32(0.0)), e.load(weights, {t, h}));
+        });
         Value inRange = e.cmp(IP::slt, j, valid);
         e.store(e.select(inRange, total, e.f32(kNegInf)), out, {t, j});
       });
@@ -1998,18 +2023,15 @@ struct LowerCacheIndexerScore : public CachePattern<CacheIndexerScoreOp> {
       e.parallelLoop(zero, rows, [&](Value j) {
         Value inRange = e.cmp(IP::slt, j, valid);
         Value row = e.select(inRange, j, zero);
-        Value total =
-            e.loop(zero, heads, {e.f32(0.0)},
-                   [&](Value h, ValueRange a) -> SmallVector<Value> {
-                     Value dotValue = e.loop(
-                         zero, width, {e.f32(0.0)},
-                         [&](Value i, ValueRange p) -> SmallVector<Value> {
-                           Value k = e.load(key, {e.add(e.mul(row, width), i)});
-                           return {e.add(p[0], e.mul(e.load(q, {t, h, i}), k))};
-                         })[0];
-                     Value relu = e.max(dotValue, e.f32(0.0));
-                     return {e.add(a[0], e.mul(relu, e.load(weights, {t, h})))};
-                   })[0];
+        Value total = sumHeadTerms(e, heads, [&](Value h) {
+          Value dotValue =
+              e.loop(zero, width, {e.f32(0.0)},
+                     [&](Value i, ValueRange p) -> SmallVector<Value> {
+                       Value k = e.load(key, {e.add(e.mul(row, width), i)});
+                       return {e.add(p[0], e.mul(e.load(q, {t, h, i}), k))};
+                     })[0];
+          return e.mul(e.max(dotValue, e.f32(0.0)), e.load(weights, {t, h}));
+        });
         e.store(e.select(inRange, total, e.f32(kNegInf)), out, {t, j});
       });
     });

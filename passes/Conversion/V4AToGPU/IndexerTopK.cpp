@@ -1,25 +1,30 @@
 //===- IndexerTopK.cpp - the indexer's scores and top-k as one family -----===//
 //
 // score(t, j) = sum_h relu(q[t, h] . key_j) * w[t, h] over token t's rows
-// j < min((p + 1) / ratio, rows), and its k best rows, in two kernels:
+// j < min((p + 1) / ratio, rows), and its k best rows, in two kernels (the
+// merge in one of two forms):
 //
 // - scores: a block of one warpgroup per (token, split). Its rows are
-//   gathered 64 at a time into a ring of shared stages (up to four, as
-//   many as leave room for two blocks per SM) with 16-byte cp.async, the
-//   next ones in flight while 64 are scored: the keys are the MMA's M
-//   and the token's heads its N (padded to a multiple of 8 with zero rows),
+//   gathered 64 at a time into a ring of shared stages (two to four: the
+//   plan takes the most blocks per SM, up to three, then the deepest ring
+//   they leave room for) with 16-byte cp.async, the next ones in flight
+//   while 64 are scored: the keys are the MMA's M and the token's heads
+//   its N (padded to a multiple of 8 with zero rows),
 //   so that an m64nHk16 wgmma chain over the head width gives every
-//   (key, head) dot product in f32. relu(dot) * w lands in shared memory,
-//   and a thread per key sums its heads in head order, as the loop path
-//   and the reference do, so that a score's bits do not depend on the
+//   (key, head) dot product in f32. A thread's accumulator holds a quarter
+//   of the heads of two keys; it sums relu(dot) * w over them and four
+//   lanes combine their sums: the order `v4a.indexer_score` documents and
+//   the loop path follows too, so that a score's bits do not depend on the
 //   kernel. Packed keys (fp8 with a row scale, MXFP4) travel as they are
 //   stored, into a ring of raw stages, and the block turns the stage to be
 //   scored into one bf16 tile (exact: the values the loop path decodes). Each
 //   score is offered to the block's streaming top-k (BlockSelect.h) and never
 //   stored. A token whose rows are one split writes its picks; otherwise each
 //   split leaves its sorted k best keys.
-// - merge (only with splits): a block per token finds, from samples of its
-//   splits' sorted lists, a floor no pick is below, and offers the lists'
+// - merge (only with splits): a block per token. Up to four lists: each key
+//   finds its rank in their union by binary searches of the other lists,
+//   and a rank below k is a pick. More lists: the block finds, from samples
+//   of the sorted lists, a floor no pick is below, and offers the lists'
 //   keys above it (a few times k) to the same top-k.
 //
 // Splits depend on the batch (enough blocks to fill the chip) but the picks
@@ -58,36 +63,41 @@ using IP = arith::CmpIPredicate;
 constexpr int64_t kKeysPerBlock = kMmaM;
 constexpr int64_t kThreads = kWarpgroupThreads;
 static_assert(kThreads == BlockSelect::kThreads);
-/// Blocks that fill the chip (132 SMs, two blocks each), the fewest rows a
-/// split takes, and the keys each merge thread offers per round.
-constexpr int64_t kResidentBlocks = 264;
+/// The chip's SMs, the most scoring blocks one SM holds, and the fewest
+/// rows a split takes.
+constexpr int64_t kSMs = 132;
+constexpr int64_t kMostBlocksPerSM = 3;
 constexpr int64_t kSplitRows = 256;
 /// The merge: a block of one selection's threads per token, over at most
 /// kMaxSplits lists, kListsPerThread of them per thread in its scan.
 constexpr int64_t kMergeThreads = BlockSelect::kThreads;
 constexpr int64_t kMergeKeysPerThread = 8;
-constexpr int64_t kMaxSplits = kResidentBlocks;
+constexpr int64_t kMaxSplits = kSMs * kMostBlocksPerSM;
 constexpr int64_t kListsPerThread =
     (kMaxSplits + kMergeThreads - 1) / kMergeThreads;
 constexpr int64_t kLargestK = 2048;
-/// Key stages in the scoring kernel's ring, at most, and the shared bytes
-/// per block that let two blocks share an SM (228 KiB, 1 KiB reserved each).
+/// Splits whose lists the rank merge takes (more: the sampled merge).
+constexpr int64_t kRankMergeLists = 4;
+/// Key stages in the scoring kernel's ring: at most, and at least.
 constexpr int64_t kMostStages = 4;
-constexpr int64_t kTwoBlocksSharedBytes = 113 * 1024;
+constexpr int64_t kFewestStages = 2;
+/// An SM's shared memory, of which each block reserves 1 KiB.
+constexpr int64_t kSharedBytesPerSM = 228 * 1024;
+constexpr int64_t kReservedSharedBytes = 1024;
 constexpr int64_t kChunkBytes = 16;
 
 /// Byte offsets in the scoring kernel's dynamic shared memory.
 struct SharedPlan {
   int64_t heads = 0, paddedHeads = 0, width = 0;
-  int64_t query = 0, firstStage = 0, stages = 0, keyTile = 0, products = 0,
-          select = 0, total = 0;
+  int64_t query = 0, firstStage = 0, stages = 0, keyTile = 0, select = 0,
+          total = 0;
+  /// Scoring blocks an SM holds with this plan's shared memory.
+  int64_t blocksPerSM = 1;
   /// Bytes of a stage of the ring: a bf16 key tile, or packed keys' raw
   /// rows (their values, then their scales at `stageScales`).
   int64_t stageBytes = 0, stageScales = 0;
   /// Packed keys only: the bf16 tile the MMAs read.
   int64_t converted = 0;
-  /// f32 elements between two keys' rows of products.
-  int64_t productStride = 0;
   /// The key rows' layout.
   layout::RowLayout row{};
   bool packed() const { return row.kind != layout::RowKind::IndexBF16; }
@@ -103,7 +113,6 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
   plan.paddedHeads = llvm::alignTo(heads, 8);
   plan.width = width;
   plan.row = row;
-  plan.productStride = plan.paddedHeads + 4;
   int64_t queryTile = plan.paddedHeads * width * 2;
   plan.keyTile = kKeysPerBlock * width * 2;
   plan.stageBytes = plan.keyTile;
@@ -116,18 +125,26 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
     ringStart = queryTile + plan.keyTile;
   }
   // Tiles are whole 1 KiB atoms; the window's base is aligned up to one,
-  // hence the spare atom at the end. The deepest ring that leaves room for
-  // two blocks per SM, else two stages.
-  for (plan.stages = kMostStages; plan.stages >= 2; --plan.stages) {
-    plan.query = 0;
-    plan.firstStage = ringStart;
-    plan.products = ringStart + plan.stages * plan.stageBytes;
-    plan.select = plan.products + kKeysPerBlock * plan.productStride * 4;
-    plan.total = plan.select + BlockSelect::sharedBytes(k, kKeysPerBlock) +
-                 kSwizzleAtomBytes;
-    if (plan.total <= kTwoBlocksSharedBytes || plan.stages == 2)
-      break;
-  }
+  // hence the spare atom at the end. The most blocks per SM with at least
+  // kFewestStages stages, and at that occupancy the deepest ring.
+  auto totalFor = [&](int64_t stages) {
+    return ringStart + stages * plan.stageBytes +
+           BlockSelect::sharedBytes(k, kKeysPerBlock) + kSwizzleAtomBytes;
+  };
+  auto fits = [&](int64_t stages, int64_t blocks) {
+    return blocks * (totalFor(stages) + kReservedSharedBytes) <=
+           kSharedBytesPerSM;
+  };
+  plan.blocksPerSM = kMostBlocksPerSM;
+  while (plan.blocksPerSM > 1 && !fits(kFewestStages, plan.blocksPerSM))
+    --plan.blocksPerSM;
+  plan.stages = kMostStages;
+  while (plan.stages > kFewestStages && !fits(plan.stages, plan.blocksPerSM))
+    --plan.stages;
+  plan.query = 0;
+  plan.firstStage = ringStart;
+  plan.select = ringStart + plan.stages * plan.stageBytes;
+  plan.total = totalFor(plan.stages);
   if (plan.total > step::HostOp::kMaxSharedBytes)
     return std::nullopt;
   return plan;
@@ -382,9 +399,6 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
     commitCopies(b, loc);
   }
 
-  Value products =
-      sharedView(b, loc, shared, e.add(pad, e.index(plan.products)),
-                 b.getF32Type(), kKeysPerBlock * plan.productStride);
   int64_t groupStride = plan.width / 64 * kSwizzleAtomBytes;
   auto kStep = [&](int64_t step) {
     return step / 4 * kSwizzleAtomBytes + step % 4 * 2 * kMmaK;
@@ -429,51 +443,129 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
     mmaCommit(b, loc);
     mmaWait(b, loc, 0);
 
-    // relu(dot) * w, a pair of heads per store.
+    // Each key's score from the registers: a thread holds two keys' rows
+    // of the fragment, a quarter of their heads each (headSumOrder).
     SmallVector<Value> d = unpackAccumulator(b, loc, dots);
-    auto pairType = VectorType::get({2}, b.getF32Type());
-    for (int64_t r = 0; r < n / 2; r += 2) {
-      FragmentPlace at = fragmentPlace(b, loc, warp, lane, r);
-      auto term = [&](int64_t i) {
-        return e.mul(e.max(d[i], e.f32(0.0)), weightOf[i]);
-      };
-      Value pair = vector::FromElementsOp::create(
-          b, loc, pairType, ValueRange{term(r), term(r + 1)});
-      vector::StoreOp::create(
-          b, loc, pair, products,
-          ValueRange{
-              e.add(e.mul(at.row, e.index(plan.productStride)), at.column)},
-          /*nontemporal=*/false, llvm::MaybeAlign(8));
+    Value totals[2];
+    for (int64_t half = 0; half < 2; ++half) {
+      Value partial = e.f32(0.0);
+      for (int64_t r = 2 * half; r < n / 2; r += 4)
+        for (int64_t c = 0; c < 2; ++c)
+          partial = e.add(partial,
+                          e.mul(e.max(d[r + c], e.f32(0.0)), weightOf[r + c]));
+      totals[half] = reduceLanes(b, loc, partial, 4, Combine::Add);
     }
-    mlir::gpu::BarrierOp::create(b, loc);
-
-    // A thread per key sums its heads in order and offers the score.
-    e.ifThen(e.cmp(IP::ult, thread, e.index(kKeysPerBlock)), [&] {
-      Value rowStart = e.mul(thread, e.index(plan.productStride));
-      Value total = e.f32(0.0);
-      auto quadType = VectorType::get({4}, b.getF32Type());
-      for (int64_t h = 0; h < plan.heads; h += 4) {
-        Value quad = vector::LoadOp::create(
-            b, loc, quadType, products, ValueRange{e.add(rowStart, e.index(h))},
-            /*nontemporal=*/false, llvm::MaybeAlign(16));
-        for (int64_t i = 0; i < 4 && h + i < plan.heads; ++i)
-          total = e.add(total, vector::ExtractOp::create(b, loc, quad, i));
-      }
-      Value j =
-          e.add(e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock))), thread);
-      // Only finite scores are picked (NaN compares false).
-      Value finite = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
-                                           e.abs(total), e.f32(INFINITY));
-      Value real =
-          arith::AndIOp::create(b, loc, e.cmp(IP::ult, j, end), finite);
-      select.offer(BlockSelect::rankKey(b, loc, total, j), real);
-    });
+    // Lane 4g offers key g of its warp's rows, lane 4g + 1 key g + 8.
+    Value quarter = e.rem(lane, e.index(4));
+    Value second = e.cmp(IP::eq, quarter, e.index(1));
+    Value total = e.select(second, totals[1], totals[0]);
+    Value row = e.add(fragmentPlace(b, loc, warp, lane, 0).row,
+                      e.select(second, e.index(8), e.index(0)));
+    Value j = e.add(e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock))), row);
+    // Only finite scores are picked (NaN compares false).
+    Value finite = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
+                                         e.abs(total), e.f32(INFINITY));
+    Value real = arith::AndIOp::create(
+        b, loc, e.cmp(IP::ult, quarter, e.index(2)),
+        arith::AndIOp::create(b, loc, e.cmp(IP::ult, j, end), finite));
+    select.offer(BlockSelect::rankKey(b, loc, total, j), real);
     select.makeRoom();
   }
   waitCopies(b, loc, 0);
   select.finish();
   Value single = e.cmp(IP::eq, o.splits, e.index(1));
   writeBest(e, select, o, thread, token, block, single);
+}
+
+/// Shared bytes of the rank merge: its lists' keys.
+int64_t rankMergeSharedBytes(int64_t k) { return kRankMergeLists * k * 8; }
+
+/// The merge of a few lists (at most kRankMergeLists): a block per token
+/// loads its splits' sorted lists into shared memory, and each key finds
+/// its rank in their union, its place in its own list plus, by binary
+/// search, the keys above it in the others (keys are distinct). A key of
+/// rank below k is the pick of that rank: no selection, no sort, and a
+/// barrier only after the load.
+void buildRankMerge(OpBuilder &b, Location loc, const Operands &o,
+                    Operation *func) {
+  cpu::LoopEmitter e(b, loc);
+  Value blocks =
+      e.select(e.cmp(IP::ugt, o.splits, e.index(1)),
+               e.select(e.cmp(IP::ule, o.splits, e.index(kRankMergeLists)),
+                        o.tokens, e.index(0)),
+               e.index(0));
+  mlir::gpu::LaunchOp launch =
+      createLaunch(b, loc, kernelName(func, "indexer"), blocks, kMergeThreads,
+                   /*sharedFloats=*/0, rankMergeSharedBytes(o.k));
+  Value thread = launch.getThreadIds().x;
+  Value token = launch.getBlockIds().x;
+  Value shared = dynamicShared(b, loc);
+  Value keys = sharedView(b, loc, shared, e.index(0), b.getI64Type(),
+                          kRankMergeLists * o.k);
+  Value count = e.mul(o.splits, e.index(o.k));
+  Value first = e.mul(token, count);
+  scf::ForOp::create(b, loc, thread, count, e.index(kMergeThreads),
+                     ValueRange{},
+                     [&](OpBuilder &, Location, Value i, ValueRange) {
+                       memref::StoreOp::create(
+                           b, loc,
+                           memref::LoadOp::create(b, loc, o.partial,
+                                                  ValueRange{e.add(first, i)}),
+                           keys, ValueRange{i});
+                       scf::YieldOp::create(b, loc);
+                     });
+  mlir::gpu::BarrierOp::create(b, loc);
+
+  // The keys of list `list` above `key` (a prefix: the list descends).
+  auto keysAbove = [&](Value list, Value key) {
+    Value start = e.mul(list, e.index(o.k));
+    Value above = e.index(0);
+    for (int64_t step = llvm::PowerOf2Ceil(o.k); step >= 1; step /= 2) {
+      Value next = e.add(above, e.index(step));
+      Value inside = e.cmp(IP::ule, next, e.index(o.k));
+      Value at = e.add(start, e.sub(e.min(next, e.index(o.k)), e.index(1)));
+      Value larger = arith::CmpIOp::create(
+          b, loc, IP::ugt, memref::LoadOp::create(b, loc, keys, ValueRange{at}),
+          key);
+      above =
+          e.select(arith::AndIOp::create(b, loc, inside, larger), next, above);
+    }
+    return above;
+  };
+  Value zero = e.i64(0);
+  Value kept = e.index(0);
+  for (int64_t list = 0; list < kRankMergeLists; ++list)
+    kept = e.add(kept, e.select(e.cmp(IP::ult, e.index(list), o.splits),
+                                keysAbove(e.index(list), zero), e.index(0)));
+  scf::ForOp::create(
+      b, loc, thread, count, e.index(kMergeThreads), ValueRange{},
+      [&](OpBuilder &, Location, Value i, ValueRange) {
+        Value key = memref::LoadOp::create(b, loc, keys, ValueRange{i});
+        Value own = arith::DivUIOp::create(b, loc, i, e.index(o.k));
+        Value rank = arith::RemUIOp::create(b, loc, i, e.index(o.k));
+        for (int64_t list = 0; list < kRankMergeLists; ++list) {
+          Value other = arith::AndIOp::create(
+              b, loc, e.cmp(IP::ult, e.index(list), o.splits),
+              e.cmp(IP::ne, e.index(list), own));
+          rank = e.add(
+              rank, e.select(other, keysAbove(e.index(list), key), e.index(0)));
+        }
+        Value pick = arith::AndIOp::create(b, loc, e.cmp(IP::ne, key, zero),
+                                           e.cmp(IP::ult, rank, e.index(o.k)));
+        e.ifThen(pick, [&] {
+          memref::StoreOp::create(b, loc, BlockSelect::rowOfKey(b, loc, key),
+                                  o.picks, ValueRange{token, rank});
+        });
+        scf::YieldOp::create(b, loc);
+      });
+  // Ranks past the kept keys: none.
+  scf::ForOp::create(b, loc, e.add(e.min(kept, e.index(o.k)), thread),
+                     e.index(o.k), e.index(kMergeThreads), ValueRange{},
+                     [&](OpBuilder &, Location, Value r, ValueRange) {
+                       memref::StoreOp::create(b, loc, e.i32(-1), o.picks,
+                                               ValueRange{token, r});
+                       scf::YieldOp::create(b, loc);
+                     });
 }
 
 /// The ranks sampled in each split's sorted list by the merge: the 1st,
@@ -508,7 +600,7 @@ void buildMerge(OpBuilder &b, Location loc, const Operands &o,
   int64_t incoming = kMergeThreads * kMergeKeysPerThread;
   SmallVector<int64_t> ranks = samplePositions(o.k);
   int64_t perList = ranks.size();
-  Value many = e.cmp(IP::ugt, o.splits, e.index(1));
+  Value many = e.cmp(IP::ugt, o.splits, e.index(kRankMergeLists));
   Value blocks = e.select(many, o.tokens, e.index(0));
   mlir::gpu::LaunchOp launch =
       createLaunch(b, loc, kernelName(func, "indexer"), blocks, kMergeThreads,
@@ -676,8 +768,8 @@ bool indexerFamilyCovers(int64_t heads, int64_t width, int64_t k) {
 }
 
 int64_t indexerSplitListBytes(int64_t tokens, int64_t k) {
-  // tokens x splits is at most max(tokens, kResidentBlocks) lists of k keys.
-  return std::max(tokens, kResidentBlocks) * k * 8;
+  // tokens x splits is at most max(tokens, kMaxSplits) lists of k keys.
+  return std::max(tokens, kMaxSplits) * k * 8;
 }
 
 TopKOp coveredTopK(CacheIndexerScoreOp scores) {
@@ -727,8 +819,8 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
   // ceiling division; every value here is non-negative.)
   o.rows = arith::DivSIOp::create(b, loc, e.max(bound, e.index(0)),
                                   e.index(op.getRatio()));
-  Value perToken = arith::DivSIOp::create(b, loc, e.index(kResidentBlocks),
-                                          e.max(o.tokens, e.index(1)));
+  Value perToken = arith::DivSIOp::create(
+      b, loc, e.index(kSMs * plan.blocksPerSM), e.max(o.tokens, e.index(1)));
   Value needed =
       arith::CeilDivSIOp::create(b, loc, o.rows, e.index(kSplitRows));
   o.splits = e.max(e.min(perToken, needed), e.index(1));
@@ -748,6 +840,8 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
   Operation *func = op->getParentOfType<func::FuncOp>();
   buildScores(b, loc, op, plan, o, query, weights, positions, bases, keyBytes,
               func);
+  b.setInsertionPoint(topk);
+  buildRankMerge(b, loc, o, func);
   b.setInsertionPoint(topk);
   buildMerge(b, loc, o, func);
   b.setInsertionPoint(topk);
