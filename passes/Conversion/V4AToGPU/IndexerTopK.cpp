@@ -76,8 +76,11 @@ constexpr int64_t kMaxSplits = kSMs * kMostBlocksPerSM;
 constexpr int64_t kListsPerThread =
     (kMaxSplits + kMergeThreads - 1) / kMergeThreads;
 constexpr int64_t kLargestK = 2048;
-/// Splits whose lists the rank merge takes (more: the sampled merge).
+/// Splits whose lists the rank merge takes (more: the sampled merge), and
+/// its threads: enough that a thread's few keys hide the latency of their
+/// binary searches.
 constexpr int64_t kRankMergeLists = 4;
+constexpr int64_t kRankMergeThreads = 512;
 /// Key stages in the scoring kernel's ring: at most, and at least.
 constexpr int64_t kMostStages = 4;
 constexpr int64_t kFewestStages = 2;
@@ -494,9 +497,9 @@ void buildRankMerge(OpBuilder &b, Location loc, const Operands &o,
                e.select(e.cmp(IP::ule, o.splits, e.index(kRankMergeLists)),
                         o.tokens, e.index(0)),
                e.index(0));
-  mlir::gpu::LaunchOp launch =
-      createLaunch(b, loc, kernelName(func, "indexer"), blocks, kMergeThreads,
-                   /*sharedFloats=*/0, rankMergeSharedBytes(o.k));
+  mlir::gpu::LaunchOp launch = createLaunch(
+      b, loc, kernelName(func, "indexer"), blocks, kRankMergeThreads,
+      /*sharedFloats=*/0, rankMergeSharedBytes(o.k));
   Value thread = launch.getThreadIds().x;
   Value token = launch.getBlockIds().x;
   Value shared = dynamicShared(b, loc);
@@ -504,16 +507,21 @@ void buildRankMerge(OpBuilder &b, Location loc, const Operands &o,
                           kRankMergeLists * o.k);
   Value count = e.mul(o.splits, e.index(o.k));
   Value first = e.mul(token, count);
-  scf::ForOp::create(b, loc, thread, count, e.index(kMergeThreads),
+  // Every key in flight at once (a load each would wait in turn).
+  Value sharedAddress = addressOf(b, loc, shared);
+  Value listsAddress = e.add(addressOf(b, loc, o.partial),
+                             e.mul(toI64(b, loc, first), e.i64(8)));
+  Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  scf::ForOp::create(b, loc, thread, count, e.index(kRankMergeThreads),
                      ValueRange{},
                      [&](OpBuilder &, Location, Value i, ValueRange) {
-                       memref::StoreOp::create(
-                           b, loc,
-                           memref::LoadOp::create(b, loc, o.partial,
-                                                  ValueRange{e.add(first, i)}),
-                           keys, ValueRange{i});
+                       Value bytes = e.mul(toI64(b, loc, i), e.i64(8));
+                       copyAsync8(b, loc, e.add(sharedAddress, bytes),
+                                  e.add(listsAddress, bytes), always);
                        scf::YieldOp::create(b, loc);
                      });
+  commitCopies(b, loc);
+  waitCopies(b, loc, 0);
   mlir::gpu::BarrierOp::create(b, loc);
 
   // The keys of list `list` above `key` (a prefix: the list descends).
@@ -538,7 +546,7 @@ void buildRankMerge(OpBuilder &b, Location loc, const Operands &o,
     kept = e.add(kept, e.select(e.cmp(IP::ult, e.index(list), o.splits),
                                 keysAbove(e.index(list), zero), e.index(0)));
   scf::ForOp::create(
-      b, loc, thread, count, e.index(kMergeThreads), ValueRange{},
+      b, loc, thread, count, e.index(kRankMergeThreads), ValueRange{},
       [&](OpBuilder &, Location, Value i, ValueRange) {
         Value key = memref::LoadOp::create(b, loc, keys, ValueRange{i});
         Value own = arith::DivUIOp::create(b, loc, i, e.index(o.k));
@@ -560,7 +568,7 @@ void buildRankMerge(OpBuilder &b, Location loc, const Operands &o,
       });
   // Ranks past the kept keys: none.
   scf::ForOp::create(b, loc, e.add(e.min(kept, e.index(o.k)), thread),
-                     e.index(o.k), e.index(kMergeThreads), ValueRange{},
+                     e.index(o.k), e.index(kRankMergeThreads), ValueRange{},
                      [&](OpBuilder &, Location, Value r, ValueRange) {
                        memref::StoreOp::create(b, loc, e.i32(-1), o.picks,
                                                ValueRange{token, r});
