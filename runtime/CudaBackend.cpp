@@ -30,6 +30,7 @@ struct CUgraph_st;
 struct CUgraphExec_st;
 struct CUevent_st;
 constexpr CUresult kSuccess = 0;
+constexpr CUresult kNotFound = 500; // CUDA_ERROR_NOT_FOUND
 /// CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: other threads' unsafe calls do not
 /// break a capture on this one.
 constexpr int kCaptureThreadLocal = 1;
@@ -425,7 +426,11 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
         d.kernels ? d.moduleGetFunction(&function, d.kernels, kernel.c_str())
                   : 1;
     if (result != kSuccess) {
-      error = "the loaded kernels lack " + kernel;
+      // Only "not found" means the package lacks it; any other failure is
+      // the context's (a fault of an earlier launch, say).
+      error = !d.kernels || result == kNotFound
+                  ? "the loaded kernels lack " + kernel
+                  : d.describe("cannot look up kernel " + kernel, result);
       return false;
     }
     it = d.functions.emplace(kernel, function).first;

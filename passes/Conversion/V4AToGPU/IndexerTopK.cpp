@@ -69,10 +69,12 @@ constexpr int64_t kSMs = 132;
 constexpr int64_t kMostBlocksPerSM = 3;
 constexpr int64_t kSplitRows = 256;
 /// The merge: a block of one selection's threads per token, over at most
-/// kMaxSplits lists, kListsPerThread of them per thread in its scan.
+/// kMaxSplits lists, kListsPerThread of them per thread in its scan. (A
+/// token's splits stop there even when the chip holds more blocks: each
+/// list costs the merge more than its block saves the scores.)
 constexpr int64_t kMergeThreads = BlockSelect::kThreads;
 constexpr int64_t kMergeKeysPerThread = 8;
-constexpr int64_t kMaxSplits = kSMs * kMostBlocksPerSM;
+constexpr int64_t kMaxSplits = 2 * kSMs;
 constexpr int64_t kListsPerThread =
     (kMaxSplits + kMergeThreads - 1) / kMergeThreads;
 constexpr int64_t kLargestK = 2048;
@@ -831,7 +833,8 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
       b, loc, e.index(kSMs * plan.blocksPerSM), e.max(o.tokens, e.index(1)));
   Value needed =
       arith::CeilDivSIOp::create(b, loc, o.rows, e.index(kSplitRows));
-  o.splits = e.max(e.min(perToken, needed), e.index(1));
+  o.splits =
+      e.max(e.min(e.min(perToken, needed), e.index(kMaxSplits)), e.index(1));
   Value rowsPerSplit = arith::CeilDivSIOp::create(b, loc, o.rows, o.splits);
   o.splitRows = e.max(e.mul(arith::CeilDivSIOp::create(b, loc, rowsPerSplit,
                                                        e.index(kKeysPerBlock)),
