@@ -257,7 +257,10 @@ def LowerToGPU : Pass<"v4a-lower-to-gpu", "::mlir::ModuleOp"> {
     (keys as M, heads as N), sums each key's heads from the registers in
     the ops' documented order and streams the scores through a top-k in
     shared memory (a threshold, a candidate buffer cut back by radix
-    select, a bitonic sort); no [T, rows] scores are stored. A second kernel merges the splits' lists per token.
+    select, a bitonic sort); no [T, rows] scores are stored. When a
+    token's rows are split, a second kernel merges the lists: up to four by
+    each key's rank in their union, more through a floor from samples of
+    the sorted lists and the same top-k.
   }];
   let options = [
     Option<"indexerFamily", "indexer-family", "bool", "true",

@@ -76,3 +76,4 @@ for toolkit in [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
         config.substitutions.append(("%libdevice", os.path.join(
             toolkit, "nvvm", "libdevice", "libdevice.10.bc")))
         break
+config.substitutions.append(("%scripts", os.path.join(config.v4a_src_root, "scripts")))

@@ -402,6 +402,8 @@ Model::indexerSelection(int64_t l, SequenceState &state, const Tensor &x,
   } else {
     result = topk(scores, spec.indexTopk);
   }
+  if (indexerObserver)
+    indexerObserver(l, scores, result);
   shared.topk[l] = result;
   return result;
 }

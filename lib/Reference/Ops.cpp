@@ -357,15 +357,17 @@ Tensor indexerScores(const Tensor &q, const Tensor &keys, const Tensor &weights,
   for (int64_t t = 0; t < tokens; ++t) {
     int64_t valid = std::min(rows, (positions[t] + 1) / ratio);
     for (int64_t j = 0; j < valid; ++j) {
-      float total = 0.0f;
+      // The order `v4a.indexer_score` documents: partial q sums heads
+      // 8i + 2q and 8i + 2q + 1, i ascending.
+      float partial[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int64_t h = 0; h < heads; ++h) {
         const float *qh = q.data.data() + (t * heads + h) * width;
         float dot = 0.0f;
         for (int64_t i = 0; i < width; ++i)
           dot += qh[i] * keys.row(j)[i];
-        total += std::max(dot, 0.0f) * weights.row(t)[h];
+        partial[h % 8 / 2] += std::max(dot, 0.0f) * weights.row(t)[h];
       }
-      scores.row(t)[j] = total;
+      scores.row(t)[j] = (partial[0] + partial[2]) + (partial[1] + partial[3]);
     }
   }
   return scores;

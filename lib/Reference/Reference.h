@@ -18,6 +18,7 @@
 #include "v4a/ModelConfig.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -100,7 +101,8 @@ compressStep(CompressorState &state, const float *kv, const float *score,
              const Tensor &ape, int64_t position, int64_t ratio, bool overlap);
 
 /// score(i, j) = sum_h relu(q[i,h] . keys[j]) * weights[i,h], -inf for
-/// j >= (positions[i] + 1) div ratio.
+/// j >= (positions[i] + 1) div ratio; the heads summed in the order
+/// `v4a.indexer_score` documents.
 Tensor indexerScores(const Tensor &q, const Tensor &keys, const Tensor &weights,
                      const std::vector<int64_t> &positions, int64_t ratio);
 /// Up to k finite scores per row: score descending, then column ascending;
@@ -194,6 +196,15 @@ public:
   const ModelConfig &config() const { return modelConfig; }
   const std::vector<LayerSpec> &layers() const { return layerSpecs; }
 
+  /// Called with every indexer selection a layer computes (its scores [T,
+  /// rows] and picks, per token of the step), for tools that compare picks.
+  using IndexerObserver =
+      std::function<void(int64_t layer, const Tensor &scores,
+                         const std::vector<std::vector<int32_t>> &picks)>;
+  void observeIndexer(IndexerObserver observer) {
+    indexerObserver = std::move(observer);
+  }
+
 private:
   Tensor runLayer(int64_t layer, SequenceState &state, const Tensor &x,
                   int64_t start, StepShared &shared) const;
@@ -210,6 +221,7 @@ private:
   ModelConfig modelConfig;
   std::vector<LayerSpec> layerSpecs;
   std::vector<LayerWeights> weights;
+  IndexerObserver indexerObserver;
 };
 
 } // namespace v4a::ref

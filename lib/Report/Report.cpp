@@ -214,8 +214,10 @@ static void printIndexers(const Report &report, llvm::raw_ostream &os) {
       os << llvm::formatv(" {0,12}", io::formatBytes(bytes));
     os << "\n";
   }
-  os << "family: split lists of k keys, at most max(tokens, 264) of them, "
-        "nothing in tokens x rows;\nloops: the [tokens, rows] f32 scores.\n";
+  os << llvm::formatv("family: split lists of k keys, at most max(tokens, "
+                      "{0}) of them, nothing in tokens x rows;\nloops: the "
+                      "[tokens, rows] f32 scores.\n",
+                      gpu::indexerSplitListBytes(1, 1) / 8);
 }
 
 void report::printText(const Report &report, llvm::raw_ostream &os) {

@@ -302,12 +302,15 @@ func.func @attention_fp8_rows(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>
 // An indexer's scores feeding a top-k: no [T, rows] score matrix. A
 // warpgroup per (token, split) scores 64 keys per m64n8k16 wgmma chain
 // (4 heads padded to 8, head width 128: 8 K steps) from a ring of 4 key
-// stages (3 tiles in flight while one is scored) and streams them through
-// a shared-memory top-k; a merge kernel runs when the rows are split (its
-// grid is empty otherwise). Splits: enough blocks to fill the chip, each of
-// at least 256 rows. The merge weighs samples of the sorted lists (weights
-// and keys per bin, one histogram each) to a floor and raises the
-// selection's threshold to it.
+// stages (3 tiles in flight while one is scored), sums each key's heads
+// from the registers (two xor shuffles for each of a thread's two keys)
+// and streams the scores through a shared-memory top-k. Splits: enough
+// blocks to fill the chip, each of at least 256 rows. Two merges, one of
+// whose grids is empty: up to 4 lists, the rank merge (the lists copied to
+// shared memory 8 bytes a copy, then binary searches: no selection, no
+// atomics); more, the sampled merge, which weighs samples of the sorted
+// lists (weights and keys per bin, one histogram each) to a floor and
+// raises the selection's threshold to it.
 // CHECK-LABEL: func.func @indexer_topk
 // CHECK: %[[CTX:.*]] = memref.load %{{.*}}[%c0{{.*}}] : memref<1xi64
 // CHECK: %[[PICKS:.*]] = memref.alloc(%{{.*}}) : memref<?x16xi32>
@@ -320,9 +323,17 @@ func.func @attention_fp8_rows(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>
 // CHECK-NEXT: nvvm.cp.async.wait.group 3
 // CHECK-COUNT-8: nvvm.wgmma.mma_async
 // CHECK-NOT: nvvm.wgmma.mma_async
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-COUNT-4: gpu.shuffle  xor
 // CHECK: memref.atomic_rmw addi
 // CHECK: gpu.shuffle  up
-// CHECK: gpu.launch {{.*}} function(@indexer_topk_indexer1)
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c512{{.*}} function(@indexer_topk_indexer1)
+// CHECK: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 8, cache =  ca
+// CHECK: nvvm.cp.async.wait.group 0
+// CHECK-NEXT: gpu.barrier
+// CHECK-NOT: memref.atomic_rmw
+// CHECK: memref.store %c-1_i32{{.*}}, %[[PICKS]]
+// CHECK: gpu.launch {{.*}} function(@indexer_topk_indexer2)
 // CHECK: memref.load %[[PARTIAL]]
 // CHECK: memref.atomic_rmw addi %{{[0-9]+}}, %{{.*}}[%[[BIN:.*]]] :
 // CHECK: memref.atomic_rmw addi %c1_i32{{.*}}, %{{.*}}[%[[BIN]]] :

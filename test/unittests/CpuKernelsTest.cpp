@@ -265,6 +265,33 @@ TEST_F(Kernels, IndexerAndTopK) {
   for (size_t i = 0; i < scores.data.size(); ++i)
     EXPECT_EQ(scores.data[i], expected.data[i]) << i;
 
+  // 20 heads (past one group of 8, not a multiple of it): the heads' sum
+  // follows the documented order bit for bit, which here differs from a
+  // sum in head order.
+  Tensor q20 = random({6, 20, 32}, 20), w20 = random({6, 20}, 21);
+  Tensor scores20({6, 8});
+  auto mq20 = mem<3>(q20);
+  auto mw20 = mem<2>(w20), ms20 = mem<2>(scores20);
+  kernel<void(M3 *, M2 *, M2 *, Memref<int64_t, 1> *, M2 *)>(
+      "indexer_score_r4")(&mq20, &mk, &mw20, &mp, &ms20);
+  Tensor expected20 = indexerScores(q20, keys, w20, positions, 4);
+  int64_t unlikeHeadOrder = 0;
+  for (int64_t t = 0; t < 6; ++t)
+    for (int64_t j = 0; j < 8; ++j) {
+      EXPECT_EQ(scores20.row(t)[j], expected20.row(t)[j]) << t << ", " << j;
+      if (j >= (positions[t] + 1) / 4)
+        continue;
+      float inOrder = 0.0f;
+      for (int64_t h = 0; h < 20; ++h) {
+        float dot = 0.0f;
+        for (int64_t i = 0; i < 32; ++i)
+          dot += q20.data[(t * 20 + h) * 32 + i] * keys.row(j)[i];
+        inOrder += std::max(dot, 0.0f) * w20.row(t)[h];
+      }
+      unlikeHeadOrder += inOrder != scores20.row(t)[j];
+    }
+  EXPECT_GT(unlikeHeadOrder, 0);
+
   // Ties: rows 1, 2 and 5 share a score.
   Tensor tied({2, 8});
   tied.data = {1,         3,         3,         -INFINITY, 2,         3,

@@ -61,7 +61,14 @@ cl::opt<std::string>
 cl::opt<std::string>
     outputsPath("outputs",
                 cl::desc("Write y.step{k}.layer{l} [B, S, dim] f32 here"),
-                cl::value_desc("file"), cl::cat(runCategory));
+                cl::value_desc("file"), cl::cat(runCategory)),
+    indexPicksPath(
+        "index-picks",
+        cl::desc("With --check: write the reference's indexer picks "
+                 "index_topk.step{k}.layer{l} [B, S, K] i32 (compressed "
+                 "rows, -1 none) and their scores index_scores.step{k}."
+                 "layer{l} [B, S, rows] f32 here"),
+        cl::value_desc("file"), cl::cat(runCategory));
 cl::opt<std::string> indexLayout(
     "index-layout",
     cl::desc("The indexer's key rows: bf16 (default), fp8 (e4m3, one f32 "
@@ -125,8 +132,8 @@ bool parseLayerList(StringRef text, int64_t numLayers,
 std::optional<std::string> checkFlags() {
   if (backend != "cpu" && backend != "cuda")
     return "--backend=" + backend + ": unknown backend (cpu, cuda)";
-  for (cl::opt<std::string> *path :
-       {&weightsPath, &inputsPath, &outputsPath, &layersOption})
+  for (cl::opt<std::string> *path : {&weightsPath, &inputsPath, &outputsPath,
+                                     &indexPicksPath, &layersOption})
     if (path->getNumOccurrences() && path->empty())
       return "--" + path->ArgStr.str() + ": empty value";
   bool random = randomSeed.getNumOccurrences() > 0;
@@ -166,6 +173,9 @@ std::optional<std::string> checkFlags() {
         .str();
   if (tolerance.getNumOccurrences() && !check)
     return std::string("--tolerance applies to --check; give --check too");
+  if (!indexPicksPath.empty() && !check)
+    return std::string("--index-picks writes the reference's picks; give "
+                       "--check too");
   if (check && weightsPath == "-")
     return std::string("--check reads the checkpoint a second time for the "
                        "reference; give a file, not standard input");

@@ -24,7 +24,7 @@ constexpr int64_t kMaxBatch = int64_t(1) << 16;
 
 extern llvm::cl::OptionCategory runCategory;
 extern llvm::cl::opt<std::string> inputPath, backend, weightsPath, inputsPath,
-    layersOption, outputsPath;
+    layersOption, outputsPath, indexPicksPath;
 extern llvm::cl::opt<int64_t> randomSeed, promptLen, decodeSteps, contextOption;
 extern llvm::cl::opt<bool> check;
 extern llvm::cl::opt<bool> gpuLoopsOnCpu;

@@ -32,7 +32,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -113,6 +115,50 @@ static bool isPackage(const std::string &path) {
   return file.read(magic, sizeof magic) &&
          std::string(magic, sizeof magic) == "V4APKG";
 }
+
+namespace {
+
+/// One sequence's indexer selection in one layer and step: the picks of
+/// its tokens and their scores [tokens, rows].
+struct IndexerSelection {
+  std::vector<std::vector<int32_t>> picks;
+  ref::Tensor scores;
+};
+
+/// Adds step `k`'s selections of `layer` to `file`: index_topk [B, S, K]
+/// i32 (-1: none, and for a sequence's tokens past its length) and
+/// index_scores [B, S, rows] f32 (-inf past a sequence's rows).
+void addSelections(st::File &file, size_t k, int64_t layer,
+                   const std::vector<IndexerSelection> &bySequence,
+                   int64_t tokens) {
+  int64_t batch = static_cast<int64_t>(bySequence.size()), width = 0, rows = 0;
+  for (const IndexerSelection &s : bySequence) {
+    if (!s.picks.empty())
+      width = std::max<int64_t>(width, s.picks.front().size());
+    if (s.scores.shape.size() == 2)
+      rows = std::max(rows, s.scores.dim(1));
+  }
+  std::vector<int32_t> picks(batch * tokens * width, -1);
+  std::vector<float> scores(batch * tokens * rows, -INFINITY);
+  for (int64_t b = 0; b < batch; ++b) {
+    const IndexerSelection &s = bySequence[b];
+    for (size_t t = 0; t < s.picks.size(); ++t) {
+      std::copy(s.picks[t].begin(), s.picks[t].end(),
+                picks.begin() + (b * tokens + t) * width);
+      std::copy(s.scores.row(t), s.scores.row(t) + s.scores.dim(1),
+                scores.begin() + (b * tokens + t) * rows);
+    }
+  }
+  st::Tensor topk{st::DType::I32, {batch, tokens, width}, {}};
+  topk.data.resize(picks.size() * sizeof(int32_t));
+  std::memcpy(topk.data.data(), picks.data(), topk.data.size());
+  file[formatv("index_topk.step{0}.layer{1}", k, layer).str()] =
+      std::move(topk);
+  file[formatv("index_scores.step{0}.layer{1}", k, layer).str()] =
+      st::fromF32({batch, tokens, rows}, scores);
+}
+
+} // namespace
 
 int main(int argc, char **argv) {
   if (std::optional<int> status = runPackageIfAsked(argc, argv))
@@ -290,7 +336,18 @@ int main(int argc, char **argv) {
   }
 
   std::vector<double> maxAbs(layers, 0.0), maxRef(layers, 0.0);
-  st::File written;
+  st::File written, pickFile;
+  // The reference's indexer selections of the step, per layer and sequence.
+  std::map<int64_t, std::vector<IndexerSelection>> selections;
+  int64_t observedSequence = 0;
+  if (!indexPicksPath.empty())
+    reference->observeIndexer(
+        [&](int64_t layer, const ref::Tensor &scores,
+            const std::vector<std::vector<int32_t>> &picks) {
+          std::vector<IndexerSelection> &bySequence = selections[layer];
+          bySequence.resize(batch);
+          bySequence[observedSequence] = {picks, scores};
+        });
   int64_t totalTokens = 0;
   Phase run("steps");
   double checkSeconds = 0.0;
@@ -322,6 +379,7 @@ int main(int argc, char **argv) {
     Clock::time_point checkStart = Clock::now();
     for (int64_t b = 0; check && b < batch; ++b) {
       int64_t n = step.lengths[b];
+      observedSequence = b;
       std::vector<ref::Tensor> y =
           referenceRow(*reference, states[b], step, b, runs, dim);
       for (int64_t l = 0; l < layers; ++l)
@@ -334,6 +392,9 @@ int main(int argc, char **argv) {
         }
     }
     checkSeconds += secondsSince(checkStart);
+    for (const auto &[layer, bySequence] : selections)
+      addSelections(pickFile, k, layer, bySequence, step.tokens);
+    selections.clear();
     if (!outputsPath.empty())
       for (int64_t l = 0; l < layers; ++l)
         if (runs[l])
@@ -349,6 +410,8 @@ int main(int argc, char **argv) {
                     selected.size(), steps.size(), totalTokens,
                     backend.getValue());
   if (!outputsPath.empty() && !st::write(outputsPath, written, error))
+    return fail(error);
+  if (!indexPicksPath.empty() && !st::write(indexPicksPath, pickFile, error))
     return fail(error);
   if (!check)
     return 0;

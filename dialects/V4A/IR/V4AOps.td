@@ -395,11 +395,12 @@ def V4A_IndexerScoreOp : V4A_Op<"indexer_score", [Pure]> {
   let description = [{
     score(i, j) = sum_h relu(q[i, h] . keys[j]) * weights[i, h] for the
     compressed rows j < (positions[i] + 1) div ratio; other rows are -inf.
-    The f32 sum over heads has a fixed order, so that every backend gives
-    the same bits: four partial sums from +0, partial q adding heads
-    8i + 2q and 8i + 2q + 1 for i = 0, 1, ..., and the score
-    (p0 + p2) + (p1 + p3) (the order in which a tensor-core fragment holds
-    the heads).
+    The f32 sum over heads has a fixed order (each product and sum rounded
+    on its own): four partial sums from +0, partial q adding heads 8i + 2q
+    and 8i + 2q + 1 for i = 0, 1, ..., and the score (p0 + p2) + (p1 + p3),
+    the order in which a tensor-core fragment holds the heads. Where the
+    dot products are exact (fp4-valued operands, as the indexer's are),
+    every backend gives the same bits.
 
     Example:
     ```mlir

@@ -49,7 +49,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 
@@ -68,8 +67,8 @@ static_assert(kThreads == BlockSelect::kThreads);
 constexpr int64_t kSMs = 132;
 constexpr int64_t kMostBlocksPerSM = 3;
 constexpr int64_t kSplitRows = 256;
-/// The merge: a block of one selection's threads per token, over at most
-/// kMaxSplits lists, kListsPerThread of them per thread in its scan. (A
+/// The sampled merge: a block of one selection's threads per token, over at
+/// most kMaxSplits lists, kListsPerThread of them per thread in its scan. (A
 /// token's splits stop there even when the chip holds more blocks: each
 /// list costs the merge more than its block saves the scores.)
 constexpr int64_t kMergeThreads = BlockSelect::kThreads;
@@ -449,7 +448,9 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
     mmaWait(b, loc, 0);
 
     // Each key's score from the registers: a thread holds two keys' rows
-    // of the fragment, a quarter of their heads each (headSumOrder).
+    // of the fragment, a quarter of their heads each, summed in the order
+    // `v4a.indexer_score` documents (a product and a sum, each rounded:
+    // nothing here allows their contraction).
     SmallVector<Value> d = unpackAccumulator(b, loc, dots);
     Value totals[2];
     for (int64_t half = 0; half < 2; ++half) {
@@ -778,8 +779,9 @@ bool indexerFamilyCovers(int64_t heads, int64_t width, int64_t k) {
 }
 
 int64_t indexerSplitListBytes(int64_t tokens, int64_t k) {
-  // tokens x splits is at most max(tokens, kMaxSplits) lists of k keys.
-  return std::max(tokens, kMaxSplits) * k * 8;
+  // A token's splits are at most the blocks the chip holds over the tokens
+  // (so tokens x splits at most those blocks), or one.
+  return std::max(tokens, kSMs * kMostBlocksPerSM) * k * 8;
 }
 
 TopKOp coveredTopK(CacheIndexerScoreOp scores) {
