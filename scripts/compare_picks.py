@@ -17,35 +17,20 @@ kept in n swaps are not our n last picks.
 
 import json
 import math
-import struct
+import os
 import sys
 from collections import defaultdict
 
-
-def read_safetensors(path):
-    data = open(path, "rb").read()
-    (size,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + size])
-    body = data[8 + size:]
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        code = {"I32": "i", "F32": "f"}.get(info["dtype"])
-        if code is None:
-            continue
-        count = (end - begin) // 4
-        tensors[name] = (info["shape"],
-                         struct.unpack(f"<{count}{code}", body[begin:end]))
-    return tensors
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+from v4a import safetensors  # noqa: E402
 
 
-def row(tensor, b, t):
-    shape, values = tensor
-    width = shape[2]
-    at = (b * shape[1] + t) * width
-    return values[at:at + width]
+def picks_and_scores(path):
+    """The file's index_topk and index_scores tensors (other dtypes, such as
+    the intermediates' bf16 activations, are not read)."""
+    return safetensors.read(
+        path, only=lambda name: name.startswith(("index_topk.",
+                                                 "index_scores.")))
 
 
 def main():
@@ -57,8 +42,8 @@ def main():
         del args[i:i + 2]
     theirs_path, ours_path, config_path = args
     config = json.load(open(config_path))
-    theirs = read_safetensors(theirs_path)
-    ours = read_safetensors(ours_path)
+    theirs = picks_and_scores(theirs_path)
+    ours = picks_and_scores(ours_path)
     # Per layer: tokens, tokens with a swap, swaps, largest gap, picks, and
     # swaps whose kept row is not among our last picks.
     totals = defaultdict(lambda: [0, 0, 0, 0.0, 0, 0])
@@ -71,19 +56,19 @@ def main():
             print(f"{name}: missing from {ours_path}")
             status = 1
             continue
-        tokens = theirs[name][0][1]
+        tokens = theirs[name].shape[1]
         offset = tokens if step == "step0" else config["sliding_window"]
         scores = ours[name.replace("index_topk", "index_scores")]
         for t in range(tokens):
-            want = {v - offset for v in row(theirs[name], 0, t) if v >= 0}
-            got = {v for v in row(ours[name], 0, t) if v >= 0}
+            want = {int(v) - offset for v in theirs[name][0, t] if v >= 0}
+            got = {int(v) for v in ours[name][0, t] if v >= 0}
             total = totals[layer]
             total[0] += 1
             total[4] += len(want)
             if want == got:
                 continue
             total[1] += 1
-            s = row(scores, 0, t)
+            s = [float(v) for v in scores[0, t]]
             scale = max((abs(v) for v in s if math.isfinite(v)), default=0.0)
             kept, dropped = sorted(got - want), sorted(want - got)
             # n swaps should take our n last picks.

@@ -24,14 +24,17 @@ def write(path, tensors):
         f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
 
 
-def read(path):
-    """A dict of name -> NumPy array (F32 and I32 tensors)."""
+def read(path, only=None):
+    """A dict of name -> NumPy array (F32 and I32 tensors); with `only`, a
+    predicate on names, just the tensors it accepts."""
     with open(path, "rb") as f:
         data = f.read()
     size = int.from_bytes(data[:8], "little")
     header = json.loads(data[8:8 + size])
     body = data[8 + size:]
     header.pop("__metadata__", None)
+    if only is not None:
+        header = {name: t for name, t in header.items() if only(name)}
     return {name: np.frombuffer(body[t["data_offsets"][0]:
                                      t["data_offsets"][1]],
                                 _ARRAYS[t["dtype"]]).reshape(t["shape"])

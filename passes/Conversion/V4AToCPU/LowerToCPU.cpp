@@ -1164,27 +1164,22 @@ struct LowerCompressStep : public V4APattern<CompressStepOp> {
 /// sum_h term(h) over `heads` heads in the order the GPU's indexer family
 /// sums them from its MMA fragments (the ops' documented order): partial
 /// q in 0..3 adds heads 8i + 2q and 8i + 2q + 1 for i = 0, 1, ... from +0,
-/// and the score is (p0 + p2) + (p1 + p3).
+/// and the score is (p0 + p2) + (p1 + p3). Heads in order, each term added
+/// to its partial only, is that order.
 Value sumHeadTerms(LoopEmitter &e, Value heads,
                    const std::function<Value(Value)> &term) {
-  Value zero = e.index(0);
-  Value groups = e.div(e.add(heads, e.index(7)), e.index(8));
-  SmallVector<Value> partials;
-  for (int64_t q = 0; q < 4; ++q)
-    partials.push_back(
-        e.loop(zero, groups, {e.f32(0.0)},
-               [&](Value i, ValueRange p) -> SmallVector<Value> {
-                 Value sum = p[0];
-                 for (int64_t c = 0; c < 2; ++c) {
-                   Value h = e.add(e.mul(i, e.index(8)), e.index(2 * q + c));
-                   // Past the heads a term is +0, which leaves a sum from +0
-                   // unchanged.
-                   Value inside = e.cmp(IP::slt, h, heads);
-                   Value safe = e.select(inside, h, zero);
-                   sum = e.add(sum, e.select(inside, term(safe), e.f32(0.0)));
-                 }
-                 return {sum};
-               })[0]);
+  SmallVector<Value> zeros(4, e.f32(0.0));
+  SmallVector<Value> partials =
+      e.loop(e.index(0), heads, zeros,
+             [&](Value h, ValueRange p) -> SmallVector<Value> {
+               Value t = term(h);
+               Value which = e.div(e.rem(h, e.index(8)), e.index(2));
+               SmallVector<Value> next;
+               for (int64_t q = 0; q < 4; ++q)
+                 next.push_back(e.select(e.cmp(IP::eq, which, e.index(q)),
+                                         e.add(p[q], t), p[q]));
+               return next;
+             });
   return e.add(e.add(partials[0], partials[2]),
                e.add(partials[1], partials[3]));
 }
