@@ -357,20 +357,24 @@ func.func @indexer_topk(%q: tensor<?x4x128xbf16>,
 
 // -----
 
-// Packed index keys travel as stored: each row's 64 bytes of e2m1 pairs as
-// 16-byte copies and its 4 scale bytes as one 4-byte copy into a raw stage;
-// the stage to be scored becomes one bf16 tile (8 chunks of 8 values per
-// thread, two bf16 multiplications per pair of values) before the MMAs.
+// Packed index keys skip the bf16 tile: the query tile is copied in the
+// fragments' K order (4-byte copies of dim pairs), each thread copies its
+// own share of each key tile (16-byte pieces of its rows' values, their
+// scale words) into a ring of 4 stages, waits for its own copies only, and
+// decodes them into the A fragments of MMAs that read A from registers
+// (inline PTX: MLIR's wgmma op takes descriptors only).
 // CHECK-LABEL: func.func @indexer_topk_mxfp4
 // CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer0)
-// CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 4, cache = ca
+// CHECK: nvvm.cp.async.wait.group 0
+// CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
 // CHECK: scf.for
 // CHECK: nvvm.cp.async.wait.group 3
-// CHECK-COUNT-64: arith.mulf {{.*}} : vector<2xbf16>
-// CHECK: nvvm.fence.proxy
-// CHECK-NEXT: gpu.barrier
-// CHECK-COUNT-8: nvvm.wgmma.mma_async
+// CHECK-NOT: gpu.barrier
+// CHECK-COUNT-16: arith.mulf {{.*}} : vector<2xbf16>
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer1)
 func.func @indexer_topk_mxfp4(%q: tensor<?x4x128xbf16>,
     %keys: !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>,

@@ -15,12 +15,15 @@
 //   of the heads of two keys; it sums relu(dot) * w over them and four
 //   lanes combine their sums: the order `v4a.indexer_score` documents and
 //   the loop path follows too, so that a score's bits do not depend on the
-//   kernel. Packed keys (fp8 with a row scale, MXFP4) travel as they are
-//   stored, into a ring of raw stages, and the block turns the stage to be
-//   scored into one bf16 tile (exact: the values the loop path decodes). Each
-//   score is offered to the block's streaming top-k (BlockSelect.h) and never
-//   stored. A token whose rows are one split writes its picks; otherwise each
-//   split leaves its sorted k best keys.
+//   kernel. Packed keys (fp8 with a row scale, MXFP4) skip shared memory:
+//   each thread loads, a few tiles ahead, its quarter of each of its two
+//   fragment rows as stored, and decodes it (exactly: the values the loop
+//   path decodes) into the A fragments of MMAs that take A from registers.
+//   The query tile's K order is permuted to match, so that a thread's
+//   quarter of a row is contiguous in memory (one scale block of MXFP4
+//   keys). Each score is offered to the block's streaming top-k
+//   (BlockSelect.h) and never stored. A token whose rows are one split writes
+//   its picks; otherwise each split leaves its sorted k best keys.
 // - merge (only with splits): a block per token. Up to four lists: each key
 //   finds its rank in their union by binary searches of the other lists,
 //   and a rank below k is a pick. More lists: the block finds, from samples
@@ -49,6 +52,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 
@@ -82,6 +86,11 @@ constexpr int64_t kLargestK = 2048;
 /// binary searches.
 constexpr int64_t kRankMergeLists = 4;
 constexpr int64_t kRankMergeThreads = 512;
+/// Packed keys: stages of the ring (each thread copies its own share),
+/// and tiles scored per round (MMA chains in flight together, one
+/// selection round).
+constexpr int64_t kPackedStages = 4;
+constexpr int64_t kPackedTilesPerRound = 1;
 /// Key stages in the scoring kernel's ring: at most, and at least.
 constexpr int64_t kMostStages = 4;
 constexpr int64_t kFewestStages = 2;
@@ -95,13 +104,13 @@ struct SharedPlan {
   int64_t heads = 0, paddedHeads = 0, width = 0;
   int64_t query = 0, firstStage = 0, stages = 0, keyTile = 0, select = 0,
           total = 0;
+  /// Key tiles a stage holds and a round scores.
+  int64_t tilesPerRound = 1;
   /// Scoring blocks an SM holds with this plan's shared memory.
   int64_t blocksPerSM = 1;
-  /// Bytes of a stage of the ring: a bf16 key tile, or packed keys' raw
-  /// rows (their values, then their scales at `stageScales`).
+  /// Bytes of a stage of the ring: a bf16 key tile, or every thread's share
+  /// of packed keys (their values, then their scale words at `stageScales`).
   int64_t stageBytes = 0, stageScales = 0;
-  /// Packed keys only: the bf16 tile the MMAs read.
-  int64_t converted = 0;
   /// The key rows' layout.
   layout::RowLayout row{};
   bool packed() const { return row.kind != layout::RowKind::IndexBF16; }
@@ -122,18 +131,18 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
   plan.stageBytes = plan.keyTile;
   int64_t ringStart = queryTile;
   if (plan.packed()) {
-    plan.stageScales = llvm::alignTo(kKeysPerBlock * row.valueBytes, 16);
-    plan.stageBytes =
-        llvm::alignTo(plan.stageScales + kKeysPerBlock * row.scaleBytes, 128);
-    plan.converted = queryTile;
-    ringStart = queryTile + plan.keyTile;
+    plan.tilesPerRound = kPackedTilesPerRound;
+    plan.stageScales = kKeysPerBlock * row.valueBytes;
+    // Each of a row's four sharers keeps its own copy of the scale word.
+    plan.stageBytes = plan.stageScales + 2 * kThreads * 4;
   }
   // Tiles are whole 1 KiB atoms; the window's base is aligned up to one,
   // hence the spare atom at the end. The most blocks per SM with at least
   // kFewestStages stages, and at that occupancy the deepest ring.
   auto totalFor = [&](int64_t stages) {
-    return ringStart + stages * plan.stageBytes +
-           BlockSelect::sharedBytes(k, kKeysPerBlock) + kSwizzleAtomBytes;
+    return ringStart + stages * plan.tilesPerRound * plan.stageBytes +
+           BlockSelect::sharedBytes(k, kKeysPerBlock * plan.tilesPerRound) +
+           kSwizzleAtomBytes;
   };
   auto fits = [&](int64_t stages, int64_t blocks) {
     return blocks * (totalFor(stages) + kReservedSharedBytes) <=
@@ -142,12 +151,12 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
   plan.blocksPerSM = kMostBlocksPerSM;
   while (plan.blocksPerSM > 1 && !fits(kFewestStages, plan.blocksPerSM))
     --plan.blocksPerSM;
-  plan.stages = kMostStages;
+  plan.stages = plan.packed() ? kPackedStages : kMostStages;
   while (plan.stages > kFewestStages && !fits(plan.stages, plan.blocksPerSM))
     --plan.stages;
   plan.query = 0;
   plan.firstStage = ringStart;
-  plan.select = ringStart + plan.stages * plan.stageBytes;
+  plan.select = ringStart + plan.stages * plan.tilesPerRound * plan.stageBytes;
   plan.total = totalFor(plan.stages);
   if (plan.total > step::HostOp::kMaxSharedBytes)
     return std::nullopt;
@@ -217,87 +226,180 @@ void writeBest(cpu::LoopEmitter &e, BlockSelect &select, const Operands &o,
       });
 }
 
-/// Issues the copies of a stage of packed keys as they are stored: each
-/// row's values (16-byte pieces, consecutive rows' adjacent in a page) and
-/// its 4 scale bytes. `keyRow(row)` gives the cache row and whether it
-/// exists; a missing row is zero-filled, and decodes to zeros.
-void copyPackedKeys(cpu::LoopEmitter &e, const SharedPlan &plan,
-                    CacheRows &keys, Value keysAddress, Value stage,
-                    Value thread,
-                    function_ref<std::pair<Value, Value>(Value)> keyRow) {
-  OpBuilder &b = e.builder();
-  Location loc = e.location();
-  int64_t pieces = plan.row.valueBytes / kChunkBytes;
-  for (int64_t i = 0; i < kKeysPerBlock * pieces / kThreads; ++i) {
-    Value linear = e.add(thread, e.index(i * kThreads));
-    Value row = e.div(linear, e.index(pieces));
-    Value piece = e.rem(linear, e.index(pieces));
-    auto [global, real] = keyRow(row);
-    Value inRow = toI64(b, loc, e.mul(piece, e.index(kChunkBytes)));
-    Value from = e.add(
-        e.add(keysAddress, toI64(b, loc, keys.valueOffset(global))), inRow);
-    Value to = e.add(
-        e.add(stage, toI64(b, loc, e.mul(row, e.index(plan.row.valueBytes)))),
-        inRow);
-    copyAsync16(b, loc, to, from, real);
-  }
-  static_assert(kKeysPerBlock <= kThreads);
-  e.ifThen(e.cmp(IP::ult, thread, e.index(kKeysPerBlock)), [&] {
-    auto [global, real] = keyRow(thread);
-    Value from = e.add(keysAddress, toI64(b, loc, keys.scaleOffset(global)));
-    Value to = e.add(stage, toI64(b, loc,
-                                  e.add(e.mul(thread, e.index(4)),
-                                        e.index(plan.stageScales))));
-    copyAsync4(b, loc, to, from, real);
-  });
+/// Dims of a key row in one 16-byte piece of its stored values.
+int64_t dimsPerPiece(const SharedPlan &plan) {
+  return kChunkBytes * plan.width / plan.row.valueBytes;
 }
 
-/// Turns a landed stage of packed keys into the bf16 key tile (the
-/// 128-byte swizzle layout the MMAs read): each thread takes 16-byte
-/// chunks of 8 values, from 4 bytes of e2m1 codes and the block's ue8m0
-/// scale, or from 8 e4m3 bytes and the row's power-of-two f32 scale, whose
-/// exponent byte is that scale in ue8m0.
-void convertPackedKeys(cpu::LoopEmitter &e, const SharedPlan &plan, Value tile,
-                       Value stage, Value thread) {
+/// The dim a thread's quarter `quarter` of a packed key row holds at its
+/// place `at` (both index values): the quarter is the row's 16-byte pieces
+/// quarter, quarter + 4, ..., so that each load of a warp reads 64
+/// contiguous bytes of eight rows.
+Value dimOfQuarter(cpu::LoopEmitter &e, const SharedPlan &plan, Value quarter,
+                   Value at) {
+  int64_t piece = dimsPerPiece(plan);
+  return e.add(e.add(e.mul(e.div(at, e.index(piece)), e.index(4 * piece)),
+                     e.mul(quarter, e.index(piece))),
+               e.rem(at, e.index(piece)));
+}
+
+/// Copies the token's query tile (zero rows past the heads) for MMAs whose
+/// A fragments hold packed keys: column 16s + 8h + 2c + t of the tile is
+/// place 4s + 2h + t of quarter c (dimOfQuarter), so that lane c of each
+/// quad (see mmaBF16RegisterA) holds, over the K steps s, the dims of the
+/// c-th quarter of a key row. The dot products are the same sums of the
+/// same products. Dim pairs are 4-byte copies.
+void copyQueryForFragments(cpu::LoopEmitter &e, const SharedPlan &plan,
+                           Value tile, Value queryAddress, Value token,
+                           Value thread) {
   OpBuilder &b = e.builder();
   Location loc = e.location();
-  Type i32 = b.getI32Type();
-  int64_t rowChunks = plan.width / 8;
-  bool fp4 = plan.row.kind == layout::RowKind::IndexMXFP4;
-  int64_t codeBytes = fp4 ? 4 : 8;
-  for (int64_t i = 0; i < kKeysPerBlock * rowChunks / kThreads; ++i) {
+  int64_t width = plan.width, chunks = width / 8;
+  int64_t pairs = plan.paddedHeads * chunks * 4;
+  for (int64_t i = 0; i < pairs / kThreads; ++i) {
     Value linear = e.add(thread, e.index(i * kThreads));
-    Value row = e.div(linear, e.index(rowChunks));
-    Value chunk = e.rem(linear, e.index(rowChunks));
-    Value codesAt =
-        e.add(stage, toI64(b, loc,
-                           e.add(e.mul(row, e.index(plan.row.valueBytes)),
-                                 e.mul(chunk, e.index(codeBytes)))));
-    Value scales = e.add(
-        stage, toI64(b, loc,
-                     e.add(e.mul(row, e.index(4)), e.index(plan.stageScales))));
-    Value values;
-    if (fp4) {
-      Value codes = loadShared(b, loc, codesAt, i32, 4);
-      Value scale = loadShared(
-          b, loc,
-          e.add(scales,
-                toI64(b, loc, e.div(chunk, e.index(plan.row.scaleBlock / 8)))),
-          b.getI8Type(), 1);
-      values = dequantizeE2M1x8(b, loc, codes, scale);
-    } else {
-      Value codes = loadShared(b, loc, codesAt, VectorType::get({2}, i32), 8);
-      Value scaleBits = loadShared(b, loc, scales, i32, 4);
-      Value scale = arith::TruncIOp::create(
-          b, loc, b.getI8Type(),
-          arith::ShRUIOp::create(b, loc, scaleBits, e.i32(23)));
-      values = dequantizeE4M3x8(b, loc, codes, scale);
-    }
-    Value to =
-        e.add(tile, toI64(b, loc,
-                          swizzledOffset(b, loc, row, chunk, plan.width / 64)));
-    storeShared(b, loc, to, values, 16);
+    Value head = e.div(linear, e.index(chunks * 4));
+    Value chunk = e.rem(e.div(linear, e.index(4)), e.index(chunks));
+    Value quarter = e.rem(linear, e.index(4));
+    Value dim =
+        dimOfQuarter(e, plan, quarter,
+                     e.add(e.mul(e.div(chunk, e.index(2)), e.index(4)),
+                           e.mul(e.rem(chunk, e.index(2)), e.index(2))));
+    Value real = e.cmp(IP::ult, head, e.index(plan.heads));
+    Value safe = e.min(head, e.index(plan.heads - 1));
+    Value element = e.add(
+        e.mul(e.add(e.mul(token, e.index(plan.heads)), safe), e.index(width)),
+        dim);
+    Value from = e.add(queryAddress, e.mul(toI64(b, loc, element), e.i64(2)));
+    Value to = e.add(
+        e.add(tile,
+              toI64(b, loc, swizzledOffset(b, loc, head, chunk, width / 64))),
+        toI64(b, loc, e.mul(quarter, e.index(4))));
+    copyAsync4(b, loc, to, from, real);
   }
+}
+
+/// The shares of a tile of packed keys: a thread's share is, for each of
+/// its two fragment rows (16 warp + lane / 4, and 8 more), its quarter
+/// (lane % 4, dimOfQuarter) of the row's values and the row's scale word.
+/// In a stage, 16-byte piece c of row h's share of thread t sits at
+/// ((h q + c) 128 + t) 16 (q pieces a quarter), the scale words at
+/// stageScales + (h 128 + t) 4: a warp's accesses are contiguous.
+struct KeyShares {
+  cpu::LoopEmitter &e;
+  const SharedPlan &plan;
+  Value thread, warp, lane;
+
+  int64_t pieces() const { return plan.row.valueBytes / 4 / kChunkBytes; }
+
+  /// Issues this thread's copies of its share of the tile whose cache rows
+  /// `keyRow(row)` gives (an existing row even past the token's rows, whose
+  /// scores are never offered) into `stage` (a shared address, i64).
+  void copy(CacheRows &keys, Value keysAddress, Value stage,
+            function_ref<std::pair<Value, Value>(Value)> keyRow) {
+    OpBuilder &b = e.builder();
+    Location loc = e.location();
+    Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+    Value own = toI64(b, loc, e.mul(thread, e.index(kChunkBytes)));
+    Value quarter =
+        toI64(b, loc, e.mul(e.rem(lane, e.index(4)), e.index(kChunkBytes)));
+    for (int64_t half = 0; half < 2; ++half) {
+      Value row =
+          e.add(fragmentPlace(b, loc, warp, lane, 0).row, e.index(8 * half));
+      Value global = keyRow(row).first;
+      Value values = e.add(
+          e.add(keysAddress, toI64(b, loc, keys.valueOffset(global))), quarter);
+      for (int64_t c = 0; c < pieces(); ++c)
+        copyAsync16(b, loc,
+                    e.add(e.add(stage, own), e.i64((half * pieces() + c) *
+                                                   kThreads * kChunkBytes)),
+                    e.add(values, e.i64(4 * c * kChunkBytes)), always);
+      copyAsync4(b, loc,
+                 e.add(e.add(stage, toI64(b, loc, e.mul(thread, e.index(4)))),
+                       e.i64(plan.stageScales + half * kThreads * 4)),
+                 e.add(keysAddress, toI64(b, loc, keys.scaleOffset(global))),
+                 always);
+    }
+  }
+
+  /// This thread's share in `stage`, once its copies have landed: the i32
+  /// words of each row's quarter, then the row's scale word.
+  SmallVector<Value> load(Value stage) {
+    OpBuilder &b = e.builder();
+    Location loc = e.location();
+    Type chunk = VectorType::get({4}, b.getI32Type());
+    Value own =
+        e.add(stage, toI64(b, loc, e.mul(thread, e.index(kChunkBytes))));
+    Value ownScale = e.add(stage, toI64(b, loc, e.mul(thread, e.index(4))));
+    SmallVector<Value> words;
+    for (int64_t half = 0; half < 2; ++half) {
+      for (int64_t c = 0; c < pieces(); ++c) {
+        Value piece = loadShared(
+            b, loc,
+            e.add(own, e.i64((half * pieces() + c) * kThreads * kChunkBytes)),
+            chunk, kChunkBytes);
+        for (int64_t w = 0; w < 4; ++w)
+          words.push_back(vector::ExtractOp::create(b, loc, piece, w));
+      }
+      words.push_back(loadShared(
+          b, loc,
+          e.add(ownScale, e.i64(plan.stageScales + half * kThreads * 4)),
+          b.getI32Type(), 4));
+    }
+    return words;
+  }
+};
+
+/// The A fragments of a tile's K steps (four words each, in step order)
+/// from a thread's share (KeyShares::load): eight values at a time decoded
+/// to bf16 with the e2m1 block's or the row's ue8m0 scale (an fp8 row's
+/// power-of-two f32 scale has it as its exponent byte); values 4s .. 4s + 3
+/// of a quarter are step s's (row, 2c) and (row, 2c + 8) pairs.
+SmallVector<Value> decodeKeyFragments(cpu::LoopEmitter &e,
+                                      const SharedPlan &plan,
+                                      ArrayRef<Value> loaded, Value lane) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Type i32 = b.getI32Type(), i8 = b.getI8Type();
+  bool fp4 = plan.row.kind == layout::RowKind::IndexMXFP4;
+  int64_t groups = plan.width / 4 / 8;
+  int64_t perRow = plan.row.valueBytes / 4 / 4 + 1;
+  Value quarter = e.rem(lane, e.index(4));
+  // decoded[half][group]: four words of bf16 pairs.
+  SmallVector<SmallVector<Value>> decoded(2);
+  for (int64_t half = 0; half < 2; ++half) {
+    ArrayRef<Value> words = loaded.slice(half * perRow, perRow);
+    Value scaleWord = words.back();
+    for (int64_t g = 0; g < groups; ++g) {
+      Value values;
+      if (fp4) {
+        // The scale byte of the block that holds the group's dims.
+        Value block = e.div(dimOfQuarter(e, plan, quarter, e.index(8 * g)),
+                            e.index(plan.row.scaleBlock));
+        Value shift =
+            arith::IndexCastOp::create(b, loc, i32, e.mul(block, e.index(8)));
+        Value scale = arith::TruncIOp::create(
+            b, loc, i8, arith::ShRUIOp::create(b, loc, scaleWord, shift));
+        values = dequantizeE2M1x8(b, loc, words[g], scale);
+      } else {
+        Value scale = arith::TruncIOp::create(
+            b, loc, i8, arith::ShRUIOp::create(b, loc, scaleWord, e.i32(23)));
+        Value bytes = vector::FromElementsOp::create(
+            b, loc, VectorType::get({2}, i32),
+            ValueRange{words[2 * g], words[2 * g + 1]});
+        values = dequantizeE4M3x8(b, loc, bytes, scale);
+      }
+      for (int64_t w = 0; w < 4; ++w)
+        decoded[half].push_back(vector::ExtractOp::create(b, loc, values, w));
+    }
+  }
+  SmallVector<Value> fragments;
+  for (int64_t step = 0; step < plan.width / kMmaK; ++step) {
+    int64_t at = step / 2 * 4 + step % 2 * 2;
+    fragments.append({decoded[0][at], decoded[1][at], decoded[0][at + 1],
+                      decoded[1][at + 1]});
+  }
+  return fragments;
 }
 
 /// The scoring kernel: grid tokens x splits.
@@ -322,7 +424,7 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
   AlignedShared aligned = alignToAtom(b, loc, shared);
   Value sharedBase = aligned.base, pad = aligned.pad;
   BlockSelect select(b, loc, shared, e.add(pad, e.index(plan.select)), thread,
-                     o.k, kKeysPerBlock);
+                     o.k, kKeysPerBlock * plan.tilesPerRound);
   select.start();
 
   // This block's rows: [begin, end) of the token's visible ones.
@@ -355,102 +457,12 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
         e.f32(0.0));
   }
 
-  // Tiles: the query's heads, and the ring of key stages.
-  int64_t rowChunks = plan.width * 2 / kChunkBytes;
-  Value queryAddress = addressOf(b, loc, query);
-  Value queryTile = e.add(sharedBase, e.i64(plan.query));
-  copyTileAsync(
-      b, loc, queryTile, n, rowChunks, kThreads, thread,
-      [&](Value head) -> std::pair<Value, Value> {
-        Value real = e.cmp(IP::ult, head, e.index(plan.heads));
-        Value element = e.mul(e.add(e.mul(token, e.index(plan.heads)), head),
-                              e.index(plan.width));
-        return {e.add(queryAddress, e.mul(toI64(b, loc, element), e.i64(2))),
-                real};
-      },
-      queryAddress);
-  CacheRows keys(e, keyBytes, op.getKeys().getType());
-  Value keysAddress = addressOf(b, loc, keyBytes);
-  auto stageAddress = [&](Value stage) {
-    return e.add(e.add(sharedBase, e.i64(plan.firstStage)),
-                 e.mul(toI64(b, loc, stage), e.i64(plan.stageBytes)));
-  };
-  auto copyKeys = [&](Value keyBlock, Value stage) {
-    Value first = e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock)));
-    // Row `row` of the block: its cache row (the token's first past the
-    // end, where nothing is read) and whether it exists.
-    auto keyRow = [&](Value row) -> std::pair<Value, Value> {
-      Value j = e.add(first, row);
-      Value real = e.cmp(IP::ult, j, end);
-      return {e.add(base, e.select(real, j, e.index(0))), real};
-    };
-    if (plan.packed())
-      return copyPackedKeys(e, plan, keys, keysAddress, stageAddress(stage),
-                            thread, keyRow);
-    copyTileAsync(
-        b, loc, stageAddress(stage), kKeysPerBlock, rowChunks, kThreads, thread,
-        [&](Value row) -> std::pair<Value, Value> {
-          auto [global, real] = keyRow(row);
-          return {e.add(keysAddress, toI64(b, loc, keys.valueOffset(global))),
-                  real};
-        },
-        queryAddress);
-  };
-  // The ring's first tiles, a copy group each (empty past the last).
-  for (int64_t t = 0; t + 1 < plan.stages; ++t) {
-    e.ifThen(e.cmp(IP::ult, e.index(t), keyBlocks),
-             [&] { copyKeys(e.index(t), e.index(t)); });
-    commitCopies(b, loc);
-  }
-
-  int64_t groupStride = plan.width / 64 * kSwizzleAtomBytes;
-  auto kStep = [&](int64_t step) {
-    return step / 4 * kSwizzleAtomBytes + step % 4 * 2 * kMmaK;
-  };
-  auto loop = scf::ForOp::create(b, loc, e.index(0), keyBlocks, e.index(1));
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(loop.getBody()->getTerminator());
-    Value keyBlock = loop.getInductionVar();
-    Value stage =
-        arith::RemUIOp::create(b, loc, keyBlock, e.index(plan.stages));
-    // Into the stage scored last round: every thread is past its MMA.
-    Value next = e.add(keyBlock, e.index(plan.stages - 1));
-    e.ifThen(e.cmp(IP::ult, next, keyBlocks), [&] {
-      copyKeys(next,
-               arith::RemUIOp::create(b, loc, next, e.index(plan.stages)));
-    });
-    commitCopies(b, loc);
-    waitCopies(b, loc, plan.stages - 1);
-    fenceSharedForMma(b, loc);
-    mlir::gpu::BarrierOp::create(b, loc);
-
-    // Every (key, head) dot product of the stage.
-    Value keysTile = stageAddress(stage);
-    if (plan.packed()) {
-      keysTile = e.add(sharedBase, e.i64(plan.converted));
-      convertPackedKeys(e, plan, keysTile, stageAddress(stage), thread);
-      fenceSharedForMma(b, loc);
-      mlir::gpu::BarrierOp::create(b, loc);
-    }
-    Value dots = unsetAccumulator(b, loc, n);
-    mmaFence(b, loc);
-    for (int64_t step = 0; step < plan.width / kMmaK; ++step) {
-      Value a = matrixDescriptor(b, loc, e.add(keysTile, e.i64(kStep(step))),
-                                 kChunkBytes, groupStride);
-      Value bDesc =
-          matrixDescriptor(b, loc, e.add(queryTile, e.i64(kStep(step))),
-                           kChunkBytes, groupStride);
-      dots = mmaBF16(b, loc, a, bDesc, dots, n, /*transposeB=*/false,
-                     /*accumulate=*/step > 0);
-    }
-    mmaCommit(b, loc);
-    mmaWait(b, loc, 0);
-
-    // Each key's score from the registers: a thread holds two keys' rows
-    // of the fragment, a quarter of their heads each, summed in the order
-    // `v4a.indexer_score` documents (a product and a sum, each rounded:
-    // nothing here allows their contraction).
+  // Each key's score from the registers of its dots: a thread holds two
+  // keys' rows of the fragment, a quarter of their heads each, summed in
+  // the order `v4a.indexer_score` documents (a product and a sum, each
+  // rounded: nothing here allows their contraction); then offered (a
+  // round of offers ends with select.makeRoom()).
+  auto offerScores = [&](Value dots, Value keyBlock) {
     SmallVector<Value> d = unpackAccumulator(b, loc, dots);
     Value totals[2];
     for (int64_t half = 0; half < 2; ++half) {
@@ -475,9 +487,171 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
         b, loc, e.cmp(IP::ult, quarter, e.index(2)),
         arith::AndIOp::create(b, loc, e.cmp(IP::ult, j, end), finite));
     select.offer(BlockSelect::rankKey(b, loc, total, j), real);
+  };
+
+  Value queryAddress = addressOf(b, loc, query);
+  Value queryTile = e.add(sharedBase, e.i64(plan.query));
+  CacheRows keys(e, keyBytes, op.getKeys().getType());
+  Value keysAddress = addressOf(b, loc, keyBytes);
+  // The first row of key block `keyBlock`; row `row` of the block that
+  // starts at `first`: its cache row (the token's first past the end, where
+  // nothing is read) and whether it exists.
+  auto firstRow = [&](Value keyBlock) {
+    return e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock)));
+  };
+  auto keyRow = [&](Value first, Value row) -> std::pair<Value, Value> {
+    Value j = e.add(first, row);
+    Value real = e.cmp(IP::ult, j, end);
+    return {e.add(base, e.select(real, j, e.index(0))), real};
+  };
+  int64_t groupStride = plan.width / 64 * kSwizzleAtomBytes;
+  auto kStep = [&](int64_t step) {
+    return step / 4 * kSwizzleAtomBytes + step % 4 * 2 * kMmaK;
+  };
+
+  if (plan.packed()) {
+    // The query tile in the fragments' K order; a ring of stages into
+    // which each thread copies its share of the keys and from which it
+    // loads them back, so that only its own copies are waited for.
+    copyQueryForFragments(e, plan, queryTile, queryAddress, token, thread);
+    commitCopies(b, loc);
+    waitCopies(b, loc, 0);
+    fenceSharedForMma(b, loc);
+    mlir::gpu::BarrierOp::create(b, loc);
+    KeyShares shares{e, plan, thread, warp, lane};
+    int64_t perRound = plan.tilesPerRound;
+    // Slot u of stage `stage` holds tile u of the stage's round.
+    auto slotAddress = [&](Value stage, int64_t u) {
+      return e.add(
+          e.add(sharedBase, e.i64(plan.firstStage + u * plan.stageBytes)),
+          e.mul(toI64(b, loc, stage), e.i64(perRound * plan.stageBytes)));
+    };
+    auto copyRound = [&](Value round, Value stage) {
+      for (int64_t u = 0; u < perRound; ++u) {
+        Value first =
+            firstRow(e.add(e.mul(round, e.index(perRound)), e.index(u)));
+        shares.copy(keys, keysAddress, slotAddress(stage, u),
+                    [&](Value row) { return keyRow(first, row); });
+      }
+    };
+    Value rounds =
+        arith::CeilDivUIOp::create(b, loc, keyBlocks, e.index(perRound));
+    for (int64_t t = 0; t + 1 < plan.stages; ++t) {
+      e.ifThen(e.cmp(IP::ult, e.index(t), rounds),
+               [&] { copyRound(e.index(t), e.index(t)); });
+      commitCopies(b, loc);
+    }
+    auto loop = scf::ForOp::create(b, loc, e.index(0), rounds, e.index(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    Value round = loop.getInductionVar();
+    Value next = e.add(round, e.index(plan.stages - 1));
+    e.ifThen(e.cmp(IP::ult, next, rounds), [&] {
+      copyRound(next,
+                arith::RemUIOp::create(b, loc, next, e.index(plan.stages)));
+    });
+    commitCopies(b, loc);
+    waitCopies(b, loc, plan.stages - 1);
+    // Each tile's MMAs are issued as soon as its fragments are decoded, so
+    // that the next tile's decoding runs under them. (Tiles past the
+    // token's last are scored on whatever their slot holds, never offered.)
+    Value stage = arith::RemUIOp::create(b, loc, round, e.index(plan.stages));
+    SmallVector<Value> dots;
+    for (int64_t u = 0; u < perRound; ++u) {
+      SmallVector<Value> fragments = settleAndFenceWords(
+          b, loc,
+          decodeKeyFragments(e, plan, shares.load(slotAddress(stage, u)),
+                             lane));
+      Value tileDots = unsetAccumulator(b, loc, n);
+      for (int64_t step = 0; step < plan.width / kMmaK; ++step) {
+        Value bDesc =
+            matrixDescriptor(b, loc, e.add(queryTile, e.i64(kStep(step))),
+                             kChunkBytes, groupStride);
+        tileDots = mmaBF16RegisterA(
+            b, loc, ArrayRef<Value>(fragments).slice(4 * step, 4), bDesc,
+            tileDots, n, /*accumulate=*/step > 0);
+      }
+      dots.push_back(tileDots);
+    }
+    mmaCommit(b, loc);
+    mmaWait(b, loc, 0);
+    for (int64_t u = 0; u < perRound; ++u)
+      offerScores(dots[u], e.add(e.mul(round, e.index(perRound)), e.index(u)));
     select.makeRoom();
+    b.setInsertionPointAfter(loop);
+    waitCopies(b, loc, 0);
+  } else {
+    // The query tile, and a ring of key stages.
+    int64_t rowChunks = plan.width * 2 / kChunkBytes;
+    copyTileAsync(
+        b, loc, queryTile, n, rowChunks, kThreads, thread,
+        [&](Value head) -> std::pair<Value, Value> {
+          Value real = e.cmp(IP::ult, head, e.index(plan.heads));
+          Value element = e.mul(e.add(e.mul(token, e.index(plan.heads)), head),
+                                e.index(plan.width));
+          return {e.add(queryAddress, e.mul(toI64(b, loc, element), e.i64(2))),
+                  real};
+        },
+        queryAddress);
+    auto stageAddress = [&](Value stage) {
+      return e.add(e.add(sharedBase, e.i64(plan.firstStage)),
+                   e.mul(toI64(b, loc, stage), e.i64(plan.stageBytes)));
+    };
+    auto copyKeys = [&](Value keyBlock, Value stage) {
+      Value first = firstRow(keyBlock);
+      copyTileAsync(
+          b, loc, stageAddress(stage), kKeysPerBlock, rowChunks, kThreads,
+          thread,
+          [&](Value row) -> std::pair<Value, Value> {
+            auto [global, real] = keyRow(first, row);
+            return {e.add(keysAddress, toI64(b, loc, keys.valueOffset(global))),
+                    real};
+          },
+          queryAddress);
+    };
+    // The ring's first tiles, a copy group each (empty past the last).
+    for (int64_t t = 0; t + 1 < plan.stages; ++t) {
+      e.ifThen(e.cmp(IP::ult, e.index(t), keyBlocks),
+               [&] { copyKeys(e.index(t), e.index(t)); });
+      commitCopies(b, loc);
+    }
+    auto loop = scf::ForOp::create(b, loc, e.index(0), keyBlocks, e.index(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    Value keyBlock = loop.getInductionVar();
+    Value stage =
+        arith::RemUIOp::create(b, loc, keyBlock, e.index(plan.stages));
+    // Into the stage scored last round: every thread is past its MMA.
+    Value next = e.add(keyBlock, e.index(plan.stages - 1));
+    e.ifThen(e.cmp(IP::ult, next, keyBlocks), [&] {
+      copyKeys(next,
+               arith::RemUIOp::create(b, loc, next, e.index(plan.stages)));
+    });
+    commitCopies(b, loc);
+    waitCopies(b, loc, plan.stages - 1);
+    fenceSharedForMma(b, loc);
+    mlir::gpu::BarrierOp::create(b, loc);
+
+    // Every (key, head) dot product of the stage.
+    Value keysTile = stageAddress(stage);
+    Value dots = unsetAccumulator(b, loc, n);
+    mmaFence(b, loc);
+    for (int64_t step = 0; step < plan.width / kMmaK; ++step) {
+      Value a = matrixDescriptor(b, loc, e.add(keysTile, e.i64(kStep(step))),
+                                 kChunkBytes, groupStride);
+      Value bDesc =
+          matrixDescriptor(b, loc, e.add(queryTile, e.i64(kStep(step))),
+                           kChunkBytes, groupStride);
+      dots = mmaBF16(b, loc, a, bDesc, dots, n, /*transposeB=*/false,
+                     /*accumulate=*/step > 0);
+    }
+    mmaCommit(b, loc);
+    mmaWait(b, loc, 0);
+    offerScores(dots, keyBlock);
+    select.makeRoom();
+    b.setInsertionPointAfter(loop);
+    waitCopies(b, loc, 0);
   }
-  waitCopies(b, loc, 0);
   select.finish();
   Value single = e.cmp(IP::eq, o.splits, e.index(1));
   writeBest(e, select, o, thread, token, block, single);

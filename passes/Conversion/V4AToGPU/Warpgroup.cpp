@@ -134,6 +134,12 @@ void storeShared(OpBuilder &b, Location loc, Value address, Value value,
                         alignment);
 }
 
+Value loadGlobal(OpBuilder &b, Location loc, Value address, Type type,
+                 unsigned alignment) {
+  return LLVM::LoadOp::create(
+      b, loc, type, pointerIn(b, loc, address, kGlobalSpace), alignment);
+}
+
 Value swizzledOffset(OpBuilder &b, Location loc, Value row, Value chunk,
                      int64_t atoms) {
   auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
@@ -347,6 +353,54 @@ Value mmaBF16(OpBuilder &b, Location loc, Value descA, Value descB,
       NVVM::MMALayoutAttr::get(context, transposeB ? NVVM::MMALayout::row
                                                    : NVVM::MMALayout::col),
       NVVM::MMAIntOverflowAttr());
+}
+
+Value mmaBF16RegisterA(OpBuilder &b, Location loc, ArrayRef<Value> a,
+                       Value descB, Value accumulator, int64_t n,
+                       bool accumulate) {
+  assert(a.size() == 4 && n % 8 == 0 && n >= 8 && n <= 256);
+  int64_t regs = n / 2;
+  // Operands: the accumulator's outputs $0.., its tied inputs, then the A
+  // words, B's descriptor and whether to accumulate.
+  auto operand = [&](int64_t i) { return "$" + std::to_string(i); };
+  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, " +
+                     operand(2 * regs + 5) +
+                     ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
+                     std::to_string(n) + "k16.f32.bf16.bf16 {";
+  std::string constraints;
+  for (int64_t i = 0; i < regs; ++i) {
+    text += operand(i) + (i + 1 < regs ? "," : "}, {");
+    constraints += "=f,";
+  }
+  for (int64_t i = 0; i < regs; ++i)
+    constraints += std::to_string(i) + ",";
+  text += operand(2 * regs) + "," + operand(2 * regs + 1) + "," +
+          operand(2 * regs + 2) + "," + operand(2 * regs + 3) + "}, " +
+          operand(2 * regs + 4) + ", p, 1, 1, 0;\n}";
+  constraints += "r,r,r,r,l,r";
+  SmallVector<Value> operands = unpackAccumulator(b, loc, accumulator);
+  operands.append(a.begin(), a.end());
+  operands.push_back(descB);
+  operands.push_back(i32Constant(b, loc, accumulate ? 1 : 0));
+  return keptAsm(b, loc, accumulator.getType(), operands, text, constraints);
+}
+
+SmallVector<Value> settleAndFenceWords(OpBuilder &b, Location loc,
+                                       ArrayRef<Value> words) {
+  std::string constraints;
+  for (size_t i = 0; i < words.size(); ++i)
+    constraints += "=r,";
+  for (size_t i = 0; i < words.size(); ++i)
+    constraints += std::to_string(i) + (i + 1 < words.size() ? "," : "");
+  SmallVector<Type> fields(words.size(), b.getI32Type());
+  Value settled =
+      keptAsm(b, loc, LLVM::LLVMStructType::getLiteral(b.getContext(), fields),
+              words, "", constraints);
+  mmaFence(b, loc);
+  SmallVector<Value> out;
+  for (size_t i = 0; i < words.size(); ++i)
+    out.push_back(LLVM::ExtractValueOp::create(b, loc, settled, i));
+  return out;
 }
 
 void mmaFence(OpBuilder &b, Location loc) {

@@ -76,6 +76,11 @@ mlir::Value loadShared(mlir::OpBuilder &b, mlir::Location loc,
                        unsigned alignment);
 void storeShared(mlir::OpBuilder &b, mlir::Location loc, mlir::Value address,
                  mlir::Value value, unsigned alignment);
+/// A load of `type` from global address `address` (i64, aligned to
+/// `alignment` bytes) into registers.
+mlir::Value loadGlobal(mlir::OpBuilder &b, mlir::Location loc,
+                       mlir::Value address, mlir::Type type,
+                       unsigned alignment);
 /// Closes the copies issued so far into a group; waits until at most
 /// `pending` groups of this thread are in flight.
 void commitCopies(mlir::OpBuilder &b, mlir::Location loc);
@@ -179,6 +184,22 @@ FragmentPlace fragmentPlace(mlir::OpBuilder &b, mlir::Location loc,
 mlir::Value mmaBF16(mlir::OpBuilder &b, mlir::Location loc, mlir::Value descA,
                     mlir::Value descB, mlir::Value accumulator, int64_t n,
                     bool transposeB, bool accumulate);
+/// D += A.B over one k16 step with A (64 x 16 bf16) from registers: `a`
+/// holds this thread's four i32 words of the fragment, (row, column
+/// pairs) (g, 2c), (g + 8, 2c), (g, 2c + 8), (g + 8, 2c + 8) for row
+/// g = 16 warp + lane / 4 and c = lane % 4 (each word two bf16, the lower
+/// column in the low half); B K-major in shared memory. MLIR's wgmma op
+/// takes descriptors only, so this is inline PTX. The words must be
+/// settled (settleAndFenceWords) before the first MMA that reads them.
+mlir::Value mmaBF16RegisterA(mlir::OpBuilder &b, mlir::Location loc,
+                             llvm::ArrayRef<mlir::Value> a, mlir::Value descB,
+                             mlir::Value accumulator, int64_t n,
+                             bool accumulate);
+/// The fence for MMAs whose A fragments are `words` (i32), which it
+/// returns: as settleAndFence, for registers that MMAs read.
+llvm::SmallVector<mlir::Value>
+settleAndFenceWords(mlir::OpBuilder &b, mlir::Location loc,
+                    llvm::ArrayRef<mlir::Value> words);
 /// Orders register accesses before the MMAs that follow; closes the MMAs
 /// issued so far into a group; waits until at most `pending` are in flight.
 void mmaFence(mlir::OpBuilder &b, mlir::Location loc);
