@@ -357,23 +357,39 @@ func.func @indexer_topk(%q: tensor<?x4x128xbf16>,
 
 // -----
 
-// Packed index keys skip the bf16 tile: the query tile is copied in the
-// fragments' K order (4-byte copies of dim pairs), each thread copies its
-// own share of each key tile (16-byte pieces of its rows' values, their
-// scale words) into a ring of 4 stages, waits for its own copies only, and
-// decodes them into the A fragments of MMAs that read A from registers
-// (inline PTX: MLIR's wgmma op takes descriptors only).
+// Packed index keys skip the bf16 tile: the query tile is stored in the
+// fragments' K order (an MXFP4 pair is two dims four apart: two 2-byte
+// loads and a 4-byte store), each thread copies its own share of each key
+// tile (16-byte pieces of its rows' values, their scale words) into a ring
+// of 4 stages, waits for its own copies only, and decodes them into the A
+// fragments of MMAs that read A from registers (inline PTX: MLIR's wgmma op
+// takes descriptors only). Two tiles a trip: each waits for the MMAs of the
+// tile before, keeps their fragments until then, issues its own and offers
+// the scores of the one before while they run.
 // CHECK-LABEL: func.func @indexer_topk_mxfp4
 // CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer0)
-// CHECK: nvvm.cp.async.shared.global {{.*}}, 4, cache = ca
+// CHECK-COUNT-2: llvm.load {{.*}} {alignment = 2 : i64} : !llvm.ptr<1> -> i16
+// CHECK: llvm.store {{.*}} : i32, !llvm.ptr<3>
 // CHECK: nvvm.cp.async.wait.group 0
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
-// CHECK: scf.for
 // CHECK: nvvm.cp.async.wait.group 3
-// CHECK-NOT: gpu.barrier
 // CHECK-COUNT-16: arith.mulf {{.*}} : vector<2xbf16>
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16
+// CHECK: scf.for {{.*}} iter_args
+// CHECK-NOT: gpu.barrier
+// CHECK: nvvm.cp.async.wait.group 3
+// CHECK-NOT: gpu.barrier
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT: llvm.inline_asm has_side_effects "", "r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r"
+// CHECK-COUNT-16: arith.mulf {{.*}} : vector<2xbf16>
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16
+// CHECK: nvvm.cp.async.wait.group 3
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT: llvm.inline_asm has_side_effects "", "r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r"
+// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16
+// CHECK: scf.yield
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer1)
 func.func @indexer_topk_mxfp4(%q: tensor<?x4x128xbf16>,

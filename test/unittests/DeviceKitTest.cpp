@@ -174,9 +174,11 @@ TEST(DeviceKit, DequantizesE2M1LikeTheReference) {
       runOnHost(v4a::gpu::dequantizeE2M1x8, 1, in, scales);
   ASSERT_EQ(values.size(), nibbles.size());
   for (size_t i = 0; i < nibbles.size(); ++i) {
+    // Value v of a chunk is half v / 4 of its word v % 4.
+    size_t v = i % 8, at = i - v + 2 * (v % 4) + v / 4;
     float expected =
         num::fromE2M1Bits(nibbles[i]) * num::fromUE8M0Bits(scales[i / 8]);
-    ASSERT_EQ(values[i], num::toBF16Bits(expected))
+    ASSERT_EQ(values[at], num::toBF16Bits(expected))
         << "code " << int(nibbles[i]) << " place " << i % 8 << " scale "
         << int(scales[i / 8]);
   }

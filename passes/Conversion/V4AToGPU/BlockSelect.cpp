@@ -35,22 +35,27 @@ constexpr int64_t kWords = 6;
 int64_t sortSizeFor(int64_t k) {
   return std::max<int64_t>(2, llvm::PowerOf2Ceil(k));
 }
-int64_t capacityFor(int64_t k, int64_t incoming) {
+} // namespace
+
+int64_t BlockSelect::leastCapacity(int64_t k, int64_t incoming) {
   int64_t sortSize = sortSizeFor(k);
   return std::max(2 * sortSize, sortSize + incoming);
 }
 
-} // namespace
-
-int64_t BlockSelect::sharedBytes(int64_t k, int64_t incoming) {
-  return (capacityFor(k, incoming) + sortSizeFor(k) + kWords) * 8 +
+int64_t BlockSelect::sharedBytes(int64_t k, int64_t incoming,
+                                 int64_t capacity) {
+  return (std::max(capacity, leastCapacity(k, incoming)) + sortSizeFor(k) +
+          kWords) *
+             8 +
          llvm::alignTo((2 * kBins + kCounters) * 4, 8);
 }
 
 BlockSelect::BlockSelect(OpBuilder &b, Location loc, Value shared, Value offset,
-                         Value thread, int64_t k, int64_t incoming)
+                         Value thread, int64_t k, int64_t incoming,
+                         int64_t room)
     : b(b), loc(loc), e(b, loc), thread(thread), k(k), sortSize(sortSizeFor(k)),
-      capacity(capacityFor(k, incoming)), incoming(incoming) {
+      capacity(std::max(room, leastCapacity(k, incoming))),
+      incoming(incoming) {
   int64_t at = 0;
   auto view = [&](Type element, int64_t count) {
     Value v = sharedView(

@@ -195,6 +195,10 @@ struct WordOps {
   Value shr(Value x, int bits) {
     return arith::ShRUIOp::create(b, loc, x, constant(bits));
   }
+  /// x shifted left by `bits`, or right by -`bits` when negative.
+  Value shift(Value x, int bits) {
+    return bits > 0 ? shl(x, bits) : bits < 0 ? shr(x, -bits) : x;
+  }
   Value orI(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
   /// x's bytes in the order `from` names them, 4 for a zero byte (one
   /// byte permutation, prmt, on the GPU).
@@ -260,14 +264,13 @@ Value dequantizeE2M1x8(OpBuilder &b, Location loc, Value codes, Value scale) {
   Value scalePair = w.scalePair(scale);
   Value twoTo126 = w.constant(0x7E807E80);
   SmallVector<Value> out;
-  for (int64_t pair = 0; pair < 4; ++pair) {
-    // Byte `pair`: the first value's nibble below the second's.
-    Value y = pair == 0 ? codes : w.shr(codes, 8 * pair);
-    // Magnitudes to bits 6..8 of each half, signs to bits 15 and 31.
-    Value low = w.orI(w.shl(w.andI(y, 0x7), 6), w.shl(w.andI(y, 0x8), 12));
-    Value high = w.orI(w.shl(w.andI(y, 0x70), 18), w.shl(w.andI(y, 0x80), 24));
+  for (int pair = 0; pair < 4; ++pair) {
+    // Nibbles `pair` and `pair` + 4: magnitudes to bits 6..8 of each half,
+    // signs to bits 15 and 31.
+    Value magnitudes = w.andI(w.shift(codes, 6 - 4 * pair), 0x01C001C0);
+    Value signs = w.andI(w.shift(codes, 12 - 4 * pair), 0x80008000);
     out.push_back(
-        w.multiply(w.multiply(w.orI(low, high), twoTo126), scalePair));
+        w.multiply(w.multiply(w.orI(magnitudes, signs), twoTo126), scalePair));
   }
   return w.words(out);
 }

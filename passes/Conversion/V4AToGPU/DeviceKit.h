@@ -86,13 +86,15 @@ mlir::Value roundTo(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
 mlir::Value dequantizeE4M3x8(mlir::OpBuilder &b, mlir::Location loc,
                              mlir::Value bytes, mlir::Value scale);
 
-/// Eight e2m1 values (the nibbles of `codes`, i32, first value in the
-/// lowest nibble) times the ue8m0 scale `scale` (i8) as eight bf16
-/// (vector<4xi32>, first value in the lowest half): exact for every scale
-/// whose products are finite. A nibble's 3 magnitude bits placed at bf16's
-/// lowest exponent bit and top mantissa bit are the e2m1 value times
-/// 2^-126 (the code for 0.5 becomes a subnormal), so two bf16
-/// multiplications, by 2^126 and by the scale, finish the conversion.
+/// Eight e2m1 values (the nibbles of `codes`, i32, value i in nibble i)
+/// times the ue8m0 scale `scale` (i8) as eight bf16 (vector<4xi32>): word p
+/// holds value p in its low half and value p + 4 in its high half, so that
+/// one shift and mask move both of a word's magnitudes and one more both
+/// signs. Exact for every scale whose products are finite. A nibble's 3
+/// magnitude bits placed at bf16's lowest exponent bit and top mantissa bit
+/// are the e2m1 value times 2^-126 (the code for 0.5 becomes a subnormal),
+/// so two bf16 multiplications, by 2^126 and by the scale, finish the
+/// conversion.
 mlir::Value dequantizeE2M1x8(mlir::OpBuilder &b, mlir::Location loc,
                              mlir::Value codes, mlir::Value scale);
 

@@ -21,7 +21,9 @@
 //   path decodes) into the A fragments of MMAs that take A from registers.
 //   The query tile's K order is permuted to match, so that a thread's
 //   quarter of a row is contiguous in memory (one scale block of MXFP4
-//   keys). Each score is offered to the block's streaming top-k
+//   keys). The next tile's MMAs run while a tile's scores are offered, and
+//   the selection, with room for four times its sort, checks its room every
+//   four tiles (it cuts about once a split). Each score is offered to the block's streaming top-k
 //   (BlockSelect.h) and never stored. A token whose rows are one split writes
 //   its picks; otherwise each split leaves its sorted k best keys.
 // - merge (only with splits): a block per token. Up to four lists: each key
@@ -87,10 +89,12 @@ constexpr int64_t kLargestK = 2048;
 constexpr int64_t kRankMergeLists = 4;
 constexpr int64_t kRankMergeThreads = 512;
 /// Packed keys: stages of the ring (each thread copies its own share),
-/// and tiles scored per round (MMA chains in flight together, one
-/// selection round).
+/// tiles offered between two checks of the selection's room, and its
+/// candidates in multiples of its sort (as many as keep the blocks per SM
+/// and the stages: fewer cuts).
 constexpr int64_t kPackedStages = 4;
-constexpr int64_t kPackedTilesPerRound = 1;
+constexpr int64_t kPackedTilesPerCheck = 4;
+constexpr int64_t kPackedCandidateSorts = 4;
 /// Key stages in the scoring kernel's ring: at most, and at least.
 constexpr int64_t kMostStages = 4;
 constexpr int64_t kFewestStages = 2;
@@ -104,8 +108,9 @@ struct SharedPlan {
   int64_t heads = 0, paddedHeads = 0, width = 0;
   int64_t query = 0, firstStage = 0, stages = 0, keyTile = 0, select = 0,
           total = 0;
-  /// Key tiles a stage holds and a round scores.
-  int64_t tilesPerRound = 1;
+  /// Key tiles offered between two checks of the selection's room, and
+  /// its candidates.
+  int64_t tilesPerCheck = 1, capacity = 0;
   /// Scoring blocks an SM holds with this plan's shared memory.
   int64_t blocksPerSM = 1;
   /// Bytes of a stage of the ring: a bf16 key tile, or every thread's share
@@ -114,6 +119,7 @@ struct SharedPlan {
   /// The key rows' layout.
   layout::RowLayout row{};
   bool packed() const { return row.kind != layout::RowKind::IndexBF16; }
+  int64_t incoming() const { return kKeysPerBlock * tilesPerCheck; }
 };
 
 std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
@@ -131,7 +137,7 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
   plan.stageBytes = plan.keyTile;
   int64_t ringStart = queryTile;
   if (plan.packed()) {
-    plan.tilesPerRound = kPackedTilesPerRound;
+    plan.tilesPerCheck = kPackedTilesPerCheck;
     plan.stageScales = kKeysPerBlock * row.valueBytes;
     // Each of a row's four sharers keeps its own copy of the scale word.
     plan.stageBytes = plan.stageScales + 2 * kThreads * 4;
@@ -140,8 +146,8 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
   // hence the spare atom at the end. The most blocks per SM with at least
   // kFewestStages stages, and at that occupancy the deepest ring.
   auto totalFor = [&](int64_t stages) {
-    return ringStart + stages * plan.tilesPerRound * plan.stageBytes +
-           BlockSelect::sharedBytes(k, kKeysPerBlock * plan.tilesPerRound) +
+    return ringStart + stages * plan.stageBytes +
+           BlockSelect::sharedBytes(k, plan.incoming(), plan.capacity) +
            kSwizzleAtomBytes;
   };
   auto fits = [&](int64_t stages, int64_t blocks) {
@@ -154,9 +160,16 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
   plan.stages = plan.packed() ? kPackedStages : kMostStages;
   while (plan.stages > kFewestStages && !fits(plan.stages, plan.blocksPerSM))
     --plan.stages;
+  if (plan.packed()) {
+    int64_t least = BlockSelect::leastCapacity(k, plan.incoming());
+    plan.capacity =
+        std::max(least, kPackedCandidateSorts * int64_t(llvm::PowerOf2Ceil(k)));
+    if (!fits(plan.stages, plan.blocksPerSM))
+      plan.capacity = least;
+  }
   plan.query = 0;
   plan.firstStage = ringStart;
-  plan.select = ringStart + plan.stages * plan.tilesPerRound * plan.stageBytes;
+  plan.select = ringStart + plan.stages * plan.stageBytes;
   plan.total = totalFor(plan.stages);
   if (plan.total > step::HostOp::kMaxSharedBytes)
     return std::nullopt;
@@ -243,12 +256,31 @@ Value dimOfQuarter(cpu::LoopEmitter &e, const SharedPlan &plan, Value quarter,
                e.rem(at, e.index(piece)));
 }
 
+/// The place in a thread's quarter of a packed key row of value `t` of the
+/// bf16 pair in 16-byte chunk `chunk` of a query row (index), i.e. of pair
+/// chunk % 2 of K step chunk / 2 in decodeKeyFragments's order: an fp8
+/// pair is two neighbours, an MXFP4 pair two values four apart
+/// (dequantizeE2M1x8).
+Value placeOfPair(cpu::LoopEmitter &e, const SharedPlan &plan, Value chunk,
+                  int64_t t) {
+  if (plan.row.kind != layout::RowKind::IndexMXFP4) {
+    Value place = e.add(e.mul(e.div(chunk, e.index(2)), e.index(4)),
+                        e.mul(e.rem(chunk, e.index(2)), e.index(2)));
+    return t == 0 ? place : e.add(place, e.index(t));
+  }
+  return e.add(
+      e.add(e.mul(e.div(chunk, e.index(4)), e.index(8)),
+            e.mul(e.rem(e.div(chunk, e.index(2)), e.index(2)), e.index(2))),
+      e.add(e.rem(chunk, e.index(2)), e.index(4 * t)));
+}
+
 /// Copies the token's query tile (zero rows past the heads) for MMAs whose
-/// A fragments hold packed keys: column 16s + 8h + 2c + t of the tile is
-/// place 4s + 2h + t of quarter c (dimOfQuarter), so that lane c of each
-/// quad (see mmaBF16RegisterA) holds, over the K steps s, the dims of the
-/// c-th quarter of a key row. The dot products are the same sums of the
-/// same products. Dim pairs are 4-byte copies.
+/// A fragments hold packed keys: the pair at bytes 4c of 16-byte chunk
+/// 2s + h of a row holds places placeOfPair of quarter c (dimOfQuarter), so
+/// that lane c of each quad (see mmaBF16RegisterA) holds, over the K steps
+/// s, the dims of the c-th quarter of a key row. The dot products are the
+/// same sums of the same products. Neighbouring dims are 4-byte copies,
+/// others two loads and a store.
 void copyQueryForFragments(cpu::LoopEmitter &e, const SharedPlan &plan,
                            Value tile, Value queryAddress, Value token,
                            Value thread) {
@@ -256,26 +288,42 @@ void copyQueryForFragments(cpu::LoopEmitter &e, const SharedPlan &plan,
   Location loc = e.location();
   int64_t width = plan.width, chunks = width / 8;
   int64_t pairs = plan.paddedHeads * chunks * 4;
+  bool neighbours = plan.row.kind != layout::RowKind::IndexMXFP4;
   for (int64_t i = 0; i < pairs / kThreads; ++i) {
     Value linear = e.add(thread, e.index(i * kThreads));
     Value head = e.div(linear, e.index(chunks * 4));
     Value chunk = e.rem(e.div(linear, e.index(4)), e.index(chunks));
     Value quarter = e.rem(linear, e.index(4));
-    Value dim =
-        dimOfQuarter(e, plan, quarter,
-                     e.add(e.mul(e.div(chunk, e.index(2)), e.index(4)),
-                           e.mul(e.rem(chunk, e.index(2)), e.index(2))));
+    Value firstDim =
+        dimOfQuarter(e, plan, quarter, placeOfPair(e, plan, chunk, 0));
     Value real = e.cmp(IP::ult, head, e.index(plan.heads));
     Value safe = e.min(head, e.index(plan.heads - 1));
-    Value element = e.add(
-        e.mul(e.add(e.mul(token, e.index(plan.heads)), safe), e.index(width)),
-        dim);
-    Value from = e.add(queryAddress, e.mul(toI64(b, loc, element), e.i64(2)));
+    auto addressOfDim = [&](Value dim) {
+      Value element = e.add(
+          e.mul(e.add(e.mul(token, e.index(plan.heads)), safe), e.index(width)),
+          dim);
+      return e.add(queryAddress, e.mul(toI64(b, loc, element), e.i64(2)));
+    };
+    Value first = addressOfDim(firstDim);
     Value to = e.add(
         e.add(tile,
               toI64(b, loc, swizzledOffset(b, loc, head, chunk, width / 64))),
         toI64(b, loc, e.mul(quarter, e.index(4))));
-    copyAsync4(b, loc, to, from, real);
+    if (neighbours) {
+      copyAsync4(b, loc, to, first, real);
+      continue;
+    }
+    Value second = addressOfDim(
+        dimOfQuarter(e, plan, quarter, placeOfPair(e, plan, chunk, 1)));
+    auto bits = [&](Value address) {
+      return arith::ExtUIOp::create(
+          b, loc, b.getI32Type(),
+          loadGlobal(b, loc, address, b.getI16Type(), 2));
+    };
+    Value pair = arith::OrIOp::create(
+        b, loc, bits(first),
+        arith::ShLIOp::create(b, loc, bits(second), e.i32(16)));
+    storeShared(b, loc, to, e.select(real, pair, e.i32(0)), 4);
   }
 }
 
@@ -393,6 +441,8 @@ SmallVector<Value> decodeKeyFragments(cpu::LoopEmitter &e,
         decoded[half].push_back(vector::ExtractOp::create(b, loc, values, w));
     }
   }
+  // Step s takes words 2 (s % 2) and 2 (s % 2) + 1 of group s / 2
+  // (placeOfPair).
   SmallVector<Value> fragments;
   for (int64_t step = 0; step < plan.width / kMmaK; ++step) {
     int64_t at = step / 2 * 4 + step % 2 * 2;
@@ -424,7 +474,7 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
   AlignedShared aligned = alignToAtom(b, loc, shared);
   Value sharedBase = aligned.base, pad = aligned.pad;
   BlockSelect select(b, loc, shared, e.add(pad, e.index(plan.select)), thread,
-                     o.k, kKeysPerBlock * plan.tilesPerRound);
+                     o.k, plan.incoming(), plan.capacity);
   select.start();
 
   // This block's rows: [begin, end) of the token's visible ones.
@@ -519,66 +569,81 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
     fenceSharedForMma(b, loc);
     mlir::gpu::BarrierOp::create(b, loc);
     KeyShares shares{e, plan, thread, warp, lane};
-    int64_t perRound = plan.tilesPerRound;
-    // Slot u of stage `stage` holds tile u of the stage's round.
-    auto slotAddress = [&](Value stage, int64_t u) {
-      return e.add(
-          e.add(sharedBase, e.i64(plan.firstStage + u * plan.stageBytes)),
-          e.mul(toI64(b, loc, stage), e.i64(perRound * plan.stageBytes)));
+    auto stageAddress = [&](Value stage) {
+      return e.add(e.add(sharedBase, e.i64(plan.firstStage)),
+                   e.mul(toI64(b, loc, stage), e.i64(plan.stageBytes)));
     };
-    auto copyRound = [&](Value round, Value stage) {
-      for (int64_t u = 0; u < perRound; ++u) {
-        Value first =
-            firstRow(e.add(e.mul(round, e.index(perRound)), e.index(u)));
-        shares.copy(keys, keysAddress, slotAddress(stage, u),
-                    [&](Value row) { return keyRow(first, row); });
-      }
+    auto stageOf = [&](Value keyBlock) {
+      return arith::RemUIOp::create(b, loc, keyBlock, e.index(plan.stages))
+          .getResult();
     };
-    Value rounds =
-        arith::CeilDivUIOp::create(b, loc, keyBlocks, e.index(perRound));
-    for (int64_t t = 0; t + 1 < plan.stages; ++t) {
-      e.ifThen(e.cmp(IP::ult, e.index(t), rounds),
-               [&] { copyRound(e.index(t), e.index(t)); });
-      commitCopies(b, loc);
-    }
-    auto loop = scf::ForOp::create(b, loc, e.index(0), rounds, e.index(1));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(loop.getBody()->getTerminator());
-    Value round = loop.getInductionVar();
-    Value next = e.add(round, e.index(plan.stages - 1));
-    e.ifThen(e.cmp(IP::ult, next, rounds), [&] {
-      copyRound(next,
-                arith::RemUIOp::create(b, loc, next, e.index(plan.stages)));
-    });
-    commitCopies(b, loc);
-    waitCopies(b, loc, plan.stages - 1);
-    // Each tile's MMAs are issued as soon as its fragments are decoded, so
-    // that the next tile's decoding runs under them. (Tiles past the
-    // token's last are scored on whatever their slot holds, never offered.)
-    Value stage = arith::RemUIOp::create(b, loc, round, e.index(plan.stages));
-    SmallVector<Value> dots;
-    for (int64_t u = 0; u < perRound; ++u) {
+    auto copyKeys = [&](Value keyBlock) {
+      Value first = firstRow(keyBlock);
+      shares.copy(keys, keysAddress, stageAddress(stageOf(keyBlock)),
+                  [&](Value row) { return keyRow(first, row); });
+    };
+    // A tile's MMAs from its share in its stage (landed): the fragments,
+    // which must stay unchanged until the MMAs are done, and the
+    // accumulator they fill. (Tiles past the token's last are scored on
+    // whatever their stage holds, never offered.)
+    auto issueMmas = [&](ArrayRef<Value> loaded) {
       SmallVector<Value> fragments = settleAndFenceWords(
-          b, loc,
-          decodeKeyFragments(e, plan, shares.load(slotAddress(stage, u)),
-                             lane));
-      Value tileDots = unsetAccumulator(b, loc, n);
+          b, loc, decodeKeyFragments(e, plan, loaded, lane));
+      Value dots = unsetAccumulator(b, loc, n);
       for (int64_t step = 0; step < plan.width / kMmaK; ++step) {
         Value bDesc =
             matrixDescriptor(b, loc, e.add(queryTile, e.i64(kStep(step))),
                              kChunkBytes, groupStride);
-        tileDots = mmaBF16RegisterA(
-            b, loc, ArrayRef<Value>(fragments).slice(4 * step, 4), bDesc,
-            tileDots, n, /*accumulate=*/step > 0);
+        dots = mmaBF16RegisterA(b, loc,
+                                ArrayRef<Value>(fragments).slice(4 * step, 4),
+                                bDesc, dots, n, /*accumulate=*/step > 0);
       }
-      dots.push_back(tileDots);
+      mmaCommit(b, loc);
+      SmallVector<Value> carried = {dots};
+      carried.append(fragments);
+      return carried;
+    };
+    // A group of copies per tile, the ring's first `stages` tiles ahead.
+    for (int64_t t = 0; t < plan.stages; ++t) {
+      e.ifThen(e.cmp(IP::ult, e.index(t), keyBlocks),
+               [&] { copyKeys(e.index(t)); });
+      commitCopies(b, loc);
     }
-    mmaCommit(b, loc);
-    mmaWait(b, loc, 0);
-    for (int64_t u = 0; u < perRound; ++u)
-      offerScores(dots[u], e.add(e.mul(round, e.index(perRound)), e.index(u)));
-    select.makeRoom();
+    waitCopies(b, loc, plan.stages - 1);
+    SmallVector<Value> first = issueMmas(shares.load(stageAddress(e.index(0))));
+    // Tile i + 1's MMAs run while tile i's scores are offered; `inFlight`
+    // holds tile i's accumulator and fragments.
+    auto offerTile = [&](Value keyBlock, ValueRange inFlight) {
+      // Into the stage of tile i, whose share is in registers.
+      Value ahead = e.add(keyBlock, e.index(plan.stages));
+      e.ifThen(e.cmp(IP::ult, ahead, keyBlocks), [&] { copyKeys(ahead); });
+      commitCopies(b, loc);
+      waitCopies(b, loc, plan.stages - 1);
+      Value next = e.add(keyBlock, e.index(1));
+      SmallVector<Value> loaded = shares.load(stageAddress(stageOf(next)));
+      mmaWait(b, loc, 0);
+      keepUntilHere(b, loc, inFlight.drop_front());
+      SmallVector<Value> issued = issueMmas(loaded);
+      offerScores(inFlight.front(), keyBlock);
+      e.ifThen(
+          e.cmp(IP::eq, e.rem(next, e.index(plan.tilesPerCheck)), e.index(0)),
+          [&] { select.makeRoom(); });
+      return issued;
+    };
+    // Two tiles a trip, so that each accumulator is written where the one
+    // before it was read, with no copy between (a copy of an accumulator
+    // in flight would wait for its MMAs). A last odd tile offers nothing.
+    static_assert(kPackedTilesPerCheck % 2 == 0);
+    Value pairs = arith::CeilDivUIOp::create(b, loc, keyBlocks, e.index(2));
+    auto loop =
+        scf::ForOp::create(b, loc, e.index(0), pairs, e.index(1), first);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value even = e.mul(loop.getInductionVar(), e.index(2));
+    SmallVector<Value> odd = offerTile(even, loop.getRegionIterArgs());
+    scf::YieldOp::create(b, loc, offerTile(e.add(even, e.index(1)), odd));
     b.setInsertionPointAfter(loop);
+    mmaWait(b, loc, 0);
     waitCopies(b, loc, 0);
   } else {
     // The query tile, and a ring of key stages.

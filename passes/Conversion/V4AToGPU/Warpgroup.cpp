@@ -403,6 +403,17 @@ SmallVector<Value> settleAndFenceWords(OpBuilder &b, Location loc,
   return out;
 }
 
+void keepUntilHere(OpBuilder &b, Location loc, ValueRange values) {
+  std::string constraints;
+  for (size_t i = 0; i < values.size(); ++i)
+    constraints += i + 1 < values.size() ? "r," : "r";
+  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, values, "", constraints,
+                            /*has_side_effects=*/true, /*is_align_stack=*/false,
+                            LLVM::tailcallkind::TailCallKind::None,
+                            /*asm_dialect=*/LLVM::AsmDialectAttr(),
+                            /*operand_attrs=*/ArrayAttr());
+}
+
 void mmaFence(OpBuilder &b, Location loc) {
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
 }

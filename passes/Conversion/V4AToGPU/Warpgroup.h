@@ -200,6 +200,12 @@ mlir::Value mmaBF16RegisterA(mlir::OpBuilder &b, mlir::Location loc,
 llvm::SmallVector<mlir::Value>
 settleAndFenceWords(mlir::OpBuilder &b, mlir::Location loc,
                     llvm::ArrayRef<mlir::Value> words);
+/// Keeps `values` (i32, an MMA's A fragments) in their registers up to this
+/// point: a loop that issues the next tile's MMAs before waiting for these
+/// carries them to here, after the wait, so that nothing is written into
+/// their registers while the MMAs read them.
+void keepUntilHere(mlir::OpBuilder &b, mlir::Location loc,
+                   mlir::ValueRange values);
 /// Orders register accesses before the MMAs that follow; closes the MMAs
 /// issued so far into a group; waits until at most `pending` are in flight.
 void mmaFence(mlir::OpBuilder &b, mlir::Location loc);
