@@ -54,8 +54,7 @@ BlockSelect::BlockSelect(OpBuilder &b, Location loc, Value shared, Value offset,
                          Value thread, int64_t k, int64_t incoming,
                          int64_t room)
     : b(b), loc(loc), e(b, loc), thread(thread), k(k), sortSize(sortSizeFor(k)),
-      capacity(std::max(room, leastCapacity(k, incoming))),
-      incoming(incoming) {
+      capacity(std::max(room, leastCapacity(k, incoming))), incoming(incoming) {
   int64_t at = 0;
   auto view = [&](Type element, int64_t count) {
     Value v = sharedView(
