@@ -22,8 +22,9 @@ if [[ ${1:-} == prepare ]]; then
   bench/attention.sh prepare || exit 1 # v4-flash-64k, v4-pro-64k
   build/bin/v4a-compile examples/v4-flash.json --context 1048832 \
     --target=sm_90a -o "$dir/v4-flash-1m.v4apkg" || exit 1
-  # Packed index keys (shapes named v4-flash-64k-ixmxfp4:..., -ixfp8).
-  for layout in mxfp4 fp8; do
+  # The index key layouts besides the default MXFP4 (shapes named
+  # v4-flash-64k-ixbf16:..., -ixfp8).
+  for layout in bf16 fp8; do
     build/bin/v4a-compile examples/v4-flash.json --context 65792 \
       --index-layout=$layout --target=sm_90a \
       -o "$dir/v4-flash-64k-ix$layout.v4apkg" || exit 1
@@ -50,8 +51,8 @@ for shape in $shapes; do
     --tokens "$tokens" --repeat 1 --graphs off > "$csv" 2> "$csv.err" ||
     echo "$shape: ncu failed: $(tail -2 "$csv.err")"
   sed -i '/^==PROF==/d' "$csv"
-  layout=bf16
-  [[ $package =~ -ix(mxfp4|fp8)$ ]] && layout=${BASH_REMATCH[1]}
+  layout=mxfp4
+  [[ $package =~ -ix(bf16|mxfp4|fp8)$ ]] && layout=${BASH_REMATCH[1]}
   python3 bench/indexer_report.py "$csv" "$config" "$batch" "$context" \
     "$tokens" "$layout" | tee -a "$lines"
 done

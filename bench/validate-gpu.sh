@@ -51,9 +51,10 @@ EOF
   compile "$dir/refdata/config.json" 8192 refdata-8k-loops --indexer-loops
   compile examples/v4-flash.json 65792 v4-flash-64k
   compile examples/v4-flash.json 65792 v4-flash-64k-loops --indexer-loops
-  # Packed index keys (--index-layout): MXFP4 holds the fp4-simulated keys
-  # exactly, fp8 with a row scale nearly always.
-  for layout in mxfp4 fp8; do
+  # The index key layouts besides the default (MXFP4, which holds the
+  # fp4-simulated keys exactly): bf16 (the reference's) and fp8 with a row
+  # scale (nearly always exact).
+  for layout in bf16 fp8; do
     compile "$dir/refdata/config.json" 1024 "refdata-ix$layout" \
       --index-layout=$layout
     compile "$dir/refdata/fp8/config.json" 1024 "refdata-fp8-ix$layout" \
@@ -141,7 +142,7 @@ refdata_case() { # name package folder [report]
 if [[ $part == all || $part == quick || $part == refdata ]]; then
   refdata_case refdata-bf16 refdata-bf16 "$dir/refdata"
   refdata_case refdata-fp8 refdata-fp8 "$dir/refdata/fp8"
-  for layout in mxfp4 fp8; do
+  for layout in bf16 fp8; do
     refdata_case "refdata-ix$layout" "refdata-ix$layout" "$dir/refdata"
     refdata_case "refdata-fp8-ix$layout" "refdata-fp8-ix$layout" \
       "$dir/refdata/fp8"
@@ -220,18 +221,18 @@ if [[ $part == all || $part == indexer ]]; then
   # 100 sequences: 2 splits of 1,152 rows.
   same_outputs v4-flash-64k-100 v4-flash-64k 9000 \
     "9000,5000$(printf ',1%.0s' {1..98})" 2 2
-  # Packed index keys: the family against its loop path, and MXFP4 keys
-  # (exact) against bf16 keys.
-  for layout in mxfp4 fp8; do
+  # The other index key layouts: the family against its loop path, and
+  # MXFP4 keys (exact) against bf16 keys.
+  for layout in bf16 fp8; do
     same_outputs "refdata-8k-ix$layout" "refdata-8k-ix$layout" 6000 \
       6000,4501,1 3 ""
     same_outputs "v4-flash-64k-ix$layout" "v4-flash-64k-ix$layout" 9000 \
       9000,5000,1 2 2
   done
-  same_outputs v4-flash-64k-mxfp4-bf16 v4-flash-64k-ixmxfp4 9000 \
-    9000,5000,1 2 2 v4-flash-64k
-  same_outputs v4-flash-64k-mxfp4-batch v4-flash-64k-ixmxfp4 9000 \
-    "9000,5000$(printf ',1%.0s' {1..62})" 2 2 v4-flash-64k
+  same_outputs v4-flash-64k-mxfp4-bf16 v4-flash-64k 9000 \
+    9000,5000,1 2 2 v4-flash-64k-ixbf16
+  same_outputs v4-flash-64k-mxfp4-batch v4-flash-64k 9000 \
+    "9000,5000$(printf ',1%.0s' {1..62})" 2 2 v4-flash-64k-ixbf16
 fi
 if [[ $part == all || $part == large ]]; then
   CASE_TIMEOUT=240 run_case v4-pro-fp8 v4-pro 140 140,1 2 0,2

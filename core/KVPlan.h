@@ -51,13 +51,19 @@ const char *indexLayoutName(IndexLayout layout);
 std::optional<IndexLayout> parseIndexLayout(std::string_view name);
 /// The names, for messages: "bf16, fp8 or mxfp4".
 inline constexpr const char *kIndexLayoutNames = "bf16, fp8 or mxfp4";
+/// The layout unless one is asked for: the smallest that keeps DeepSeek's
+/// reference outputs within compare.py's tolerance (MXFP4 keys give the
+/// same outputs as bf16 keys, at a quarter of their bytes and, on the GPU,
+/// faster scores; bench/indexer-notes.md). `EngineOptions::indexLayout`
+/// and the v4a-plan-kv pass option spell it too.
+inline constexpr IndexLayout kDefaultIndexLayout = IndexLayout::MXFP4;
 
 struct PlanOptions {
   int64_t contextTokens = 1 << 20;
   int64_t pageSize = 64;
   int64_t alignment = 256;
   MainLayout mainLayout = MainLayout::PerLayer;
-  IndexLayout indexLayout = IndexLayout::BF16;
+  IndexLayout indexLayout = kDefaultIndexLayout;
   /// Plan every layer's caches as its own, ignoring the sharing maps.
   bool ignoreSharing = false;
 };

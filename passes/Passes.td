@@ -38,9 +38,9 @@ def PlanKV : Pass<"v4a-plan-kv", "::mlir::ModuleOp"> {
            "Rows per page of the compressed caches">,
     Option<"alignment", "alignment", "int64_t", "256",
            "Byte alignment of every buffer">,
-    Option<"indexLayout", "index-layout", "std::string", "\"bf16\"",
+    Option<"indexLayout", "index-layout", "std::string", "\"mxfp4\"",
            "Index key rows: bf16, fp8 (e4m3, one f32 scale per row) or "
-           "mxfp4 (e2m1, a ue8m0 scale per 32 dims)">,
+           "mxfp4 (e2m1, a ue8m0 scale per 32 dims; the default)">,
   ];
   let dependentDialects = ["::v4a::V4ADialect"];
 }

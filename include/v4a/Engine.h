@@ -37,8 +37,9 @@ struct EngineOptions {
   bool packedKv = false;
   /// The indexer's key rows: "bf16" (the reference's), "fp8" (e4m3 with one
   /// f32 scale per row) or "mxfp4" (e2m1 with a ue8m0 scale per 32 dims,
-  /// which holds the reference's fp4-simulated keys exactly).
-  std::string indexLayout = "bf16";
+  /// which holds the reference's fp4-simulated keys exactly; the default:
+  /// plan::kDefaultIndexLayout).
+  std::string indexLayout = "mxfp4";
   /// Run rank `tensorRank` of `tensorParallel`-way tensor parallelism: the
   /// rank's num_attention_heads / tensorParallel heads and o_groups /
   /// tensorParallel output groups (tensorParallelConfig), with its part of

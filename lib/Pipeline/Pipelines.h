@@ -3,6 +3,8 @@
 #ifndef V4A_LIB_PIPELINE_PIPELINES_H
 #define V4A_LIB_PIPELINE_PIPELINES_H
 
+#include "core/KVPlan.h"
+
 #include "mlir/Pass/PassManager.h"
 
 #include <cstdint>
@@ -13,7 +15,8 @@ namespace v4a {
 struct PlanningOptions {
   int64_t contextTokens = 1 << 20;
   int64_t pageSize = 64;
-  std::string indexLayout = "bf16";
+  std::string indexLayout =
+      plan::indexLayoutName(plan::kDefaultIndexLayout);
   /// v4a-dequantize-fp8-weights after v4a-build-steps: the GPU's exact form
   /// of fp8 products (bf16 GEMMs of the dequantized operands).
   bool dequantizeFP8Weights = false;

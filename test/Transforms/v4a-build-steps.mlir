@@ -41,7 +41,7 @@
 // CHECK: v4a.compressor {{.*}} {overlap, ratio = 4 : i64, slot_rows = 8 : i64}
 // CHECK: v4a.hadamard
 // CHECK: v4a.act_quant {{.*}}e2m1
-// CHECK: v4a.cache_store %{{.*}}, %{{.*}}, %[[COMPLETE]] : !v4a.kv_cache<index_bf16, dim = 128
+// CHECK: v4a.cache_store %{{.*}}, %{{.*}}, %[[COMPLETE]] : !v4a.kv_cache<index_mxfp4, dim = 128
 // ... the indexer's queries and the top-k ...
 // CHECK: v4a.hadamard
 // CHECK: v4a.cache_indexer_score {{.*}} bound %{{.*}} {ratio = 4 : i64}
@@ -123,7 +123,7 @@ v4a.model @no_window <{compress_rope_theta = 1.6e5 : f64, head_dim = 512 : i64,
 // SHARED: v4a.compressor %[[KVH]], %[[SCORE]], {{.*}} {ratio = 2 : i64, slot_rows = 2 : i64}
 // V4.1 index keys come from the compressed latent.
 // SHARED: v4a.linear {{.*}} -> tensor<?x32xbf16>
-// SHARED: v4a.cache_store {{.*}} !v4a.kv_cache<index_bf16, dim = 32
+// SHARED: v4a.cache_store {{.*}} !v4a.kv_cache<index_mxfp4, dim = 32
 // A consumer of KV and top-k: no compressor, no indexer; the top-k is an
 // argument and the caches are its source's (aliases in the plan).
 // SHARED: func.func @step_2_0_1_4_shares_kv_shares_topk(

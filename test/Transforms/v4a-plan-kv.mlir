@@ -1,7 +1,7 @@
-// RUN: v4a-opt %s -split-input-file -verify-diagnostics -v4a-verify-topology -v4a-plan-kv="context=1024 page-size=64" | FileCheck %s
+// RUN: v4a-opt %s -split-input-file -verify-diagnostics -v4a-verify-topology -v4a-plan-kv="context=1024 page-size=64 index-layout=bf16" | FileCheck %s
 // RUN: v4a-opt %s -split-input-file -verify-diagnostics -v4a-plan-kv="context=1000 page-size=64 alignment=4096 index-layout=fp8" | FileCheck %s --check-prefix=PAGED
 // RUN: not v4a-opt %s -split-input-file -v4a-plan-kv="context=0" 2>&1 | FileCheck %s --check-prefix=CONTEXT
-// RUN: v4a-opt %s -split-input-file -verify-diagnostics -v4a-plan-kv="context=1000 index-layout=mxfp4" | FileCheck %s --check-prefix=MXFP4
+// RUN: v4a-opt %s -split-input-file -verify-diagnostics -v4a-plan-kv="context=1000" | FileCheck %s --check-prefix=MXFP4
 // RUN: not v4a-opt %s -split-input-file -v4a-plan-kv="index-layout=fp4" 2>&1 | FileCheck %s --check-prefix=LAYOUT
 
 // CONTEXT: error: v4a-plan-kv: context (0), page-size (64) and alignment (256) must be positive
@@ -37,7 +37,7 @@
 // PAGED: #v4a.buffer<layer = 3, component = window, layout = fp8_model1, rows = 8, dim = 512, row_bytes = 584, bytes = 8192, alias_of = -1>
 // PAGED: #v4a.buffer<layer = 3, component = compressed, layout = fp8_model1, rows = 64, dim = 512, row_bytes = 584, bytes = 40960, alias_of = -1>
 
-// MXFP4 index keys: 64 bytes of e2m1 pairs and 4 ue8m0 scales per row; the
+// MXFP4 index keys (the default): 64 bytes of e2m1 pairs and 4 ue8m0 scales per row; the
 // consumer aliases them.
 // MXFP4: #v4a.buffer<layer = 1, component = index_keys, layout = index_mxfp4, rows = 256, dim = 128, row_bytes = 68, bytes = 17408, alias_of = -1>
 // MXFP4: #v4a.buffer<layer = 2, component = index_keys, layout = index_mxfp4, rows = 256, dim = 128, row_bytes = 68, bytes = 17408, alias_of = 1>

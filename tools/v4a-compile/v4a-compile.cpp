@@ -94,8 +94,8 @@ static cl::opt<int64_t> tensorParallel(
     cl::init(1), cl::cat(compileCategory));
 static cl::opt<v4a::plan::IndexLayout> indexLayout(
     "index-layout",
-    cl::desc("Element layout of the indexer's key cache (default bf16)"),
-    cl::init(v4a::plan::IndexLayout::BF16),
+    cl::desc("Element layout of the indexer's key cache (default mxfp4)"),
+    cl::init(v4a::plan::kDefaultIndexLayout),
     cl::values(clEnumValN(v4a::plan::IndexLayout::BF16, "bf16",
                           "bf16 rows (256 B at 128 dims)"),
                clEnumValN(v4a::plan::IndexLayout::FP8, "fp8",
@@ -255,7 +255,7 @@ int main(int argc, char **argv) {
       argc, argv,
       "v4a ahead-of-time compiler\n\n"
       "Defaults: --emit=v4a to -o - (standard output), --context 1048576 "
-      "tokens,\n--page-size 64, --kv-layout=bf16, --index-layout=bf16, "
+      "tokens,\n--page-size 64, --kv-layout=bf16, --index-layout=mxfp4, "
       "--fp8-gemm=exact;\n--target=sm_90a writes a package and needs -o.\n");
   // A package is binary: never onto a terminal, and to standard output
   // only when asked for by name.

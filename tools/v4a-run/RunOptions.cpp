@@ -2,6 +2,7 @@
 
 #include "tools/v4a-run/RunOptions.h"
 
+#include "core/KVPlan.h"
 #include "v4a/ModelConfig.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -71,9 +72,10 @@ cl::opt<std::string>
         cl::value_desc("file"), cl::cat(runCategory));
 cl::opt<std::string> indexLayout(
     "index-layout",
-    cl::desc("The indexer's key rows: bf16 (default), fp8 (e4m3, one f32 "
-             "scale per row) or mxfp4 (e2m1, a ue8m0 scale per 32 dims)"),
-    cl::init("bf16"), cl::cat(runCategory));
+    cl::desc("The indexer's key rows: bf16, fp8 (e4m3, one f32 scale per "
+             "row) or mxfp4 (e2m1, a ue8m0 scale per 32 dims; default)"),
+    cl::init(v4a::plan::indexLayoutName(v4a::plan::kDefaultIndexLayout)),
+    cl::cat(runCategory));
 cl::opt<int64_t> tensorParallel(
     "tensor-parallel",
     cl::desc("Run the layers as N tensor-parallel ranks on the CPU (each "
