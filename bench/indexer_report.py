@@ -30,7 +30,7 @@ def main():
     # A step launches each kernel once: the best of the run's steps.
     kernels = {name: round(min(v) / 1e3, 2)
                for name, v in sorted(times.items())}
-    layout = sys.argv[6] if len(sys.argv) > 6 else "bf16"
+    layout = sys.argv[6] if len(sys.argv) > 6 else "mxfp4"
     width = config["index_head_dim"]
     row_bytes = {"bf16": 2 * width, "fp8": width + 4,
                  "mxfp4": width // 2 + width // 32}[layout]

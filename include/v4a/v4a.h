@@ -107,8 +107,8 @@ typedef struct v4a_options {
   int64_t context_tokens;
   int64_t page_size;
   /* v4a_compile only: the compressed KV cache's rows, "bf16" (default) or
-   * "fp8" (packed MODEL1 rows); the indexer's key rows, "bf16" (default),
-   * "fp8" or "mxfp4". Null: the default. A package carries its own. */
+   * "fp8" (packed MODEL1 rows); the indexer's key rows, "bf16", "fp8" or
+   * "mxfp4" (default). Null: the default. A package carries its own. */
   const char *kv_layout;
   const char *index_layout;
   /* v4a_compile only: rank `tensor_rank` of `tensor_parallel`-way tensor

@@ -41,8 +41,10 @@ struct PlanningPipelineOptions
                            llvm::cl::desc("Rows per compressed cache page"),
                            llvm::cl::init(64)};
   Option<std::string> indexLayout{
-      *this, "index-layout", llvm::cl::desc("bf16, fp8 or mxfp4 index keys"),
-      llvm::cl::init("bf16")};
+      *this, "index-layout",
+      llvm::cl::desc("bf16, fp8 or mxfp4 index keys (default mxfp4)"),
+      llvm::cl::init(
+          v4a::plan::indexLayoutName(v4a::plan::kDefaultIndexLayout))};
 };
 } // namespace
 

@@ -15,8 +15,7 @@ namespace v4a {
 struct PlanningOptions {
   int64_t contextTokens = 1 << 20;
   int64_t pageSize = 64;
-  std::string indexLayout =
-      plan::indexLayoutName(plan::kDefaultIndexLayout);
+  std::string indexLayout = plan::indexLayoutName(plan::kDefaultIndexLayout);
   /// v4a-dequantize-fp8-weights after v4a-build-steps: the GPU's exact form
   /// of fp8 products (bf16 GEMMs of the dequantized operands).
   bool dequantizeFP8Weights = false;

@@ -278,14 +278,14 @@ class Model:
     @classmethod
     def compile(cls, config, backend="cpu", max_sequences=4, layers=None,
                 context_tokens=4096, page_size=64, use_graphs=True,
-                kv_layout="bf16", index_layout="mxfp4", tensor_parallel=1,
+                kv_layout="bf16", index_layout=None, tensor_parallel=1,
                 tensor_rank=0):
         """Compiles a configuration in-process (``libv4a.so`` only):
         ``config`` is a config.json path, its text, or a dict. ``backend``:
         "cpu" or "cuda" (GPU 0); the caches hold ``context_tokens`` per
         sequence, compressed rows in pages of ``page_size``; ``kv_layout``
-        ("bf16" or "fp8") and ``index_layout`` ("bf16", "fp8" or "mxfp4",
-        the default)
+        ("bf16" or "fp8") and ``index_layout`` ("bf16", "fp8" or "mxfp4";
+        None: the library's default, mxfp4)
         are the compressed KV and index key rows. With ``tensor_parallel``
         N > 1 (CPU) the model is rank ``tensor_rank``'s: 1/N of the heads and
         output groups, and a step's outputs are its partial products, to be

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "v4a/Engine.h"
+#include "core/KVPlan.h"
 #include "core/Numerics.h"
 #include "lib/Reference/Reference.h"
 
@@ -112,6 +113,13 @@ float compareWithReference(Fixture &f, const std::vector<int64_t> &steps) {
 // Compiled kernels repeat the reference's f32 operations in the same order,
 // so the tolerance is zero: any difference is a bug.
 constexpr float kTolerance = 0.0f;
+
+// The public options spell the planner's default index layout.
+TEST(Engine, DefaultIndexLayoutIsThePlannersDefault) {
+  EXPECT_EQ(EngineOptions().indexLayout,
+            plan::indexLayoutName(plan::kDefaultIndexLayout));
+  EXPECT_EQ(plan::PlanOptions().indexLayout, plan::kDefaultIndexLayout);
+}
 
 TEST(Engine, V4LayersMatchReference) {
   Fixture f = make(readExample("tiny.json"), 3);

@@ -32,19 +32,19 @@ constexpr int64_t kThreshold = 0, kBin = 1, kAbove = 2, kInBin = 3,
                   kKeysInBin = 4;
 constexpr int64_t kWords = 6;
 
-int64_t sortSizeFor(int64_t k) {
+} // namespace
+
+int64_t BlockSelect::sortSizeFor(int64_t k) {
   return std::max<int64_t>(2, llvm::PowerOf2Ceil(k));
 }
-} // namespace
 
 int64_t BlockSelect::leastCapacity(int64_t k, int64_t incoming) {
   int64_t sortSize = sortSizeFor(k);
   return std::max(2 * sortSize, sortSize + incoming);
 }
 
-int64_t BlockSelect::sharedBytes(int64_t k, int64_t incoming,
-                                 int64_t capacity) {
-  return (std::max(capacity, leastCapacity(k, incoming)) + sortSizeFor(k) +
+int64_t BlockSelect::sharedBytes(int64_t k, int64_t incoming, int64_t room) {
+  return (std::max(room, leastCapacity(k, incoming)) + sortSizeFor(k) +
           kWords) *
              8 +
          llvm::alignTo((2 * kBins + kCounters) * 4, 8);

@@ -31,18 +31,21 @@ public:
   /// Threads of the block that runs a selection.
   static constexpr int64_t kThreads = 128;
 
+  /// The keys the final sort of a selection of `k` keys orders (a power of
+  /// two, at least k).
+  static int64_t sortSizeFor(int64_t k);
   /// The fewest candidates a selection of `k` keys taking up to `incoming`
   /// keys between two calls of makeRoom holds. More make cuts rarer: each
   /// cut leaves k, and makeRoom cuts when another round might not fit.
   static int64_t leastCapacity(int64_t k, int64_t incoming);
-  /// The shared memory such a selection with room for `capacity` candidates
-  /// (0: the least) needs (bytes, a multiple of 8).
-  static int64_t sharedBytes(int64_t k, int64_t incoming, int64_t capacity = 0);
+  /// The shared memory such a selection with room for `room` candidates
+  /// (never fewer than the least) needs (bytes, a multiple of 8).
+  static int64_t sharedBytes(int64_t k, int64_t incoming, int64_t room = 0);
 
   /// A selection over the shared bytes at `shared` + `offset` (memref<?xi8>,
   /// workgroup; the offset an index, a multiple of 8). Every thread of the
   /// block constructs it; `start` must run before the first offer. Room
-  /// for `room` candidates (0: the least).
+  /// for `room` candidates (never fewer than the least).
   BlockSelect(mlir::OpBuilder &b, mlir::Location loc, mlir::Value shared,
               mlir::Value offset, mlir::Value thread, int64_t k,
               int64_t incoming, int64_t room = 0);

@@ -15,17 +15,18 @@
 //   of the heads of two keys; it sums relu(dot) * w over them and four
 //   lanes combine their sums: the order `v4a.indexer_score` documents and
 //   the loop path follows too, so that a score's bits do not depend on the
-//   kernel. Packed keys (fp8 with a row scale, MXFP4) skip shared memory:
-//   each thread loads, a few tiles ahead, its quarter of each of its two
-//   fragment rows as stored, and decodes it (exactly: the values the loop
-//   path decodes) into the A fragments of MMAs that take A from registers.
-//   The query tile's K order is permuted to match, so that a thread's
-//   quarter of a row is contiguous in memory (one scale block of MXFP4
-//   keys). The next tile's MMAs run while a tile's scores are offered, and
-//   the selection, with room for four times its sort, checks its room every
-//   four tiles (it cuts about once a split). Each score is offered to the block's streaming top-k
-//   (BlockSelect.h) and never stored. A token whose rows are one split writes
-//   its picks; otherwise each split leaves its sorted k best keys.
+//   kernel. Packed keys (fp8 with a row scale, MXFP4) skip the bf16 tile:
+//   each thread copies, a few tiles ahead, its quarter of each of its two
+//   fragment rows as stored into its own places of a shared ring, and
+//   decodes it (exactly: the values the loop path decodes) into the A
+//   fragments of MMAs that take A from registers. The query tile's K order
+//   is permuted to match, so that a thread's quarter of a row is contiguous
+//   in memory (one scale block of MXFP4 keys). The next tile's MMAs run
+//   while a tile's scores are offered, and the selection, with room for
+//   four times its sort, checks its room every four tiles (it cuts about
+//   once a split). Each score is offered to the block's streaming top-k
+//   (BlockSelect.h) and never stored. A token whose rows are one split
+//   writes its picks; otherwise each split leaves its sorted k best keys.
 // - merge (only with splits): a block per token. Up to four lists: each key
 //   finds its rank in their union by binary searches of the other lists,
 //   and a rank below k is a pick. More lists: the block finds, from samples
@@ -90,8 +91,8 @@ constexpr int64_t kRankMergeLists = 4;
 constexpr int64_t kRankMergeThreads = 512;
 /// Packed keys: stages of the ring (each thread copies its own share),
 /// tiles offered between two checks of the selection's room, and its
-/// candidates in multiples of its sort (as many as keep the blocks per SM
-/// and the stages: fewer cuts).
+/// candidates in multiples of its sort (fewer cuts; when that keeps the
+/// blocks per SM and the stages, else the least).
 constexpr int64_t kPackedStages = 4;
 constexpr int64_t kPackedTilesPerCheck = 4;
 constexpr int64_t kPackedCandidateSorts = 4;
@@ -119,6 +120,11 @@ struct SharedPlan {
   /// The key rows' layout.
   layout::RowLayout row{};
   bool packed() const { return row.kind != layout::RowKind::IndexBF16; }
+  /// Whether a bf16 pair of the decoded keys holds neighbouring values
+  /// (fp8) or values four apart (MXFP4: dequantizeE2M1x8).
+  bool pairsNeighbours() const {
+    return row.kind != layout::RowKind::IndexMXFP4;
+  }
   int64_t incoming() const { return kKeysPerBlock * tilesPerCheck; }
 };
 
@@ -163,7 +169,7 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
   if (plan.packed()) {
     int64_t least = BlockSelect::leastCapacity(k, plan.incoming());
     plan.capacity =
-        std::max(least, kPackedCandidateSorts * int64_t(llvm::PowerOf2Ceil(k)));
+        std::max(least, kPackedCandidateSorts * BlockSelect::sortSizeFor(k));
     if (!fits(plan.stages, plan.blocksPerSM))
       plan.capacity = least;
   }
@@ -263,7 +269,7 @@ Value dimOfQuarter(cpu::LoopEmitter &e, const SharedPlan &plan, Value quarter,
 /// (dequantizeE2M1x8).
 Value placeOfPair(cpu::LoopEmitter &e, const SharedPlan &plan, Value chunk,
                   int64_t t) {
-  if (plan.row.kind != layout::RowKind::IndexMXFP4) {
+  if (plan.pairsNeighbours()) {
     Value place = e.add(e.mul(e.div(chunk, e.index(2)), e.index(4)),
                         e.mul(e.rem(chunk, e.index(2)), e.index(2)));
     return t == 0 ? place : e.add(place, e.index(t));
@@ -288,7 +294,6 @@ void copyQueryForFragments(cpu::LoopEmitter &e, const SharedPlan &plan,
   Location loc = e.location();
   int64_t width = plan.width, chunks = width / 8;
   int64_t pairs = plan.paddedHeads * chunks * 4;
-  bool neighbours = plan.row.kind != layout::RowKind::IndexMXFP4;
   for (int64_t i = 0; i < pairs / kThreads; ++i) {
     Value linear = e.add(thread, e.index(i * kThreads));
     Value head = e.div(linear, e.index(chunks * 4));
@@ -309,7 +314,7 @@ void copyQueryForFragments(cpu::LoopEmitter &e, const SharedPlan &plan,
         e.add(tile,
               toI64(b, loc, swizzledOffset(b, loc, head, chunk, width / 64))),
         toI64(b, loc, e.mul(quarter, e.index(4))));
-    if (neighbours) {
+    if (plan.pairsNeighbours()) {
       copyAsync4(b, loc, to, first, real);
       continue;
     }
@@ -401,8 +406,9 @@ struct KeyShares {
 /// The A fragments of a tile's K steps (four words each, in step order)
 /// from a thread's share (KeyShares::load): eight values at a time decoded
 /// to bf16 with the e2m1 block's or the row's ue8m0 scale (an fp8 row's
-/// power-of-two f32 scale has it as its exponent byte); values 4s .. 4s + 3
-/// of a quarter are step s's (row, 2c) and (row, 2c + 8) pairs.
+/// power-of-two f32 scale has it as its exponent byte); placeOfPair gives
+/// the places of a quarter that step s's (row, 2c) and (row, 2c + 8) pairs
+/// hold.
 SmallVector<Value> decodeKeyFragments(cpu::LoopEmitter &e,
                                       const SharedPlan &plan,
                                       ArrayRef<Value> loaded, Value lane) {
@@ -610,7 +616,8 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
       commitCopies(b, loc);
     }
     waitCopies(b, loc, plan.stages - 1);
-    SmallVector<Value> first = issueMmas(shares.load(stageAddress(e.index(0))));
+    SmallVector<Value> firstInFlight =
+        issueMmas(shares.load(stageAddress(e.index(0))));
     // Tile i + 1's MMAs run while tile i's scores are offered; `inFlight`
     // holds tile i's accumulator and fragments.
     auto offerTile = [&](Value keyBlock, ValueRange inFlight) {
@@ -632,16 +639,19 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
     };
     // Two tiles a trip, so that each accumulator is written where the one
     // before it was read, with no copy between (a copy of an accumulator
-    // in flight would wait for its MMAs). A last odd tile offers nothing.
+    // in flight would wait for its MMAs). With an odd count the last trip's
+    // second tile is past the end: its offers are invalid.
     static_assert(kPackedTilesPerCheck % 2 == 0);
     Value pairs = arith::CeilDivUIOp::create(b, loc, keyBlocks, e.index(2));
-    auto loop =
-        scf::ForOp::create(b, loc, e.index(0), pairs, e.index(1), first);
+    auto loop = scf::ForOp::create(b, loc, e.index(0), pairs, e.index(1),
+                                   firstInFlight);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value even = e.mul(loop.getInductionVar(), e.index(2));
-    SmallVector<Value> odd = offerTile(even, loop.getRegionIterArgs());
-    scf::YieldOp::create(b, loc, offerTile(e.add(even, e.index(1)), odd));
+    Value evenTile = e.mul(loop.getInductionVar(), e.index(2));
+    SmallVector<Value> oddInFlight =
+        offerTile(evenTile, loop.getRegionIterArgs());
+    scf::YieldOp::create(b, loc,
+                         offerTile(e.add(evenTile, e.index(1)), oddInFlight));
     b.setInsertionPointAfter(loop);
     mmaWait(b, loc, 0);
     waitCopies(b, loc, 0);

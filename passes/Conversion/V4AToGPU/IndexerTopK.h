@@ -22,9 +22,9 @@ namespace v4a::gpu {
 
 /// The top-k the family computes together with `scores`: the only user of
 /// the scores, a v4a.topk without candidate blocks; null when the family
-/// does not cover them (the query and keys must be bf16 with a head width
-/// that is a multiple of 64 and at most 256, at most 256 heads, k at most
-/// 2048).
+/// does not cover them (the query must be bf16 and the keys bf16, fp8 or
+/// MXFP4 rows, with a head width that is a multiple of 64 and at most 256,
+/// at most 256 heads, k at most 2048).
 TopKOp coveredTopK(CacheIndexerScoreOp scores);
 
 /// Whether the family takes an indexer of `heads` query heads of `width`

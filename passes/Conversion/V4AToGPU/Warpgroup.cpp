@@ -42,14 +42,19 @@ Attribute workgroupSpace(MLIRContext *context) {
 }
 
 /// An inline asm that later passes keep in place and do not see through.
+LLVM::InlineAsmOp keptAsmOp(OpBuilder &b, Location loc, TypeRange results,
+                            ValueRange operands, StringRef text,
+                            StringRef constraints) {
+  return LLVM::InlineAsmOp::create(b, loc, results, operands, text, constraints,
+                                   /*has_side_effects=*/true,
+                                   /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   /*asm_dialect=*/LLVM::AsmDialectAttr(),
+                                   /*operand_attrs=*/ArrayAttr());
+}
 Value keptAsm(OpBuilder &b, Location loc, Type result, ValueRange operands,
               StringRef text, StringRef constraints) {
-  return LLVM::InlineAsmOp::create(
-             b, loc, TypeRange{result}, operands, text, constraints,
-             /*has_side_effects=*/true, /*is_align_stack=*/false,
-             LLVM::tailcallkind::TailCallKind::None,
-             /*asm_dialect=*/LLVM::AsmDialectAttr(),
-             /*operand_attrs=*/ArrayAttr())
+  return keptAsmOp(b, loc, TypeRange{result}, operands, text, constraints)
       .getResult(0);
 }
 
@@ -407,11 +412,7 @@ void keepUntilHere(OpBuilder &b, Location loc, ValueRange values) {
   std::string constraints;
   for (size_t i = 0; i < values.size(); ++i)
     constraints += i + 1 < values.size() ? "r," : "r";
-  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, values, "", constraints,
-                            /*has_side_effects=*/true, /*is_align_stack=*/false,
-                            LLVM::tailcallkind::TailCallKind::None,
-                            /*asm_dialect=*/LLVM::AsmDialectAttr(),
-                            /*operand_attrs=*/ArrayAttr());
+  keptAsmOp(b, loc, TypeRange{}, values, "", constraints);
 }
 
 void mmaFence(OpBuilder &b, Location loc) {
