@@ -37,8 +37,8 @@
 // PAGED: #v4a.buffer<layer = 3, component = window, layout = fp8_model1, rows = 8, dim = 512, row_bytes = 584, bytes = 8192, alias_of = -1>
 // PAGED: #v4a.buffer<layer = 3, component = compressed, layout = fp8_model1, rows = 64, dim = 512, row_bytes = 584, bytes = 40960, alias_of = -1>
 
-// MXFP4 index keys (the default): 64 bytes of e2m1 pairs and 4 ue8m0 scales per row; the
-// consumer aliases them.
+// MXFP4 index keys (the default): 64 bytes of e2m1 pairs and 4 ue8m0 scales
+// per row; the consumer aliases them.
 // MXFP4: #v4a.buffer<layer = 1, component = index_keys, layout = index_mxfp4, rows = 256, dim = 128, row_bytes = 68, bytes = 17408, alias_of = -1>
 // MXFP4: #v4a.buffer<layer = 2, component = index_keys, layout = index_mxfp4, rows = 256, dim = 128, row_bytes = 68, bytes = 17408, alias_of = 1>
 

@@ -118,7 +118,6 @@ constexpr float kTolerance = 0.0f;
 TEST(Engine, DefaultIndexLayoutIsThePlannersDefault) {
   EXPECT_EQ(EngineOptions().indexLayout,
             plan::indexLayoutName(plan::kDefaultIndexLayout));
-  EXPECT_EQ(plan::PlanOptions().indexLayout, plan::kDefaultIndexLayout);
 }
 
 TEST(Engine, V4LayersMatchReference) {

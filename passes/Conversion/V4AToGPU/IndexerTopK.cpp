@@ -120,10 +120,10 @@ struct SharedPlan {
   /// The key rows' layout.
   layout::RowLayout row{};
   bool packed() const { return row.kind != layout::RowKind::IndexBF16; }
-  /// Whether a bf16 pair of the decoded keys holds neighbouring values
-  /// (fp8) or values four apart (MXFP4: dequantizeE2M1x8).
-  bool pairsNeighbours() const {
-    return row.kind != layout::RowKind::IndexMXFP4;
+  /// How far apart the two values of a bf16 pair of the decoded keys are:
+  /// neighbours (fp8) or four apart (MXFP4: dequantizeE2M1x8).
+  int64_t pairStride() const {
+    return row.kind == layout::RowKind::IndexMXFP4 ? 4 : 1;
   }
   int64_t incoming() const { return kKeysPerBlock * tilesPerCheck; }
 };
@@ -262,22 +262,18 @@ Value dimOfQuarter(cpu::LoopEmitter &e, const SharedPlan &plan, Value quarter,
                e.rem(at, e.index(piece)));
 }
 
-/// The place in a thread's quarter of a packed key row of value `t` of the
-/// bf16 pair in 16-byte chunk `chunk` of a query row (index), i.e. of pair
-/// chunk % 2 of K step chunk / 2 in decodeKeyFragments's order: an fp8
-/// pair is two neighbours, an MXFP4 pair two values four apart
-/// (dequantizeE2M1x8).
-Value placeOfPair(cpu::LoopEmitter &e, const SharedPlan &plan, Value chunk,
-                  int64_t t) {
-  if (plan.pairsNeighbours()) {
-    Value place = e.add(e.mul(e.div(chunk, e.index(2)), e.index(4)),
-                        e.mul(e.rem(chunk, e.index(2)), e.index(2)));
-    return t == 0 ? place : e.add(place, e.index(t));
-  }
+/// The place in a thread's quarter of a packed key row of the first value
+/// of the bf16 pair in 16-byte chunk `chunk` of a query row (index), i.e. of
+/// pair chunk % 2 of K step chunk / 2 in decodeKeyFragments's order; the
+/// second is plan.pairStride() places further.
+Value placeOfPair(cpu::LoopEmitter &e, const SharedPlan &plan, Value chunk) {
+  if (plan.pairStride() == 1)
+    return e.add(e.mul(e.div(chunk, e.index(2)), e.index(4)),
+                 e.mul(e.rem(chunk, e.index(2)), e.index(2)));
   return e.add(
       e.add(e.mul(e.div(chunk, e.index(4)), e.index(8)),
             e.mul(e.rem(e.div(chunk, e.index(2)), e.index(2)), e.index(2))),
-      e.add(e.rem(chunk, e.index(2)), e.index(4 * t)));
+      e.rem(chunk, e.index(2)));
 }
 
 /// Copies the token's query tile (zero rows past the heads) for MMAs whose
@@ -299,8 +295,8 @@ void copyQueryForFragments(cpu::LoopEmitter &e, const SharedPlan &plan,
     Value head = e.div(linear, e.index(chunks * 4));
     Value chunk = e.rem(e.div(linear, e.index(4)), e.index(chunks));
     Value quarter = e.rem(linear, e.index(4));
-    Value firstDim =
-        dimOfQuarter(e, plan, quarter, placeOfPair(e, plan, chunk, 0));
+    Value firstPlace = placeOfPair(e, plan, chunk);
+    Value firstDim = dimOfQuarter(e, plan, quarter, firstPlace);
     Value real = e.cmp(IP::ult, head, e.index(plan.heads));
     Value safe = e.min(head, e.index(plan.heads - 1));
     auto addressOfDim = [&](Value dim) {
@@ -314,12 +310,12 @@ void copyQueryForFragments(cpu::LoopEmitter &e, const SharedPlan &plan,
         e.add(tile,
               toI64(b, loc, swizzledOffset(b, loc, head, chunk, width / 64))),
         toI64(b, loc, e.mul(quarter, e.index(4))));
-    if (plan.pairsNeighbours()) {
+    if (plan.pairStride() == 1) {
       copyAsync4(b, loc, to, first, real);
       continue;
     }
-    Value second = addressOfDim(
-        dimOfQuarter(e, plan, quarter, placeOfPair(e, plan, chunk, 1)));
+    Value second = addressOfDim(dimOfQuarter(
+        e, plan, quarter, e.add(firstPlace, e.index(plan.pairStride()))));
     auto bits = [&](Value address) {
       return arith::ExtUIOp::create(
           b, loc, b.getI32Type(),
@@ -346,10 +342,10 @@ struct KeyShares {
   int64_t pieces() const { return plan.row.valueBytes / 4 / kChunkBytes; }
 
   /// Issues this thread's copies of its share of the tile whose cache rows
-  /// `keyRow(row)` gives (an existing row even past the token's rows, whose
-  /// scores are never offered) into `stage` (a shared address, i64).
+  /// `cacheRow(row)` gives (an existing row even past the token's rows,
+  /// whose scores are never offered) into `stage` (a shared address, i64).
   void copy(CacheRows &keys, Value keysAddress, Value stage,
-            function_ref<std::pair<Value, Value>(Value)> keyRow) {
+            function_ref<Value(Value)> cacheRow) {
     OpBuilder &b = e.builder();
     Location loc = e.location();
     Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
@@ -359,7 +355,7 @@ struct KeyShares {
     for (int64_t half = 0; half < 2; ++half) {
       Value row =
           e.add(fragmentPlace(b, loc, warp, lane, 0).row, e.index(8 * half));
-      Value global = keyRow(row).first;
+      Value global = cacheRow(row);
       Value values = e.add(
           e.add(keysAddress, toI64(b, loc, keys.valueOffset(global))), quarter);
       for (int64_t c = 0; c < pieces(); ++c)
@@ -586,7 +582,7 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
     auto copyKeys = [&](Value keyBlock) {
       Value first = firstRow(keyBlock);
       shares.copy(keys, keysAddress, stageAddress(stageOf(keyBlock)),
-                  [&](Value row) { return keyRow(first, row); });
+                  [&](Value row) { return keyRow(first, row).first; });
     };
     // A tile's MMAs from its share in its stage (landed): the fragments,
     // which must stay unchanged until the MMAs are done, and the
@@ -619,8 +615,9 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
     SmallVector<Value> firstInFlight =
         issueMmas(shares.load(stageAddress(e.index(0))));
     // Tile i + 1's MMAs run while tile i's scores are offered; `inFlight`
-    // holds tile i's accumulator and fragments.
-    auto offerTile = [&](Value keyBlock, ValueRange inFlight) {
+    // holds tile i's accumulator and fragments. `checksRoom`: whether
+    // tile i + 1 can be a multiple of tilesPerCheck.
+    auto offerTile = [&](Value keyBlock, ValueRange inFlight, bool checksRoom) {
       // Into the stage of tile i, whose share is in registers.
       Value ahead = e.add(keyBlock, e.index(plan.stages));
       e.ifThen(e.cmp(IP::ult, ahead, keyBlocks), [&] { copyKeys(ahead); });
@@ -632,15 +629,17 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
       keepUntilHere(b, loc, inFlight.drop_front());
       SmallVector<Value> issued = issueMmas(loaded);
       offerScores(inFlight.front(), keyBlock);
-      e.ifThen(
-          e.cmp(IP::eq, e.rem(next, e.index(plan.tilesPerCheck)), e.index(0)),
-          [&] { select.makeRoom(); });
+      if (checksRoom)
+        e.ifThen(
+            e.cmp(IP::eq, e.rem(next, e.index(plan.tilesPerCheck)), e.index(0)),
+            [&] { select.makeRoom(); });
       return issued;
     };
     // Two tiles a trip, so that each accumulator is written where the one
     // before it was read, with no copy between (a copy of an accumulator
     // in flight would wait for its MMAs). With an odd count the last trip's
-    // second tile is past the end: its offers are invalid.
+    // second tile is past the end: its offers are invalid. Only after the
+    // second can the tiles offered be a multiple of an even tilesPerCheck.
     static_assert(kPackedTilesPerCheck % 2 == 0);
     Value pairs = arith::CeilDivUIOp::create(b, loc, keyBlocks, e.index(2));
     auto loop = scf::ForOp::create(b, loc, e.index(0), pairs, e.index(1),
@@ -649,9 +648,10 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
     b.setInsertionPointToStart(loop.getBody());
     Value evenTile = e.mul(loop.getInductionVar(), e.index(2));
     SmallVector<Value> oddInFlight =
-        offerTile(evenTile, loop.getRegionIterArgs());
+        offerTile(evenTile, loop.getRegionIterArgs(), /*checksRoom=*/false);
     scf::YieldOp::create(b, loc,
-                         offerTile(e.add(evenTile, e.index(1)), oddInFlight));
+                         offerTile(e.add(evenTile, e.index(1)), oddInFlight,
+                                   /*checksRoom=*/true));
     b.setInsertionPointAfter(loop);
     mmaWait(b, loc, 0);
     waitCopies(b, loc, 0);
