@@ -250,15 +250,18 @@ func.func @attention(%q: tensor<?x128x512xbf16>, %kv: tensor<?x512xbf16>,
 
 // fp8 MODEL1 rows (the window's and the compressed cache's, as a packed
 // layer has them) are the family's too: 1 KiB more shared memory for the
-// slots' scale addresses, full barriers of one arrival per copy thread.
-// The copy warpgroup copies a packed row's e4m3 chunk and its scales into
-// the chunk's own bf16 place (two 8-byte cp.async through L1, a bf16 row's
-// chunk in two halves the same way), the rope chunks as before, waits for
-// a half's group while the next is in flight, and dequantizes in place:
-// shifts and masks into bf16 fields, two bf16 multiplications (2^120, the
-// scale), a 16-byte store, a proxy fence before the arrival.
+// slots' scales and 16 bytes for the bits of their bf16 rows, full
+// barriers of one arrival per copy thread. The slot table's writer copies
+// its row's 8 scale bytes (an 8-byte cp.async through L1); a copy thread
+// copies the 16 e4m3 bytes of a chunk pair into the place of the pair's
+// first chunk by one 16-byte cp.async (a stage with a bf16 row takes the
+// same passes with a choice per row), waits for a half's group while the
+// next is in flight, the slots' owners' scale copies behind a barrier,
+// and dequantizes: shifts and masks into bf16 fields, two bf16
+// multiplications (2^120, the scale), two 16-byte stores, a proxy fence
+// before the arrival.
 // CHECK-LABEL: func.func @attention_fp8_rows
-// CHECK: gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c384{{.*}} dynamic_shared_memory_size %c217168_i32 module(@v4a_gpu) function(@attention_fp8_rows_attention0)
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c384{{.*}} dynamic_shared_memory_size %c217184_i32 module(@v4a_gpu) function(@attention_fp8_rows_attention0)
 // Full and empty barriers of stage 0's halves, then stage 1's.
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
@@ -270,11 +273,15 @@ func.func @attention(%q: tensor<?x128x512xbf16>, %kv: tensor<?x512xbf16>,
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
 // CHECK: nvvm.setmaxregister decrease 72
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 8, cache = ca
-// CHECK: nvvm.cp.async.shared.global {{.*}}, 8, cache = ca
+// CHECK: nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
 // CHECK: nvvm.cp.async.commit.group
 // CHECK: nvvm.cp.async.wait.group 2
+// CHECK: nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
+// CHECK: } else {
 // CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> vector<4xi32>
+// CHECK-COUNT-8: arith.mulf {{.*}} : vector<2xbf16>
+// CHECK: llvm.store {{.*}} : vector<4xi32>, !llvm.ptr<3>
 // CHECK-COUNT-8: arith.mulf {{.*}} : vector<2xbf16>
 // CHECK: llvm.store {{.*}} : vector<4xi32>, !llvm.ptr<3>
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>

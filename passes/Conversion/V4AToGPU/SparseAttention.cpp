@@ -95,8 +95,10 @@ struct SharedPlan {
   int64_t exchange = 0;  // 4 slots of a f32 per head: m0, m1, both sums
   int64_t masks = 0;     // per stage, a bit per slot
   int64_t barriers = 0;  // per stage and half: full, then empty
-  /// Per stage, each slot's scale address (fp8 MODEL1 rows; 0: a bf16 row).
+  /// Per stage, each slot's 8 scale bytes (fp8 MODEL1 rows; zeros for a
+  /// bf16 row), and a bit per slot with a bf16 row (2 words).
   int64_t scales = 0;
+  int64_t kinds = 0;
   int64_t total = 0;
 };
 
@@ -122,8 +124,8 @@ std::optional<SharedPlan> planShared(int64_t width, bool packedRows) {
   plan.masks = plan.exchange + 2 * kWarpgroups * kMmaM * 4;
   plan.barriers = plan.masks + 2 * 2 * 4;
   plan.scales = plan.barriers + 2 * 4 * kBarrierBytes;
-  plan.total = plan.scales + (packedRows ? 2 * kSlotsPerBlock * 8 : 0) +
-               kSwizzleAtomBytes;
+  plan.kinds = plan.scales + (packedRows ? 2 * kSlotsPerBlock * 8 : 0);
+  plan.total = plan.kinds + (packedRows ? 2 * 2 * 4 : 0) + kSwizzleAtomBytes;
   if (plan.total > step::HostOp::kMaxSharedBytes)
     return std::nullopt;
   return plan;
@@ -183,8 +185,8 @@ struct Kernel {
   /// Shared addresses (i64): the window's base.
   Value sharedBase;
   /// Views of the shared slot addresses, masks and exchange slots, and of
-  /// the slots' scale addresses (fp8 MODEL1 rows).
-  Value slotAddresses, slotMasks, exchange, slotScales;
+  /// the slots' scales and kinds (fp8 MODEL1 rows).
+  Value slotAddresses, slotMasks, exchange, slotScales, slotKinds;
 
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
   Value i32(int64_t v) {
@@ -399,8 +401,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   k.slotAddresses = view(plan.addresses, b.getI64Type(), 2 * kSlotsPerBlock);
   k.exchange = view(plan.exchange, b.getF32Type(), 2 * kWarpgroups * kMmaM);
   k.slotMasks = view(plan.masks, b.getI32Type(), 2 * 2);
-  if (packedRows)
+  if (packedRows) {
     k.slotScales = view(plan.scales, b.getI64Type(), 2 * kSlotsPerBlock);
+    k.slotKinds = view(plan.kinds, b.getI32Type(), 2 * 2);
+  }
 
   // Where the rows are: one function of (cache, row) per cache.
   cpu::LoopEmitter emitter(b, loc);
@@ -563,16 +567,34 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
             addressOfRow(ownSlot(slotBlock), raws[stage], compressedBase);
         Value entry = k.add(k.index(stage * kSlotsPerBlock), copier);
         k.store(address, k.slotAddresses, entry);
-        if (scales)
-          k.store(scales, k.slotScales, entry);
         Value present = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
                                               address, k.i64(0));
-        Value bits =
-            NVVM::VoteSyncOp::create(b, loc, b.getI32Type(), k.i32(-1), present,
-                                     NVVM::VoteSyncKind::ballot);
+        auto ballot = [&](Value bit) {
+          return NVVM::VoteSyncOp::create(b, loc, b.getI32Type(), k.i32(-1),
+                                          bit, NVVM::VoteSyncKind::ballot)
+              .getResult();
+        };
+        Value bits = ballot(present);
+        Value bf16Bits;
+        if (scales) {
+          // The row's scales land beside its address (zeros for a bf16
+          // row), with the copies of the stage's first half.
+          Value scaled = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                               scales, k.i64(0));
+          Value to =
+              k.add(k.at(plan.scales), k.toI64(k.mul(entry, k.index(8))));
+          copyAsync8(b, loc, to, k.select(scaled, scales, queryAddress),
+                     scaled);
+          bf16Bits = ballot(arith::AndIOp::create(
+              b, loc, present,
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, scales,
+                                    k.i64(0))));
+        }
         k.ifThen(k.eq(k.lane, k.index(0)), [&] {
-          k.store(bits, k.slotMasks,
-                  k.add(k.index(stage * 2), k.div(copier, k.index(32))));
+          Value word = k.add(k.index(stage * 2), k.div(copier, k.index(32)));
+          k.store(bits, k.slotMasks, word);
+          if (bf16Bits)
+            k.store(bf16Bits, k.slotKinds, word);
         });
       });
       syncThreads(b, loc, kCopyOnly, kWarpgroupThreads);
@@ -610,116 +632,189 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       arriveBarrierOnCopies(b, loc, k.fullBarrier(stage, half));
     };
     // A half of a stage in a kernel with fp8 MODEL1 rows, in two steps.
-    // Pass i of this thread takes chunk column i / 4 (64 dims: one scale)
-    // of row 16 (i % 4) + copier / 8, its chunk copier % 8. Issuing copies
-    // a packed row's e4m3 chunk (8 bytes) into the upper half of its bf16
-    // chunk's place and the row's 8 scales into the lower half; its rope
-    // column (the 16-byte chunks after the e4m3 bytes), and every chunk of
-    // a bf16 row, go where they belong. Settling waits for them and
-    // dequantizes each packed chunk in place: the thread that copied it
-    // alone touches it.
+    // Pass i of this thread takes row 32 (i % 2) + copier / 4 of the half's
+    // chunk column i / 2 (64 dims: one scale), its chunk pair copier % 4
+    // (16 dims). Issuing copies a packed row's 16 e4m3 bytes of the pair
+    // into the place of the pair's first chunk; its rope column (the bf16
+    // dims after the e4m3 bytes) and a bf16 row's chunks go where they
+    // belong. Settling waits for them and dequantizes each packed pair into
+    // its two chunks' places: the thread that copied it alone touches it.
+    // A thread's rows, and so their addresses and scales, are two a stage.
+    constexpr int64_t kPairsPerColumn = 4;
+    constexpr int64_t kRowsPerPass = kWarpgroupThreads / kPairsPerColumn;
+    constexpr int64_t kPassesPerColumn = kSlotsPerBlock / kRowsPerPass;
+    int64_t columnsPerHalf = k.rowAtoms() / 2;
+    int64_t packedPasses = columnsPerHalf * kPassesPerColumn;
+    int64_t quantizedColumns = packedRows ? packedRows->quantDims / 64 : 0;
+    int64_t quantizedBytes = packedRows ? packedRows->quantDims : 0;
     struct PackedPass {
-      int64_t firstChunk;
-      Value chunk, address, scales, to;
+      int64_t column, rowGroup;
+      bool quantized;
     };
-    constexpr int64_t kRowsPerPass = kWarpgroupThreads / 8;
-    auto passFirstChunk = [&](int64_t half, int64_t i) {
-      return half * halfChunks + i / (kSlotsPerBlock / kRowsPerPass) * 8;
+    auto packedPass = [&](int64_t half, int64_t i) {
+      int64_t column = half * columnsPerHalf + i / kPassesPerColumn;
+      return PackedPass{column, i % kPassesPerColumn,
+                        column < quantizedColumns};
     };
-    auto isQuantized = [&](int64_t half, int64_t i) {
-      return passFirstChunk(half, i) < packedRows->quantDims / 8;
+    // The thread's rows of a stage and the places of its chunk pair in the
+    // half's first pass; every other pass is a constant further: rows
+    // 32 further are 4 row groups of atoms down, a column an atom along,
+    // while the row within its atom and so the swizzle stay.
+    struct PackedThread {
+      Value row, pair;
+      Value address[kPassesPerColumn], valid[kPassesPerColumn];
+      Value places[2];
     };
-    // A thread's passes of a half differ from its first by constants: pass
-    // i is 16 (i % 4) rows further (2 (i % 4) atoms down) and i / 4 chunk
-    // columns further (as many atoms along), while the row within its atom,
-    // the chunk within its atom row and so their swizzle stay. The first
-    // pass's place is built once a half.
-    struct HalfPlace {
-      Value row, chunk, to;
-    };
-    auto halfPlace = [&](int64_t stage, int64_t half) {
+    auto packedThread = [&](int64_t stage, int64_t half) {
       Value place = opaquePlace();
-      HalfPlace h;
-      h.row = k.div(place, k.index(8));
-      h.chunk = k.add(k.rem(place, k.index(8)), k.index(half * halfChunks));
-      h.to = k.add(
-          k.at(plan.stages[stage]),
-          k.toI64(swizzledOffset(b, loc, h.row, h.chunk, plan.chunks / 8)));
-      return h;
-    };
-    auto packedPass = [&](const HalfPlace &h, int64_t stage, int64_t half,
-                          int64_t i) {
-      constexpr int64_t kPassesPerColumn = kSlotsPerBlock / kRowsPerPass;
-      int64_t column = i / kPassesPerColumn, rowGroup = i % kPassesPerColumn;
-      PackedPass p;
-      p.firstChunk = passFirstChunk(half, i);
-      p.chunk = k.add(h.chunk, k.index(column * 8));
-      Value entry = k.add(
-          h.row, k.index(stage * kSlotsPerBlock + rowGroup * kRowsPerPass));
-      p.address = k.load(k.slotAddresses, entry);
-      p.scales = k.load(k.slotScales, entry);
-      p.to = k.add(h.to,
-                   k.i64((rowGroup * kRowsPerPass / 8 * k.rowAtoms() + column) *
-                         kSwizzleAtomBytes));
-      return p;
-    };
-    auto isNonZero = [&](Value v) -> Value {
-      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, v,
-                                   k.i64(0));
-    };
-    int64_t packedPasses = kSlotsPerBlock * halfChunks / kWarpgroupThreads;
-    auto issuePackedHalf = [&](int64_t stage, int64_t half) {
-      HalfPlace h = halfPlace(stage, half);
-      for (int64_t i = 0; i < packedPasses; ++i) {
-        PackedPass p = packedPass(h, stage, half, i);
-        Value valid = isNonZero(p.address), packed = isNonZero(p.scales);
-        Value from16 = k.add(p.address, k.toI64(k.mul(p.chunk, k.index(16))));
-        if (!isQuantized(half, i)) {
-          Value from = k.select(
-              packed, k.sub(from16, k.i64(packedRows->quantDims)), from16);
-          copyAsync16(b, loc, p.to, k.select(valid, from, queryAddress), valid);
-          continue;
-        }
-        // Two 8-byte copies, the chunk's halves for a bf16 row: no branch,
-        // so that the copies of a half issue back to back.
-        Value raw = k.add(p.address, k.toI64(k.mul(p.chunk, k.index(8))));
-        Value bf16From = k.select(valid, from16, queryAddress);
-        copyAsync8(b, loc, p.to, k.select(packed, p.scales, bf16From), valid);
-        copyAsync8(
-            b, loc, k.add(p.to, k.i64(8)),
-            k.select(packed, raw,
-                     k.select(valid, k.add(from16, k.i64(8)), queryAddress)),
-            valid);
+      PackedThread t;
+      t.row = k.div(place, k.index(kPairsPerColumn));
+      t.pair = k.rem(place, k.index(kPairsPerColumn));
+      for (int64_t g = 0; g < kPassesPerColumn; ++g) {
+        t.address[g] = k.load(
+            k.slotAddresses,
+            k.add(t.row, k.index(stage * kSlotsPerBlock + g * kRowsPerPass)));
+        t.valid[g] = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                           t.address[g], k.i64(0));
       }
+      Value tile = k.at(plan.stages[stage]);
+      Value firstChunk =
+          k.add(k.mul(t.pair, k.index(2)), k.index(half * columnsPerHalf * 8));
+      for (int64_t c = 0; c < 2; ++c)
+        t.places[c] =
+            k.add(tile, k.toI64(swizzledOffset(b, loc, t.row,
+                                               k.add(firstChunk, k.index(c)),
+                                               plan.chunks / 8)));
+      return t;
+    };
+    auto passPlace = [&](const PackedThread &t, const PackedPass &p,
+                         int64_t half, int64_t c) {
+      int64_t atoms = p.rowGroup * kRowsPerPass / 8 * k.rowAtoms() +
+                      (p.column - half * columnsPerHalf);
+      return k.add(t.places[c], k.i64(atoms * kSwizzleAtomBytes));
+    };
+    // Whether stage `stage` holds a bf16 row (the step's own, or a cache of
+    // bf16 rows beside one of packed rows): the same for the whole
+    // warpgroup, so that stages without one take passes without a branch
+    // or select per row.
+    auto holdsBF16Rows = [&](int64_t stage) {
+      Value words =
+          arith::OrIOp::create(b, loc, k.load(k.slotKinds, k.index(stage * 2)),
+                               k.load(k.slotKinds, k.index(stage * 2 + 1)));
+      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, words,
+                                   k.i32(0))
+          .getResult();
+    };
+    // Whether the thread's row of pass group `g` is a bf16 row.
+    auto isBF16Row = [&](const PackedThread &t, int64_t stage, int64_t g) {
+      Value word = k.load(k.slotKinds, k.index(stage * 2 + g));
+      Value bit = arith::IndexCastOp::create(b, loc, b.getI32Type(), t.row);
+      return arith::TruncIOp::create(b, loc, b.getI1Type(),
+                                     arith::ShRUIOp::create(b, loc, word, bit))
+          .getResult();
+    };
+    auto or64 = [&](Value address, Value valid) {
+      return k.select(valid, address, queryAddress);
+    };
+    // The copies of one pass; `bf16` (null: none in the stage) says the
+    // row is bf16.
+    auto issuePackedPass = [&](const PackedThread &t, const PackedPass &p,
+                               int64_t half, Value bf16) {
+      Value address = t.address[p.rowGroup], valid = t.valid[p.rowGroup];
+      Value to[2] = {passPlace(t, p, half, 0), passPlace(t, p, half, 1)};
+      // A bf16 row's pair: 32 bytes at its column's place in the row.
+      Value bf16Pair =
+          k.add(address, k.add(k.i64(p.column * 128),
+                               k.toI64(k.mul(t.pair, k.index(32)))));
+      if (!p.quantized) {
+        Value from = k.add(address, k.add(k.i64(quantizedBytes),
+                                          k.toI64(k.mul(t.pair, k.index(32)))));
+        if (bf16)
+          from = k.select(bf16, bf16Pair, from);
+        copyAsync16(b, loc, to[0], or64(from, valid), valid);
+        copyAsync16(b, loc, to[1], or64(k.add(from, k.i64(16)), valid), valid);
+        return;
+      }
+      Value raw = k.add(address, k.add(k.i64(p.column * 64),
+                                       k.toI64(k.mul(t.pair, k.index(16)))));
+      if (!bf16) {
+        copyAsync16(b, loc, to[0], or64(raw, valid), valid);
+        return;
+      }
+      copyAsync16(b, loc, to[0], or64(k.select(bf16, bf16Pair, raw), valid),
+                  valid);
+      Value second = arith::AndIOp::create(b, loc, valid, bf16);
+      copyAsync16(b, loc, to[1], or64(k.add(bf16Pair, k.i64(16)), second),
+                  second);
+    };
+    // Stage-uniform: passes without a bf16 row in the stage, or with.
+    auto byStageKind = [&](int64_t stage, function_ref<void(bool)> passes) {
+      auto kinds = scf::IfOp::create(b, loc, TypeRange{}, holdsBF16Rows(stage),
+                                     /*withElse=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(kinds.thenBlock());
+      passes(true);
+      b.setInsertionPointToStart(kinds.elseBlock());
+      passes(false);
+    };
+    auto issuePackedHalf = [&](int64_t stage, int64_t half) {
+      PackedThread t = packedThread(stage, half);
+      byStageKind(stage, [&](bool withBF16) {
+        for (int64_t i = 0; i < packedPasses; ++i) {
+          PackedPass p = packedPass(half, i);
+          issuePackedPass(t, p, half,
+                          withBF16 ? isBF16Row(t, stage, p.rowGroup) : Value());
+        }
+      });
       commitCopies(b, loc);
+    };
+    // Dequantizes a pass's 16 landed e4m3 values into its two chunks.
+    auto dequantizePass = [&](const PackedThread &t, const PackedPass &p,
+                              int64_t half, Value scaleWords) {
+      Type words = VectorType::get({4}, b.getI32Type());
+      Type wordPair = VectorType::get({2}, b.getI32Type());
+      Value to[2] = {passPlace(t, p, half, 0), passPlace(t, p, half, 1)};
+      Value landed = loadShared(b, loc, to[0], words, 16);
+      Value scale = arith::TruncIOp::create(
+          b, loc, b.getI8Type(),
+          arith::ShRUIOp::create(b, loc, scaleWords, k.i64(p.column * 8)));
+      for (int64_t c = 0; c < 2; ++c) {
+        Value bytes = vector::FromElementsOp::create(
+            b, loc, wordPair,
+            ValueRange{vector::ExtractOp::create(b, loc, landed, 2 * c),
+                       vector::ExtractOp::create(b, loc, landed, 2 * c + 1)});
+        storeShared(b, loc, to[c], dequantizeE4M3x8(b, loc, bytes, scale), 16);
+      }
     };
     auto settlePackedHalf = [&](int64_t stage, int64_t half, int32_t pending) {
       waitCopies(b, loc, pending);
-      Type words = VectorType::get({4}, b.getI32Type());
-      HalfPlace h = halfPlace(stage, half);
-      for (int64_t i = 0; i < packedPasses; ++i) {
-        if (!isQuantized(half, i))
-          continue;
-        PackedPass p = packedPass(h, stage, half, i);
-        // Loaded, converted and stored whatever the row: a bf16 row's
-        // chunk (this thread's own landed copy) is stored back as it is. A
-        // branch per pass would keep the passes from overlapping.
-        Value landed = loadShared(b, loc, p.to, words, 16);
-        int64_t scaleIndex = p.firstChunk / 8;
-        Value scaleWord =
-            vector::ExtractOp::create(b, loc, landed, scaleIndex / 4);
-        Value scale = arith::TruncIOp::create(
-            b, loc, b.getI8Type(),
-            arith::ShRUIOp::create(b, loc, scaleWord,
-                                   k.i32(scaleIndex % 4 * 8)));
-        Value bytes = vector::FromElementsOp::create(
-            b, loc, VectorType::get({2}, b.getI32Type()),
-            ValueRange{vector::ExtractOp::create(b, loc, landed, 2),
-                       vector::ExtractOp::create(b, loc, landed, 3)});
-        Value bf16 = dequantizeE4M3x8(b, loc, bytes, scale);
-        storeShared(b, loc, p.to, k.select(isNonZero(p.scales), bf16, landed),
-                    16);
-      }
+      // The stage's scales were copied by the threads that own the slots,
+      // with the copies of its first half.
+      if (half == stage)
+        syncThreads(b, loc, kCopyOnly, kWarpgroupThreads);
+      PackedThread t = packedThread(stage, half);
+      Value scaleWords[kPassesPerColumn];
+      for (int64_t g = 0; g < kPassesPerColumn; ++g)
+        scaleWords[g] = k.load(
+            k.slotScales,
+            k.add(t.row, k.index(stage * kSlotsPerBlock + g * kRowsPerPass)));
+      byStageKind(stage, [&](bool withBF16) {
+        for (int64_t i = 0; i < packedPasses; ++i) {
+          PackedPass p = packedPass(half, i);
+          if (!p.quantized)
+            continue;
+          if (!withBF16) {
+            dequantizePass(t, p, half, scaleWords[p.rowGroup]);
+            continue;
+          }
+          Value bf16 = isBF16Row(t, stage, p.rowGroup);
+          Value packed = arith::XOrIOp::create(
+              b, loc, bf16,
+              arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+          k.ifThen(packed,
+                   [&] { dequantizePass(t, p, half, scaleWords[p.rowGroup]); });
+        }
+      });
       // The dequantized chunks are generic writes that the tensor cores
       // read: fenced before the arrival that releases them (and the mask
       // words written with the stage's first half).
