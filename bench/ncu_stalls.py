@@ -2,6 +2,10 @@
 page (`ncu --import REPORT --page source --csv --print-source sass`):
 the warp-state samples by stall reason, the executed instructions by
 opcode with their share of the samples, and the most sampled instructions.
+For a kernel whose warpgroups trade registers (setmaxnreg), the samples
+and instructions are also split by role: the code from the first
+register trade (the copy warpgroups) to the first exit, and from the
+second trade (the math warpgroups) to the next.
 
     python3 bench/ncu_stalls.py SASS.csv [TOP]
 """
@@ -21,7 +25,7 @@ def main(path, top):
     executed_of = at["Instructions Executed"]
     by_reason = collections.Counter()
     executed, sampled = collections.Counter(), collections.Counter()
-    lines = []
+    lines, roles = [], []
     for row in rows[2:]:
         if len(row) < len(header):
             continue
@@ -34,6 +38,8 @@ def main(path, top):
         executed[opcode] += count
         sampled[opcode] += samples
         lines.append((samples, count, row[at["Address"]][-5:], source))
+        roles.append((int(row[at["Address"]], 16), source, samples, count,
+                      {r[len("stall_"):]: int(row[at[r]] or 0) for r in reasons}))
     total_samples = sum(s for s, _, _, _ in lines)
     total_executed = sum(executed.values())
     print(f"samples {total_samples}, warp instructions executed {total_executed}")
@@ -45,6 +51,38 @@ def main(path, top):
               f"{100 * sampled[opcode] / total_samples:5.1f}%")
     for samples, count, address, source in sorted(lines, reverse=True)[:top]:
         print(f"  {samples:5d} samples {count:9d} executed  {address}  {source}")
+    by_role(sorted(roles), total_samples)
+
+
+def by_role(instructions, total_samples):
+    """Samples, executed instructions and the leading stall reasons of the
+    code between register trades and exits (see the module's text)."""
+    marks = [a for a, source, _, _, _ in instructions
+             if source.startswith(("USETMAXREG", "EXIT"))]
+    if len(marks) < 4:
+        return
+
+    def role(address):
+        if address < marks[0]:
+            return "entry"
+        if address <= marks[1]:
+            return "copy"
+        if address <= marks[3]:
+            return "math"
+        return "after (retry loops)"
+
+    samples, executed = collections.Counter(), collections.Counter()
+    reasons = collections.defaultdict(collections.Counter)
+    for address, _, count_samples, count, stalls in instructions:
+        name = role(address)
+        samples[name] += count_samples
+        executed[name] += count
+        reasons[name].update(stalls)
+    print("by role (samples, share, warp instructions executed, leading stalls):")
+    for name in ("entry", "copy", "math", "after (retry loops)"):
+        leading = ", ".join(f"{r} {n}" for r, n in reasons[name].most_common(5))
+        print(f"  {name:20s} {samples[name]:6d} {100 * samples[name] / max(total_samples, 1):5.1f}% "
+              f"{executed[name]:10d}  {leading}")
 
 
 if __name__ == "__main__":

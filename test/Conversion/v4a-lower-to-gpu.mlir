@@ -249,35 +249,37 @@ func.func @attention(%q: tensor<?x128x512xbf16>, %kv: tensor<?x512xbf16>,
 // -----
 
 // fp8 MODEL1 rows (the window's and the compressed cache's, as a packed
-// layer has them) are the family's too: 1 KiB more shared memory for the
-// slots' scales and 16 bytes for the bits of their bf16 rows, full
+// layer has them) are the family's too, with two copy warpgroups of 40
+// registers (512 threads; P.V as two MMAs of N 128, which ptxas assembles
+// at the 128 registers a thread holds at entry): 1 KiB more shared memory
+// for the slots' scales and 16 bytes for the bits of their bf16 rows, full
 // barriers of one arrival per copy thread. The slot table's writer copies
 // its row's 8 scale bytes (an 8-byte cp.async through L1); a copy thread
 // copies the 16 e4m3 bytes of a chunk pair into the place of the pair's
 // first chunk by one 16-byte cp.async (a stage with a bf16 row takes the
 // same passes with a choice per row), waits for a half's group while the
-// next is in flight, the slots' owners' scale copies behind a barrier,
-// and dequantizes: shifts and masks into bf16 fields, two bf16
-// multiplications (2^120, the scale), two 16-byte stores, a proxy fence
-// before the arrival.
+// next is in flight, the slots' owners' scale copies behind a barrier of
+// the copy warpgroups, and dequantizes: shifts and masks into bf16 fields,
+// two bf16 multiplications (2^120, the scale), two 16-byte stores, a proxy
+// fence before the arrival.
 // CHECK-LABEL: func.func @attention_fp8_rows
-// CHECK: gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c384{{.*}} dynamic_shared_memory_size %c217184_i32 module(@v4a_gpu) function(@attention_fp8_rows_attention0)
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c512{{.*}} dynamic_shared_memory_size %c217184_i32 module(@v4a_gpu) function(@attention_fp8_rows_attention0)
 // Full and empty barriers of stage 0's halves, then stage 1's.
-// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
-// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
-// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32{{(_[0-9]+)?}} :
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32{{(_[0-9]+)?}} :
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32{{(_[0-9]+)?}} :
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32{{(_[0-9]+)?}} :
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32{{(_[0-9]+)?}} :
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32{{(_[0-9]+)?}} :
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
-// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32{{(_[0-9]+)?}} :
-// CHECK: nvvm.setmaxregister decrease 72
+// CHECK: nvvm.setmaxregister decrease 40
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 8, cache = ca
-// CHECK: nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
+// CHECK: nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c256_i32
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
 // CHECK: nvvm.cp.async.commit.group
 // CHECK: nvvm.cp.async.wait.group 2
-// CHECK: nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
+// CHECK: nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c256_i32
 // CHECK: } else {
 // CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> vector<4xi32>
 // CHECK-COUNT-8: arith.mulf {{.*}} : vector<2xbf16>
@@ -289,6 +291,7 @@ func.func @attention(%q: tensor<?x128x512xbf16>, %kv: tensor<?x512xbf16>,
 // CHECK: nvvm.cp.async.wait.group 1
 // CHECK: nvvm.cp.async.wait.group 0
 // CHECK: nvvm.setmaxregister increase 216
+// CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
 // CHECK-NOT: v4a.cache_attention
 func.func @attention_fp8_rows(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>,
     %win: !v4a.kv_cache<fp8_model1, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,

@@ -1,10 +1,11 @@
 //===- SparseAttention.cpp - the attention kernel family ------------------===//
 //
 // One block per (query token, group of 64 heads): two math warpgroups and
-// a copy warpgroup, 384 threads. The token's slots (its window rows, then its
-// compressed rows) are walked in blocks of 64, two blocks at a time, one
-// per shared stage:
-// - the copy warpgroup gathers the rows of block 2p into stage 0 and of block
+// a copy warpgroup, 384 threads (with fp8 MODEL1 rows two copy warpgroups,
+// 512 threads). The token's slots (its window rows, then its compressed
+// rows) are walked in blocks of 64, two blocks at a time, one per shared
+// stage:
+// - the copy warpgroups gather the rows of block 2p into stage 0 and of block
 //   2p + 1 into stage 1 with cp.async (a slot of -1 or past the
 //   token's slots is zero-filled and masked), in the 128-byte swizzle
 //   layout (Warpgroup.h), each stage in two halves of the head's dims with
@@ -64,16 +65,28 @@ namespace {
 constexpr int64_t kSlotsPerBlock = 64;
 constexpr int64_t kWarpgroups = 2;
 constexpr int64_t kMathThreads = kWarpgroups * kWarpgroupThreads;
-constexpr int64_t kThreads = kMathThreads + kWarpgroupThreads;
-/// Registers a thread: the copy warpgroup gives up part of its share to the
-/// math warpgroups (O alone is 128 f32 a thread). The trades draw on what
-/// the block holds from its launch, its 384 threads' whole multiples of 8
-/// registers within the SM's 64 K (168 a thread): asking for more makes
-/// the math warpgroups' increase wait forever.
-constexpr int32_t kCopyRegisters = 72, kMathRegisters = 216;
-constexpr int64_t kLaunchRegisters = 65536 / kThreads / 8 * 8;
-static_assert(kWarpgroupThreads * (kCopyRegisters + 2 * kMathRegisters) <=
-              kThreads * kLaunchRegisters);
+/// The copy warpgroups after the math ones, and the registers a thread of
+/// each takes: the copy warpgroups give up part of their share to the math
+/// warpgroups (O alone is 128 f32 a thread). One gathers bf16 rows; fp8
+/// MODEL1 rows, dequantized on the way, take two with fewer registers each.
+/// The trades draw on what the block holds from its launch, its threads'
+/// whole multiples of 8 registers within the SM's 64 K: asking for more
+/// makes the math warpgroups' increase wait forever.
+struct CopyTeam {
+  int64_t warpgroups;
+  int32_t registers, mathRegisters;
+  constexpr int64_t threads() const { return warpgroups * kWarpgroupThreads; }
+  constexpr int64_t blockThreads() const { return kMathThreads + threads(); }
+  constexpr int64_t launchRegisters() const {
+    return 65536 / blockThreads() / 8 * 8;
+  }
+  constexpr bool fits() const {
+    return threads() * registers + kMathThreads * mathRegisters <=
+           blockThreads() * launchRegisters();
+  }
+};
+constexpr CopyTeam kBF16RowCopies{1, 72, 216}, kPackedRowCopies{2, 40, 216};
+static_assert(kBF16RowCopies.fits() && kPackedRowCopies.fits());
 constexpr int64_t kChunkBytes = 16;
 /// An mbarrier's bytes.
 constexpr int64_t kBarrierBytes = 8;
@@ -308,16 +321,25 @@ Value bf16Pair(OpBuilder &b, Location loc, Value x, Value y) {
 /// per head (of its two fragment rows) the running maximum (raw: -inf
 /// before any row) and its share of the denominator.
 struct Running {
-  Value accumulator;
+  SmallVector<Value, 2> accumulators; // O's dims in tiles of the MMA's N
   Value maxima[2];
   Value sums[2];
 
   /// As loop-carried or yielded values, in this order.
   SmallVector<Value> values() const {
-    return {accumulator, maxima[0], maxima[1], sums[0], sums[1]};
+    SmallVector<Value> all(accumulators.begin(), accumulators.end());
+    all.append({maxima[0], maxima[1], sums[0], sums[1]});
+    return all;
   }
   static Running of(ValueRange values) {
-    return {values[0], {values[1], values[2]}, {values[3], values[4]}};
+    size_t tiles = values.size() - 4;
+    Running run;
+    run.accumulators.assign(values.begin(), values.begin() + tiles);
+    run.maxima[0] = values[tiles];
+    run.maxima[1] = values[tiles + 1];
+    run.sums[0] = values[tiles + 2];
+    run.sums[1] = values[tiles + 3];
+    return run;
   }
 };
 
@@ -326,12 +348,17 @@ Value exponentBase(Kernel &k, Value maximum) {
   return k.select(k.isNegInf(maximum), k.f32(0.0), maximum);
 }
 
-/// `accumulator` times a factor per head half (its registers' rows).
-Value rescale(Kernel &k, Value accumulator, const Value factors[2]) {
-  SmallVector<Value> o = unpackAccumulator(k.b, k.loc, accumulator);
-  for (size_t r = 0; r < o.size(); ++r)
-    o[r] = k.mul(o[r], factors[(r % 4) / 2]);
-  return packAccumulator(k.b, k.loc, o);
+/// `accumulators` times a factor per head half (their registers' rows).
+SmallVector<Value, 2> rescale(Kernel &k, ArrayRef<Value> accumulators,
+                              const Value factors[2]) {
+  SmallVector<Value, 2> scaled;
+  for (Value accumulator : accumulators) {
+    SmallVector<Value> o = unpackAccumulator(k.b, k.loc, accumulator);
+    for (size_t r = 0; r < o.size(); ++r)
+      o[r] = k.mul(o[r], factors[(r % 4) / 2]);
+    scaled.push_back(packAccumulator(k.b, k.loc, o));
+  }
+  return scaled;
 }
 
 } // namespace
@@ -378,9 +405,11 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       b, loc, tokens, arith::ConstantIndexOp::create(b, loc, groups));
 
   Operation *func = op->getParentOfType<func::FuncOp>();
-  mlir::gpu::LaunchOp launch =
-      createLaunch(b, loc, kernelName(func, "attention"), blocks, kThreads,
-                   /*sharedFloats=*/0, plan.total);
+  CopyTeam copies = packedRows ? kPackedRowCopies : kBF16RowCopies;
+  int64_t copyThreads = copies.threads();
+  mlir::gpu::LaunchOp launch = createLaunch(
+      b, loc, kernelName(func, "attention"), blocks, copies.blockThreads(),
+      /*sharedFloats=*/0, plan.total);
   Kernel k(b, loc, plan);
   k.thread = launch.getThreadIds().x;
   Value block = launch.getBlockIds().x;
@@ -438,7 +467,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     for (int64_t stage = 0; stage < 2; ++stage)
       for (int64_t half = 0; half < 2; ++half) {
         initBarrier(b, loc, k.fullBarrier(stage, half),
-                    fullArrivals * kWarpgroupThreads);
+                    fullArrivals * copyThreads);
         initBarrier(b, loc, k.emptyBarrier(stage, half),
                     stage == half ? kWarpgroupThreads : kMathThreads);
       }
@@ -522,14 +551,18 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
 
   int64_t halfChunks = plan.chunks / 2;
   int64_t steps = width / kMmaK;
-  Value isCopying = k.eq(k.warpgroup, k.index(kWarpgroups));
+  // The copy warpgroups follow the math ones (a single one is tested for
+  // equality, the form the bf16-row kernels were validated and timed in).
+  Value isCopying = copies.warpgroups == 1
+                        ? k.eq(k.warpgroup, k.index(kWarpgroups))
+                        : k.ult(k.index(kWarpgroups - 1), k.warpgroup);
   auto roles = scf::IfOp::create(b, loc, TypeRange{}, isCopying,
                                  /*withElse=*/true);
 
-  // The copy warpgroup: its thread t < 64 owns slot t of every block.
+  // The copy warpgroups: their thread t < 64 owns slot t of every block.
   b.setInsertionPointToStart(roles.thenBlock());
   {
-    NVVM::SetMaxRegisterOp::create(b, loc, kCopyRegisters,
+    NVVM::SetMaxRegisterOp::create(b, loc, copies.registers,
                                    NVVM::SetMaxRegisterAction::decrease);
     Value copier = k.sub(k.thread, k.index(kMathThreads));
     Value owner = k.ult(copier, k.index(kSlotsPerBlock));
@@ -597,7 +630,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
             k.store(bf16Bits, k.slotKinds, word);
         });
       });
-      syncThreads(b, loc, kCopyOnly, kWarpgroupThreads);
+      syncThreads(b, loc, kCopyOnly, copyThreads);
     };
     // The thread's place through an opaque copy: what a packed half derives
     // from it (16 row and chunk offsets) would otherwise be hoisted out of
@@ -617,7 +650,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
           k.add(opaque(b, loc, k.sharedBase), k.i64(plan.stages[stage]));
       int64_t firstChunk = half * halfChunks;
       copyTileAsync(
-          b, loc, tile, kSlotsPerBlock, halfChunks, kWarpgroupThreads, copier,
+          b, loc, tile, kSlotsPerBlock, halfChunks, copyThreads, copier,
           [&](Value row) -> std::pair<Value, Value> {
             Value address = k.load(k.slotAddresses,
                                    k.add(k.index(stage * kSlotsPerBlock), row));
@@ -641,10 +674,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     // its two chunks' places: the thread that copied it alone touches it.
     // A thread's rows, and so their addresses and scales, are two a stage.
     constexpr int64_t kPairsPerColumn = 4;
-    constexpr int64_t kRowsPerPass = kWarpgroupThreads / kPairsPerColumn;
-    constexpr int64_t kPassesPerColumn = kSlotsPerBlock / kRowsPerPass;
+    int64_t rowsPerPass = copyThreads / kPairsPerColumn;
+    int64_t passesPerColumn = kSlotsPerBlock / rowsPerPass;
     int64_t columnsPerHalf = k.rowAtoms() / 2;
-    int64_t packedPasses = columnsPerHalf * kPassesPerColumn;
+    int64_t packedPasses = columnsPerHalf * passesPerColumn;
     int64_t quantizedColumns = packedRows ? packedRows->quantDims / 64 : 0;
     int64_t quantizedBytes = packedRows ? packedRows->quantDims : 0;
     struct PackedPass {
@@ -652,9 +685,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       bool quantized;
     };
     auto packedPass = [&](int64_t half, int64_t i) {
-      int64_t column = half * columnsPerHalf + i / kPassesPerColumn;
-      return PackedPass{column, i % kPassesPerColumn,
-                        column < quantizedColumns};
+      int64_t column = half * columnsPerHalf + i / passesPerColumn;
+      return PackedPass{column, i % passesPerColumn, column < quantizedColumns};
     };
     // The thread's rows of a stage and the places of its chunk pair in the
     // half's first pass; every other pass is a constant further: rows
@@ -662,7 +694,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     // while the row within its atom and so the swizzle stay.
     struct PackedThread {
       Value row, pair;
-      Value address[kPassesPerColumn], valid[kPassesPerColumn];
+      SmallVector<Value, 2> address, valid;
       Value places[2];
     };
     auto packedThread = [&](int64_t stage, int64_t half) {
@@ -670,12 +702,12 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       PackedThread t;
       t.row = k.div(place, k.index(kPairsPerColumn));
       t.pair = k.rem(place, k.index(kPairsPerColumn));
-      for (int64_t g = 0; g < kPassesPerColumn; ++g) {
-        t.address[g] = k.load(
+      for (int64_t g = 0; g < passesPerColumn; ++g) {
+        t.address.push_back(k.load(
             k.slotAddresses,
-            k.add(t.row, k.index(stage * kSlotsPerBlock + g * kRowsPerPass)));
-        t.valid[g] = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                                           t.address[g], k.i64(0));
+            k.add(t.row, k.index(stage * kSlotsPerBlock + g * rowsPerPass))));
+        t.valid.push_back(arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::ne, t.address[g], k.i64(0)));
       }
       Value tile = k.at(plan.stages[stage]);
       Value firstChunk =
@@ -689,7 +721,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     };
     auto passPlace = [&](const PackedThread &t, const PackedPass &p,
                          int64_t half, int64_t c) {
-      int64_t atoms = p.rowGroup * kRowsPerPass / 8 * k.rowAtoms() +
+      int64_t atoms = p.rowGroup * rowsPerPass / 8 * k.rowAtoms() +
                       (p.column - half * columnsPerHalf);
       return k.add(t.places[c], k.i64(atoms * kSwizzleAtomBytes));
     };
@@ -707,8 +739,11 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     };
     // Whether the thread's row of pass group `g` is a bf16 row.
     auto isBF16Row = [&](const PackedThread &t, int64_t stage, int64_t g) {
-      Value word = k.load(k.slotKinds, k.index(stage * 2 + g));
-      Value bit = arith::IndexCastOp::create(b, loc, b.getI32Type(), t.row);
+      Value slot = k.add(t.row, k.index(g * rowsPerPass));
+      Value word = k.load(k.slotKinds,
+                          k.add(k.index(stage * 2), k.div(slot, k.index(32))));
+      Value bit = arith::IndexCastOp::create(b, loc, b.getI32Type(),
+                                             k.rem(slot, k.index(32)));
       return arith::TruncIOp::create(b, loc, b.getI1Type(),
                                      arith::ShRUIOp::create(b, loc, word, bit))
           .getResult();
@@ -791,13 +826,13 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       // The stage's scales were copied by the threads that own the slots,
       // with the copies of its first half.
       if (half == stage)
-        syncThreads(b, loc, kCopyOnly, kWarpgroupThreads);
+        syncThreads(b, loc, kCopyOnly, copyThreads);
       PackedThread t = packedThread(stage, half);
-      Value scaleWords[kPassesPerColumn];
-      for (int64_t g = 0; g < kPassesPerColumn; ++g)
-        scaleWords[g] = k.load(
+      SmallVector<Value, 2> scaleWords;
+      for (int64_t g = 0; g < passesPerColumn; ++g)
+        scaleWords.push_back(k.load(
             k.slotScales,
-            k.add(t.row, k.index(stage * kSlotsPerBlock + g * kRowsPerPass)));
+            k.add(t.row, k.index(stage * kSlotsPerBlock + g * rowsPerPass))));
       byStageKind(stage, [&](bool withBF16) {
         for (int64_t i = 0; i < packedPasses; ++i) {
           PackedPass p = packedPass(half, i);
@@ -880,7 +915,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
 
   // The math warpgroups.
   b.setInsertionPointToStart(roles.elseBlock());
-  NVVM::SetMaxRegisterOp::create(b, loc, kMathRegisters,
+  NVVM::SetMaxRegisterOp::create(b, loc, copies.mathRegisters,
                                  NVVM::SetMaxRegisterAction::increase);
   Value queryTile = k.at(plan.query);
   copyTileAsync(
@@ -899,6 +934,12 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   syncThreads(b, loc, kMathBarrier, kMathThreads);
 
   int64_t outputN = width / kWarpgroups;
+  // ptxas assembles no instruction that needs more registers than a thread
+  // holds at the kernel's entry, setmaxnreg notwithstanding: with two copy
+  // warpgroups (128 at entry) a P.V of N 256 (154) does not assemble, so
+  // it goes as two of N 128.
+  int64_t outputTiles = copies.warpgroups > 1 && outputN > 128 ? 2 : 1;
+  int64_t tileN = outputN / outputTiles;
   Value negInf = k.f32(-INFINITY);
   Value zero = k.f32(0.0);
   Value scale2 = k.f32(op.getScale().convertToDouble() * kLog2E);
@@ -997,33 +1038,43 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   // `half` (this warpgroup's dims). A half this warpgroup did not wait for
   // is the other warpgroup's own, which waited for it and fenced before the
   // named barrier that handed over its P.
-  auto accumulate = [&](Value accumulator, int64_t stage, int64_t half) {
-    Value dims = k.at(plan.stages[stage] +
-                      half * (k.rowAtoms() / 2) * kSwizzleAtomBytes);
-    Value dimsDescriptor =
-        matrixDescriptor(b, loc, dims, kSwizzleAtomBytes, groupStride);
+  auto accumulate = [&](SmallVector<Value, 2> accumulators, int64_t stage,
+                        int64_t half) {
+    SmallVector<Value, 2> dimsDescriptors;
+    for (int64_t tile = 0; tile < outputTiles; ++tile) {
+      Value dims = k.at(plan.stages[stage] +
+                        (half * (k.rowAtoms() / 2) + tile * tileN / 64) *
+                            kSwizzleAtomBytes);
+      dimsDescriptors.push_back(
+          matrixDescriptor(b, loc, dims, kSwizzleAtomBytes, groupStride));
+    }
     Value pDescriptor =
         matrixDescriptor(b, loc, k.at(plan.probabilities[stage]), kChunkBytes,
                          kSwizzleAtomBytes);
-    accumulator = settleAndFence(b, loc, accumulator);
-    for (int64_t step = 0; step < kSlotsPerBlock / kMmaK; ++step) {
-      // P: one atom per 8 heads; V: K step `step` is row groups 2 step and
-      // 2 step + 1.
-      Value a = advanceDescriptor(b, loc, pDescriptor, kStep(step));
-      Value bDesc =
-          advanceDescriptor(b, loc, dimsDescriptor, 2 * step * groupStride);
-      accumulator = mmaBF16(b, loc, a, bDesc, accumulator, outputN,
-                            /*transposeB=*/true, /*accumulate=*/true);
+    accumulators = settleAndFence(b, loc, accumulators);
+    for (int64_t tile = 0; tile < outputTiles; ++tile) {
+      for (int64_t step = 0; step < kSlotsPerBlock / kMmaK; ++step) {
+        // P: one atom per 8 heads; V: K step `step` is row groups 2 step and
+        // 2 step + 1.
+        Value a = advanceDescriptor(b, loc, pDescriptor, kStep(step));
+        Value bDesc = advanceDescriptor(b, loc, dimsDescriptors[tile],
+                                        2 * step * groupStride);
+        accumulators[tile] =
+            mmaBF16(b, loc, a, bDesc, accumulators[tile], tileN,
+                    /*transposeB=*/true, /*accumulate=*/true);
+      }
     }
     mmaCommit(b, loc);
-    return accumulator;
+    return accumulators;
   };
 
   // Warpgroup w's pair loop: it returns the final running state.
   std::array<Value, 2> headRow = k.headRows();
   auto pairLoop = [&](int64_t w) -> Running {
     Running init{
-        zeroAccumulator(b, loc, outputN), {negInf, negInf}, {zero, zero}};
+        SmallVector<Value, 2>(outputTiles, zeroAccumulator(b, loc, tileN)),
+        {negInf, negInf},
+        {zero, zero}};
     auto loop = scf::ForOp::create(b, loc, k.index(0), pairs, k.index(1),
                                    init.values());
     OpBuilder::InsertionGuard guard(b);
@@ -1071,14 +1122,14 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       k.offer(m0, headRow, k.index(0));
       syncThreads(b, loc, kFirstOnly, kWarpgroupThreads);
       arriveThreads(b, loc, kFirstReady, kMathThreads);
-      run.accumulator = accumulate(rescale(k, run.accumulator, alpha0), 0, 0);
+      run.accumulators = accumulate(rescale(k, run.accumulators, alpha0), 0, 0);
       mmaWait(b, loc, 0);
       arriveBarrier(b, loc, k.emptyBarrier(0, 0));
       syncThreads(b, loc, kSecondReady, kMathThreads);
       rebase(
           m0, [&](int half) { return k.offered(k.index(1), headRow[half]); },
           m1, base1, alpha1);
-      run.accumulator = accumulate(rescale(k, run.accumulator, alpha1), 1, 0);
+      run.accumulators = accumulate(rescale(k, run.accumulators, alpha1), 1, 0);
       mmaWait(b, loc, 0);
       arriveBarrier(b, loc, k.emptyBarrier(1, 0));
     } else {
@@ -1087,7 +1138,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
           run.maxima,
           [&](int half) { return k.offered(k.index(0), headRow[half]); }, m0,
           base0, alpha0);
-      run.accumulator = accumulate(rescale(k, run.accumulator, alpha0), 0, 1);
+      run.accumulators = accumulate(rescale(k, run.accumulators, alpha0), 0, 1);
       // This block's S and softmax while the P.V of warpgroup 0's block
       // runs: by now stage 1, refilled last, has had warpgroup 0's S and
       // softmax to land.
@@ -1099,7 +1150,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       probabilities(s, base1, run.sums, 1);
       k.offer(m1, headRow, k.index(1));
       syncThreads(b, loc, kSecondReady, kMathThreads);
-      run.accumulator = accumulate(rescale(k, run.accumulator, alpha1), 1, 1);
+      run.accumulators = accumulate(rescale(k, run.accumulators, alpha1), 1, 1);
       mmaWait(b, loc, 0);
       arriveBarrier(b, loc, k.emptyBarrier(1, 1));
     }
@@ -1110,10 +1161,12 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     return Running::of(loop.getResults());
   };
   Type f32 = b.getF32Type();
-  Type accumulatorType = zeroAccumulator(b, loc, outputN).getType();
+  SmallVector<Type> runningTypes(outputTiles,
+                                 zeroAccumulator(b, loc, tileN).getType());
+  runningTypes.append({f32, f32, f32, f32});
   auto byWarpgroup =
-      scf::IfOp::create(b, loc, TypeRange{accumulatorType, f32, f32, f32, f32},
-                        k.eq(k.warpgroup, k.index(0)), /*withElse=*/true);
+      scf::IfOp::create(b, loc, runningTypes, k.eq(k.warpgroup, k.index(0)),
+                        /*withElse=*/true);
   for (int64_t w = 0; w < kWarpgroups; ++w) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(w == 0 ? byWarpgroup.thenBlock()
@@ -1124,7 +1177,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   // Denominators: lanes of a quad, then the two warpgroups, in that order.
   Value sums[2];
   for (int half = 0; half < 2; ++half) {
-    Value l = byWarpgroup.getResult(3 + half);
+    Value l = byWarpgroup.getResult(outputTiles + 2 + half);
     l = k.add(l, k.shuffleXor(l, 1));
     sums[half] = k.add(l, k.shuffleXor(l, 2));
   }
@@ -1142,7 +1195,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     Value safeHead =
         arith::MinUIOp::create(b, loc, head[half], k.index(heads - 1));
     Value sink2 = k.mul(k.load(sink, safeHead), k.f32(kLog2E));
-    Value m = byWarpgroup.getResult(1 + half);
+    Value m = byWarpgroup.getResult(outputTiles + half);
     Value empty = k.isNegInf(m);
     Value denominator = k.add(total, k.exp2(k.sub(sink2, exponentBase(k, m))));
     denominators[half] = k.select(empty, negInf, denominator);
@@ -1152,23 +1205,28 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     inverses[half] =
         arith::DivFOp::create(b, loc, k.f32(1.0), denominators[half]);
   }
-  SmallVector<Value> o = unpackAccumulator(b, loc, byWarpgroup.getResult(0));
-  Value dimBase = k.mul(k.warpgroup, k.index(outputN));
-  for (size_t r = 0; r < o.size(); r += 2) {
-    int half = static_cast<int>(r % 4) / 2;
-    FragmentPlace at = k.place(r);
-    // -inf marks an empty selection: the result is 0.
-    Value empty = k.isNegInf(denominators[half]);
-    auto value = [&](Value acc) {
-      return k.select(empty, zero, k.mul(acc, inverses[half]));
-    };
-    Value pair = bf16Pair(b, loc, value(o[r]), value(o[r + 1]));
-    k.ifThen(stored[half], [&] {
-      vector::StoreOp::create(
-          b, loc, pair, output,
-          ValueRange{token, head[half], k.add(dimBase, at.column)},
-          /*nontemporal=*/false, llvm::MaybeAlign(4));
-    });
+  for (int64_t tile = 0; tile < outputTiles; ++tile) {
+    SmallVector<Value> o =
+        unpackAccumulator(b, loc, byWarpgroup.getResult(tile));
+    Value dimBase = k.mul(k.warpgroup, k.index(outputN));
+    if (tile > 0)
+      dimBase = k.add(dimBase, k.index(tile * tileN));
+    for (size_t r = 0; r < o.size(); r += 2) {
+      int half = static_cast<int>(r % 4) / 2;
+      FragmentPlace at = k.place(r);
+      // -inf marks an empty selection: the result is 0.
+      Value empty = k.isNegInf(denominators[half]);
+      auto value = [&](Value acc) {
+        return k.select(empty, zero, k.mul(acc, inverses[half]));
+      };
+      Value pair = bf16Pair(b, loc, value(o[r]), value(o[r + 1]));
+      k.ifThen(stored[half], [&] {
+        vector::StoreOp::create(
+            b, loc, pair, output,
+            ValueRange{token, head[half], k.add(dimBase, at.column)},
+            /*nontemporal=*/false, llvm::MaybeAlign(4));
+      });
+    }
   }
 
   b.setInsertionPointAfter(launch);

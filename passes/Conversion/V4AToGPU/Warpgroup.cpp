@@ -419,17 +419,29 @@ void mmaFence(OpBuilder &b, Location loc) {
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
 }
 
-Value settleAndFence(OpBuilder &b, Location loc, Value accumulator) {
-  // An empty asm that ties each register to itself: after it, each value has
-  // one use, in the MMA, and needs no copy there.
+namespace {
+/// An empty asm that ties each register of `accumulator` to itself: after
+/// it, each value has one use, in the MMA, and needs no copy there.
+Value settle(OpBuilder &b, Location loc, Value accumulator) {
   SmallVector<Value> values = unpackAccumulator(b, loc, accumulator);
   std::string constraints;
   for (size_t i = 0; i < values.size(); ++i)
     constraints += "=f,";
   for (size_t i = 0; i < values.size(); ++i)
     constraints += std::to_string(i) + (i + 1 < values.size() ? "," : "");
-  Value settled =
-      keptAsm(b, loc, accumulator.getType(), values, "", constraints);
+  return keptAsm(b, loc, accumulator.getType(), values, "", constraints);
+}
+} // namespace
+
+Value settleAndFence(OpBuilder &b, Location loc, Value accumulator) {
+  return settleAndFence(b, loc, ArrayRef<Value>{accumulator}).front();
+}
+
+SmallVector<Value, 2> settleAndFence(OpBuilder &b, Location loc,
+                                     ArrayRef<Value> accumulators) {
+  SmallVector<Value, 2> settled;
+  for (Value accumulator : accumulators)
+    settled.push_back(settle(b, loc, accumulator));
   mmaFence(b, loc);
   return settled;
 }

@@ -217,6 +217,10 @@ void mmaWait(mlir::OpBuilder &b, mlir::Location loc, int64_t pending);
 /// fence and the MMA, where ptxas would serialize the MMAs in flight.
 mlir::Value settleAndFence(mlir::OpBuilder &b, mlir::Location loc,
                            mlir::Value accumulator);
+/// The same for several accumulators, behind one fence.
+llvm::SmallVector<mlir::Value, 2>
+settleAndFence(mlir::OpBuilder &b, mlir::Location loc,
+               llvm::ArrayRef<mlir::Value> accumulators);
 
 } // namespace v4a::gpu
 
