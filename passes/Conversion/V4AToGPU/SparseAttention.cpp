@@ -664,15 +664,16 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       arriveBarrier(b, loc, k.fullBarrier(stage, half));
       arriveBarrierOnCopies(b, loc, k.fullBarrier(stage, half));
     };
-    // A half of a stage in a kernel with fp8 MODEL1 rows, in two steps.
-    // Pass i of this thread takes row 32 (i % 2) + copier / 4 of the half's
-    // chunk column i / 2 (64 dims: one scale), its chunk pair copier % 4
-    // (16 dims). Issuing copies a packed row's 16 e4m3 bytes of the pair
-    // into the place of the pair's first chunk; its rope column (the bf16
-    // dims after the e4m3 bytes) and a bf16 row's chunks go where they
-    // belong. Settling waits for them and dequantizes each packed pair into
-    // its two chunks' places: the thread that copied it alone touches it.
-    // A thread's rows, and so their addresses and scales, are two a stage.
+    // A half of a stage in a kernel with fp8 MODEL1 rows, in two steps. A
+    // pass takes a chunk column of the half (64 dims: one scale) over R
+    // rows, R = the copy threads / 4: this thread row R g + copier / 4 of
+    // the column (g < 64 / R) and its chunk pair copier % 4 (16 dims).
+    // Issuing copies a packed row's 16 e4m3 bytes of the pair into the
+    // place of the pair's first chunk; its rope column (the bf16 dims after
+    // the e4m3 bytes) and a bf16 row's chunks go where they belong.
+    // Settling waits for them and dequantizes each packed pair into its two
+    // chunks' places: the thread that copied it alone touches it. A
+    // thread's rows, and so their addresses and scales, are 64 / R a stage.
     constexpr int64_t kPairsPerColumn = 4;
     int64_t rowsPerPass = copyThreads / kPairsPerColumn;
     int64_t passesPerColumn = kSlotsPerBlock / rowsPerPass;
@@ -689,8 +690,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       return PackedPass{column, i % passesPerColumn, column < quantizedColumns};
     };
     // The thread's rows of a stage and the places of its chunk pair in the
-    // half's first pass; every other pass is a constant further: rows
-    // 32 further are 4 row groups of atoms down, a column an atom along,
+    // half's first pass; every other pass is a constant further: rows R
+    // further are R / 8 row groups of atoms down, a column an atom along,
     // while the row within its atom and so the swizzle stay.
     struct PackedThread {
       Value row, pair;
