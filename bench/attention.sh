@@ -6,7 +6,8 @@
 #
 #   bench/attention.sh prepare   (here: the packages, into build/gpu)
 #   bench/attention.sh [SHAPES]  (there; SHAPES as batch:context:tokens,
-#                                 default the decode and prefill points)
+#                                 default FlashMLA's decode points at s_q 1
+#                                 and 2 and the prefill points)
 #
 # MODELS (default "v4-flash v4-pro") and LAYERS_<model> (v4-flash: 0,2,3;
 # v4-pro: 0,2) narrow the run; VARIANTS="-a -b" times packages
@@ -35,7 +36,7 @@ out=${OUT:-$dir}
 lines=$out/attention.jsonl
 exec > >(tee -a "$out/attention.log") 2>&1
 python3 bench/ceilings.py | tee -a "$lines"
-shapes=${*:-32:65536:1 64:65536:1 128:65536:1 128:65536:2 1:0:8192 1:8192:4096}
+shapes=${*:-32:65536:1 64:65536:1 128:65536:1 32:65536:2 64:65536:2 128:65536:2 1:0:8192 1:8192:4096}
 read -r -a variants <<< "${VARIANTS:-}"
 [[ ${#variants[@]} -eq 0 ]] && variants=("")
 for model in ${MODELS:-v4-flash v4-pro}; do
