@@ -13,12 +13,15 @@
 # Writes PACKAGE's name + the shape + .ncu-rep, -sass.csv, -details.txt and
 # -stalls.txt into $OUT (or a temporary folder, printed).
 set -uo pipefail
-cd "$(dirname "$0")/.."
 usage="usage: bench/kernel-profile.sh PACKAGE KERNEL [LAYER [BATCH [CONTEXT [TOKENS]]]]"
-package=${1:?$usage} kernel=${2:?$usage}
+package=$(realpath "${1:?$usage}") || exit 1
+kernel=${2:?$usage}
 layer=${3:-2} batch=${4:-128} context=${5:-65536} tokens=${6:-1}
-out=${OUT:-$(mktemp -d)}
-name=$out/$(basename "$package" .v4apkg)-$kernel-l$layer-b$batch-c$context-t$tokens
+out=$(realpath "${OUT:-$(mktemp -d)}") || exit 1
+cd "$(dirname "$0")/.."
+# The kernel's regex, with what a file name cannot hold replaced.
+label=$(tr -c 'A-Za-z0-9_.-' '_' <<< "$kernel" | sed 's/_$//')
+name=$out/$(basename "$package" .v4apkg)-$label-l$layer-b$batch-c$context-t$tokens
 timeout 300 ncu --clock-control none --kernel-name "regex:$kernel" \
   --launch-count 1 --set full --import-source no -f -o "$name" \
   build/bin/v4a-run-package "$package" --random-weights 1 --layers "$layer" \

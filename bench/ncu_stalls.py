@@ -38,8 +38,10 @@ def main(path, top):
         executed[opcode] += count
         sampled[opcode] += samples
         lines.append((samples, count, row[at["Address"]][-5:], source))
-        roles.append((int(row[at["Address"]], 16), source, samples, count,
-                      {r[len("stall_"):]: int(row[at[r]] or 0) for r in reasons}))
+        address = row[at["Address"]].strip()
+        if re.fullmatch(r"(0x)?[0-9a-fA-F]+", address):
+            roles.append((int(address, 16), opcode, samples, count,
+                          {r[len("stall_"):]: int(row[at[r]] or 0) for r in reasons}))
     total_samples = sum(s for s, _, _, _ in lines)
     total_executed = sum(executed.values())
     print(f"samples {total_samples}, warp instructions executed {total_executed}")
@@ -51,16 +53,23 @@ def main(path, top):
               f"{100 * sampled[opcode] / total_samples:5.1f}%")
     for samples, count, address, source in sorted(lines, reverse=True)[:top]:
         print(f"  {samples:5d} samples {count:9d} executed  {address}  {source}")
-    by_role(sorted(roles), total_samples)
+    by_role(sorted(roles, key=lambda r: r[0]), total_samples)
 
 
 def by_role(instructions, total_samples):
     """Samples, executed instructions and the leading stall reasons of the
     code between register trades and exits (see the module's text)."""
-    marks = [a for a, source, _, _, _ in instructions
-             if source.startswith(("USETMAXREG", "EXIT"))]
-    if len(marks) < 4:
+    trades = [a for a, opcode, _, _, _ in instructions if opcode == "USETMAXREG"]
+    exits = [a for a, opcode, _, _, _ in instructions if opcode == "EXIT"]
+    if len(trades) < 2 or len(exits) < 2:
         return
+    # The first trade's role ends at the first exit after it; the second's
+    # at the next exit after the second trade.
+    first_end = min((a for a in exits if a > trades[0]), default=None)
+    second_end = min((a for a in exits if a > trades[1]), default=None)
+    if first_end is None or second_end is None:
+        return
+    marks = [trades[0], first_end, trades[1], second_end]
 
     def role(address):
         if address < marks[0]:

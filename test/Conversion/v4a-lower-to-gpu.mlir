@@ -309,6 +309,33 @@ func.func @attention_fp8_rows(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>
 
 // -----
 
+// At head width 384 each math warpgroup's half of O is N 192 (96
+// registers): with two copy warpgroups it stays one MMA per K step, whose
+// V descriptor starts at a swizzle atom.
+// CHECK-LABEL: func.func @attention_fp8_rows_384
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c512{{.*}} module(@v4a_gpu) function(@attention_fp8_rows_384_attention0)
+// CHECK: nvvm.setmaxregister decrease 40
+// CHECK: nvvm.setmaxregister increase 216
+// CHECK-NOT: n = 96
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 192, k = 16>
+// CHECK-NOT: n = 96
+// CHECK: return
+func.func @attention_fp8_rows_384(%q: tensor<?x64x384xbf16>, %kv: tensor<?x384xbf16>,
+    %win: !v4a.kv_cache<fp8_model1, dim = 384, page_size = 128>, %wrows: tensor<?x128xi32>,
+    %cmp: !v4a.kv_cache<fp8_model1, dim = 384, page_size = 64>, %crows: tensor<?x512xi32>,
+    %base: tensor<?xi64>, %sink: tensor<64xf32>) -> tensor<?x64x384xbf16> {
+  %o = v4a.cache_attention %q, %kv window %win[%wrows]
+      compressed %cmp : !v4a.kv_cache<fp8_model1, dim = 384, page_size = 64>
+          [%crows : tensor<?x512xi32>] base %base : tensor<?xi64>
+      sink %sink {scale = 0.0510310363 : f64}
+      : tensor<?x64x384xbf16>, tensor<?x384xbf16>,
+        !v4a.kv_cache<fp8_model1, dim = 384, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x384xbf16>
+  return %o : tensor<?x64x384xbf16>
+}
+
+// -----
+
 // An indexer's scores feeding a top-k: no [T, rows] score matrix. A
 // warpgroup per (token, split) scores 64 keys per m64n8k16 wgmma chain
 // (4 heads padded to 8, head width 128: 8 K steps) from a ring of 4 key

@@ -12,8 +12,9 @@
 //   split barriers of their own: a half is refilled as soon as its readers
 //   are done with it, while the math warpgroups work on the rest. fp8
 //   MODEL1 rows (e4m3 with a scale per 64 dims, bf16 rope dims) land as
-//   raw bytes in their chunks' places and are dequantized there to bf16
-//   by the thread that copied them, exactly, before the half is released;
+//   raw bytes, 16 values in the place of the first of their two chunks,
+//   and are dequantized into both chunks' places as bf16 by the thread
+//   that copied them, exactly, before the half is released;
 // - warpgroup w computes S_w = Q.K_w^T for all 64 rows of stage w (m64n64,
 //   K = the head width) and the online softmax of its block in base 2.
 //   Warpgroup 0 goes first: its block's maxima m0 (over the running ones)
@@ -60,8 +61,8 @@ namespace v4a::gpu {
 
 namespace {
 
-/// Row slots per block; the math warpgroups, their threads and the
-/// block's (the copy warpgroup's after them).
+/// Row slots per block; the math warpgroups and their threads (the copy
+/// warpgroups come after them).
 constexpr int64_t kSlotsPerBlock = 64;
 constexpr int64_t kWarpgroups = 2;
 constexpr int64_t kMathThreads = kWarpgroups * kWarpgroupThreads;
@@ -93,7 +94,7 @@ constexpr int64_t kBarrierBytes = 8;
 constexpr double kLog2E = 1.4426950408889634;
 /// Named barriers: the math warpgroups together; warpgroup 0's maxima and
 /// P ready for warpgroup 1; warpgroup 1's ready for warpgroup 0 (both
-/// wait); warpgroup 0 alone; the copy warpgroup alone.
+/// wait); warpgroup 0 alone; the copy warpgroups alone.
 constexpr int64_t kMathBarrier = 1, kFirstReady = 2, kSecondReady = 3,
                   kFirstOnly = 4, kCopyOnly = 5;
 
@@ -192,8 +193,8 @@ struct Kernel {
   OpBuilder &b;
   Location loc;
   SharedPlan plan;
-  /// Thread coordinates: in the block, its warpgroup (2: the copy one),
-  /// warp in the warpgroup and lane.
+  /// Thread coordinates: in the block, its warpgroup (2 and up: the copy
+  /// ones), warp in the warpgroup and lane.
   Value thread, warpgroup, warp, lane;
   /// Shared addresses (i64): the window's base.
   Value sharedBase;
@@ -474,7 +475,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   });
   mlir::gpu::BarrierOp::create(b, loc);
 
-  // A slot's row is found in two steps: the copy warpgroup loads its index a
+  // A slot's row is found in two steps: the copy warpgroups load its index a
   // pair of blocks ahead of its use (rawRow), so that the load's latency
   // passes under the copies of a pair, and the address follows from it
   // when the stage's table is written (addressOfRow).
@@ -938,8 +939,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
   // ptxas assembles no instruction that needs more registers than a thread
   // holds at the kernel's entry, setmaxnreg notwithstanding: with two copy
   // warpgroups (128 at entry) a P.V of N 256 (154) does not assemble, so
-  // it goes as two of N 128.
-  int64_t outputTiles = copies.warpgroups > 1 && outputN > 128 ? 2 : 1;
+  // it goes as two of N 128, each two whole swizzle atoms of V. (N 192, at
+  // head width 384, needs 122 and stays one.)
+  int64_t outputTiles = copies.warpgroups > 1 && outputN > 192 ? 2 : 1;
   int64_t tileN = outputN / outputTiles;
   Value negInf = k.f32(-INFINITY);
   Value zero = k.f32(0.0);
