@@ -694,22 +694,35 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     // half's first pass; every other pass is a constant further: rows R
     // further are R / 8 row groups of atoms down, a column an atom along,
     // while the row within its atom and so the swizzle stay.
+    // The thread's slot of pass group `g` (its row of the block).
+    auto slotOf = [&](Value row, int64_t g) {
+      return k.add(row, k.index(g * rowsPerPass));
+    };
+    // Per pass group, what table `table` holds for the thread's slot of
+    // stage `stage`.
+    auto loadRowEntries = [&](Value table, Value row, int64_t stage) {
+      SmallVector<Value, 2> entries;
+      for (int64_t g = 0; g < passesPerColumn; ++g)
+        entries.push_back(k.load(
+            table, k.add(slotOf(row, g), k.index(stage * kSlotsPerBlock))));
+      return entries;
+    };
+    // With `copying`, also the rows' addresses and whether they have one.
     struct PackedThread {
       Value row, pair;
       SmallVector<Value, 2> address, valid;
       Value places[2];
     };
-    auto packedThread = [&](int64_t stage, int64_t half) {
+    auto packedThread = [&](int64_t stage, int64_t half, bool copying) {
       Value place = opaquePlace();
       PackedThread t;
       t.row = k.div(place, k.index(kPairsPerColumn));
       t.pair = k.rem(place, k.index(kPairsPerColumn));
-      for (int64_t g = 0; g < passesPerColumn; ++g) {
-        t.address.push_back(k.load(
-            k.slotAddresses,
-            k.add(t.row, k.index(stage * kSlotsPerBlock + g * rowsPerPass))));
-        t.valid.push_back(arith::CmpIOp::create(
-            b, loc, arith::CmpIPredicate::ne, t.address[g], k.i64(0)));
+      if (copying) {
+        t.address = loadRowEntries(k.slotAddresses, t.row, stage);
+        for (Value address : t.address)
+          t.valid.push_back(arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::ne, address, k.i64(0)));
       }
       Value tile = k.at(plan.stages[stage]);
       Value firstChunk =
@@ -741,7 +754,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     };
     // Whether the thread's row of pass group `g` is a bf16 row.
     auto isBF16Row = [&](const PackedThread &t, int64_t stage, int64_t g) {
-      Value slot = k.add(t.row, k.index(g * rowsPerPass));
+      Value slot = slotOf(t.row, g);
       Value word = k.load(k.slotKinds,
                           k.add(k.index(stage * 2), k.div(slot, k.index(32))));
       Value bit = arith::IndexCastOp::create(b, loc, b.getI32Type(),
@@ -760,14 +773,14 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       Value address = t.address[p.rowGroup], valid = t.valid[p.rowGroup];
       Value to[2] = {passPlace(t, p, half, 0), passPlace(t, p, half, 1)};
       // A bf16 row's pair: 32 bytes at its column's place in the row.
-      Value bf16Pair =
+      Value bf16Source =
           k.add(address, k.add(k.i64(p.column * 128),
                                k.toI64(k.mul(t.pair, k.index(32)))));
       if (!p.quantized) {
         Value from = k.add(address, k.add(k.i64(quantizedBytes),
                                           k.toI64(k.mul(t.pair, k.index(32)))));
         if (bf16)
-          from = k.select(bf16, bf16Pair, from);
+          from = k.select(bf16, bf16Source, from);
         copyAsync16(b, loc, to[0], or64(from, valid), valid);
         copyAsync16(b, loc, to[1], or64(k.add(from, k.i64(16)), valid), valid);
         return;
@@ -778,10 +791,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
         copyAsync16(b, loc, to[0], or64(raw, valid), valid);
         return;
       }
-      copyAsync16(b, loc, to[0], or64(k.select(bf16, bf16Pair, raw), valid),
+      copyAsync16(b, loc, to[0], or64(k.select(bf16, bf16Source, raw), valid),
                   valid);
       Value second = arith::AndIOp::create(b, loc, valid, bf16);
-      copyAsync16(b, loc, to[1], or64(k.add(bf16Pair, k.i64(16)), second),
+      copyAsync16(b, loc, to[1], or64(k.add(bf16Source, k.i64(16)), second),
                   second);
     };
     // Stage-uniform: passes without a bf16 row in the stage, or with.
@@ -795,7 +808,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       passes(false);
     };
     auto issuePackedHalf = [&](int64_t stage, int64_t half) {
-      PackedThread t = packedThread(stage, half);
+      PackedThread t = packedThread(stage, half, /*copying=*/true);
       byStageKind(stage, [&](bool withBF16) {
         for (int64_t i = 0; i < packedPasses; ++i) {
           PackedPass p = packedPass(half, i);
@@ -829,12 +842,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
       // with the copies of its first half.
       if (half == stage)
         syncThreads(b, loc, kCopyOnly, copyThreads);
-      PackedThread t = packedThread(stage, half);
-      SmallVector<Value, 2> scaleWords;
-      for (int64_t g = 0; g < passesPerColumn; ++g)
-        scaleWords.push_back(k.load(
-            k.slotScales,
-            k.add(t.row, k.index(stage * kSlotsPerBlock + g * rowsPerPass))));
+      PackedThread t = packedThread(stage, half, /*copying=*/false);
+      SmallVector<Value, 2> scaleWords =
+          loadRowEntries(k.slotScales, t.row, stage);
       byStageKind(stage, [&](bool withBF16) {
         for (int64_t i = 0; i < packedPasses; ++i) {
           PackedPass p = packedPass(half, i);

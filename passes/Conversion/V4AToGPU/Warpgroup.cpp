@@ -433,10 +433,6 @@ Value settle(OpBuilder &b, Location loc, Value accumulator) {
 }
 } // namespace
 
-Value settleAndFence(OpBuilder &b, Location loc, Value accumulator) {
-  return settleAndFence(b, loc, ArrayRef<Value>{accumulator}).front();
-}
-
 SmallVector<Value, 2> settleAndFence(OpBuilder &b, Location loc,
                                      ArrayRef<Value> accumulators) {
   SmallVector<Value, 2> settled;

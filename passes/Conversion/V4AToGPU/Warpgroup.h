@@ -211,13 +211,11 @@ void keepUntilHere(mlir::OpBuilder &b, mlir::Location loc,
 void mmaFence(mlir::OpBuilder &b, mlir::Location loc);
 void mmaCommit(mlir::OpBuilder &b, mlir::Location loc);
 void mmaWait(mlir::OpBuilder &b, mlir::Location loc, int64_t pending);
-/// The fence for MMAs that accumulate into `accumulator`, which it returns:
-/// its registers are settled before the fence, so that no copy the register
-/// allocator makes of them (shared or constant values) lands between the
-/// fence and the MMA, where ptxas would serialize the MMAs in flight.
-mlir::Value settleAndFence(mlir::OpBuilder &b, mlir::Location loc,
-                           mlir::Value accumulator);
-/// The same for several accumulators, behind one fence.
+/// The fence for MMAs that accumulate into `accumulators`, which it
+/// returns: their registers are settled before the fence, so that no copy
+/// the register allocator makes of them (shared or constant values) lands
+/// between the fence and the MMA, where ptxas would serialize the MMAs in
+/// flight.
 llvm::SmallVector<mlir::Value, 2>
 settleAndFence(mlir::OpBuilder &b, mlir::Location loc,
                llvm::ArrayRef<mlir::Value> accumulators);
