@@ -86,6 +86,8 @@ public:
                                  std::string &error);
   virtual bool queueCopyOnDevice(void *to, const void *from, int64_t bytes,
                                  std::string &error);
+  /// Queues setting `bytes` at `device` to zero.
+  virtual bool queueClear(void *device, int64_t bytes, std::string &error);
   /// Whether the `bytes` at `data` are memory the backend's functions can
   /// read and write (on a GPU: an allocation of its context that holds
   /// them); `what` names the buffer in the error.

@@ -52,6 +52,12 @@ bool Backend::queueCopyOnDevice(void *to, const void *from, int64_t bytes,
   return true;
 }
 
+bool Backend::queueClear(void *device, int64_t bytes, std::string &) {
+  if (bytes > 0)
+    std::memset(device, 0, bytes);
+  return true;
+}
+
 namespace {
 
 /// A memref descriptor as MLIR's C interface lays it out: allocated and

@@ -748,6 +748,18 @@ bool CudaBackend::queueCopyToDevice(void *device, const void *host,
   return result == kSuccess;
 }
 
+bool CudaBackend::queueClear(void *device, int64_t bytes, std::string &error) {
+  Driver &d = *driver;
+  d.bind();
+  CUresult result =
+      bytes > 0 ? d.memsetD8Async(reinterpret_cast<CUdeviceptr>(device), 0,
+                                  static_cast<size_t>(bytes), d.stream)
+                : kSuccess;
+  if (result != kSuccess)
+    error = d.describe("cannot clear memory on " + d.deviceName, result);
+  return result == kSuccess;
+}
+
 bool CudaBackend::queueCopyOnDevice(void *to, const void *from, int64_t bytes,
                                     std::string &error) {
   Driver &d = *driver;

@@ -58,6 +58,7 @@ public:
   void *currentStream() override;
   bool queueCopyToDevice(void *device, const void *host, int64_t bytes,
                          std::string &error) override;
+  bool queueClear(void *device, int64_t bytes, std::string &error) override;
   bool queueCopyOnDevice(void *to, const void *from, int64_t bytes,
                          std::string &error) override;
   bool checkAccessible(const void *data, int64_t bytes, const std::string &what,

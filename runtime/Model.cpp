@@ -434,6 +434,8 @@ struct Model::Impl {
   /// "context" argument).
   int64_t contextBound = 0;
   bool graphsOn = true;
+  /// padDecodeSteps, when the caller chose.
+  std::optional<bool> padding;
   std::map<std::pair<int64_t, int64_t>, StepGraph> graphs;
   /// Step layouts by token count (layoutOf).
   std::map<int64_t, StepLayout> layouts;
@@ -474,7 +476,8 @@ struct Model::Impl {
   void measureBatch(const StepBatch &batch, int64_t &tokens,
                     int64_t &context) const;
   const StepLayout &layoutOf(int64_t tokens);
-  std::vector<uint8_t> stageIds(const StepBatch &batch,
+  int64_t paddedTokens(int64_t tokens, int64_t &paddingSlot) const;
+  std::vector<uint8_t> stageIds(const StepBatch &batch, int64_t paddingSlot,
                                 const StepLayout &layout) const;
   bool queueStep(const StepLayout &layout, int64_t context, bool &recorded,
                  std::string &error);
@@ -707,6 +710,8 @@ void Model::useGraphs(bool on) {
   if (!on)
     impl->dropGraphs();
 }
+
+void Model::padDecodeSteps(bool on) { impl->padding = on; }
 
 const std::vector<GemmCall> &Model::gemmFallbacks() const {
   return impl->gemmFallbacks;
@@ -1186,9 +1191,32 @@ const StepLayout &Model::Impl::layoutOf(int64_t tokens) {
   return layouts.emplace(tokens, layoutStep(tokens)).first->second;
 }
 
+/// The tokens a step of `tokens` tokens runs as (padDecodeSteps), and the
+/// slot of its padding rows (-1: none).
+int64_t Model::Impl::paddedTokens(int64_t tokens, int64_t &paddingSlot) const {
+  paddingSlot = -1;
+  int64_t slots = static_cast<int64_t>(sequences.size());
+  if (!padding.value_or(false) || collective || tokens > slots)
+    return tokens;
+  int64_t bucket = 1;
+  while (bucket < tokens)
+    bucket *= 2;
+  bucket = std::min(bucket, slots);
+  if (bucket == tokens)
+    return tokens;
+  for (int64_t s = 0; s < slots; ++s)
+    if (!sequences[s].active) {
+      paddingSlot = s;
+      return bucket;
+    }
+  return tokens;
+}
+
 /// The token ids of the step region (each sequence's rows in order, with
-/// their positions), as bytes to copy to its start.
+/// their positions; then the padding rows, each a sequence of one token at
+/// position 0 of `paddingSlot`), as bytes to copy to its start.
 std::vector<uint8_t> Model::Impl::stageIds(const StepBatch &batch,
+                                           int64_t paddingSlot,
                                            const StepLayout &layout) const {
   std::vector<uint8_t> staged(layout.x.empty() ? layout.inputBytes
                                                : layout.x.begin()->second);
@@ -1206,6 +1234,14 @@ std::vector<uint8_t> Model::Impl::stageIds(const StepBatch &batch,
       first[row] = begin;
       last[row] = begin + batch.lengths[b] - 1;
     }
+  }
+  int64_t tokens = 0;
+  for (int64_t length : batch.lengths)
+    tokens += length;
+  for (int64_t row = tokens; row < layout.tokens; ++row) {
+    positions[row] = 0;
+    slots[row] = paddingSlot;
+    first[row] = last[row] = row;
   }
   return staged;
 }
@@ -1270,12 +1306,14 @@ bool Model::step(const StepBatch &batch,
     clearOutputs();
     return true;
   }
-  if (!m.reserveWorkspace(tokens, error))
+  int64_t paddingSlot = -1;
+  int64_t runTokens = m.paddedTokens(tokens, paddingSlot);
+  if (!m.reserveWorkspace(runTokens, error))
     return false;
-  // The ids, then each layer's x. Every input is read before any output is
-  // cleared: they may be one buffer.
-  const StepLayout &layout = m.layoutOf(tokens);
-  std::vector<uint8_t> staged = m.stageIds(batch, layout);
+  // The ids, then each layer's x (padding rows: zeros). Every input is read
+  // before any output is cleared: they may be one buffer.
+  const StepLayout &layout = m.layoutOf(runTokens);
+  std::vector<uint8_t> staged = m.stageIds(batch, paddingSlot, layout);
   staged.resize(layout.inputBytes);
   for (const LayerSpec &layer : m.layers) {
     auto *bits =
@@ -1360,23 +1398,28 @@ bool Model::queueStep(const StepBatch &batch,
   times.mark("check");
   if (tokens == 0)
     return true;
-  if (!m.reserveWorkspace(tokens, error))
+  int64_t paddingSlot = -1;
+  int64_t runTokens = m.paddedTokens(tokens, paddingSlot);
+  if (!m.reserveWorkspace(runTokens, error))
     return false;
   // The step runs on the caller's stream; the model's own stream then waits
   // for it, so that nothing the model does later holds the caller's.
   if (!m.backend->useStream(stream, error))
     return false;
   times.mark("stream");
-  const StepLayout &layout = m.layoutOf(tokens);
-  std::vector<uint8_t> ids = m.stageIds(batch, layout);
+  const StepLayout &layout = m.layoutOf(runTokens);
+  std::vector<uint8_t> ids = m.stageIds(batch, paddingSlot, layout);
   times.mark("layout");
   uint8_t *base = m.workspaceBase();
+  int64_t paddingBytes = 2 * (runTokens - tokens) * m.config.hiddenSize;
   bool queued = m.backend->queueCopyToDevice(
       base, ids.data(), static_cast<int64_t>(ids.size()), error);
-  for (const LayerSpec &layer : m.layers)
+  for (const LayerSpec &layer : m.layers) {
+    uint8_t *x = base + layout.x.at(layer.id);
     queued = queued &&
-             m.backend->queueCopyOnDevice(base + layout.x.at(layer.id),
-                                          inputs[layer.id], rowBytes, error);
+             m.backend->queueCopyOnDevice(x, inputs[layer.id], rowBytes, error);
+    queued = queued && m.backend->queueClear(x + rowBytes, paddingBytes, error);
+  }
   times.mark("copy-in");
   bool recorded = false;
   queued = queued && m.queueStep(layout, context, recorded, error);

@@ -187,6 +187,16 @@ public:
   /// of a token count and context bucket on, a step is one graph launch.
   /// Off, every step queues its launches on the stream.
   void useGraphs(bool on);
+  /// Whether steps of up to one token per sequence slot run padded to a
+  /// power of two of tokens (at most the slots), so that a recorded graph
+  /// serves every count up to its own: the padding rows are one-token
+  /// sequences at position 0 of a slot no sequence holds (they write only
+  /// its caches, which addSequence clears), with zero inputs, and their
+  /// outputs are never copied out. A step runs unpadded when every slot is
+  /// held, and on a tensor-parallel rank (whose ranks must run the same
+  /// rows). Off by default: step() moves whole padded layouts between the
+  /// host and the device (queueStep copies only the batch's rows).
+  void padDecodeSteps(bool on);
   /// Library products (shapes) whose generated kernel runs instead, found
   /// while preparing: the library has no algorithm or memory for them.
   const std::vector<GemmCall> &gemmFallbacks() const;

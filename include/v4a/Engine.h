@@ -58,6 +58,9 @@ struct EngineOptions {
   /// (tokens in parallel, per-token scratch, no vector lanes): the same
   /// results, to check that structure where no GPU is.
   bool gpuLoopsOnCpu = false;
+  /// Run steps of up to one token per slot padded to a power of two of
+  /// tokens (rt::Model::padDecodeSteps; off by default).
+  bool padDecodeSteps = false;
 };
 
 /// Called as a long phase advances: `done` of `total` units.

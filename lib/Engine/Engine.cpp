@@ -283,6 +283,8 @@ static bool attachModel(Engine::Impl &m, std::vector<rt::LayerTensors> tensors,
   m.model = rt::Model::create(
       m.config, m.selected, m.program, std::move(tensors), m.plan,
       m.options.maxSequences, std::move(backend), error);
+  if (m.model)
+    m.model->padDecodeSteps(m.options.padDecodeSteps);
   return m.model != nullptr;
 }
 

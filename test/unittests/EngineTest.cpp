@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -407,6 +408,84 @@ TEST(Engine, ConsumerReadsItsSourceCache) {
   EXPECT_NE(before[1], after[1]); // the source reads its own rows
   EXPECT_NE(before[2], after[2]); // the consumer reads the source's rows
   EXPECT_EQ(before[3], after[3]); // layer 3 owns other rows
+}
+
+// Decode steps padded to a power of two (padding rows at position 0 of a
+// free slot) give every sequence the outputs and caches of unpadded steps,
+// bitwise; a sequence that later takes the padding rows' slot starts clean.
+TEST(Engine, PaddedDecodeStepsEqualUnpaddedOnes) {
+  std::vector<Fixture> runs;
+  for (bool pad : {true, false}) {
+    EngineOptions options;
+    options.maxSequences = 8;
+    options.padDecodeSteps = pad;
+    runs.push_back(make(readExample("tiny-v41.json"), 23, options));
+    ASSERT_TRUE(runs.back().engine);
+  }
+  std::string error;
+  int64_t dim = runs[0].engine->config().hiddenSize;
+  size_t layers = runs[0].engine->layers().size();
+  // One step of `lengths` over `sequences` (inputs seeded by `seed`), on
+  // both engines; every layer's outputs must agree bitwise.
+  auto step = [&](const std::vector<int64_t> &sequences,
+                  const std::vector<int64_t> &lengths, uint64_t seed) {
+    int64_t padded = *std::max_element(lengths.begin(), lengths.end());
+    std::vector<std::vector<float>> in(layers), out[2];
+    for (size_t l = 0; l < layers; ++l)
+      in[l] = ref::randomActivations(sequences.size() * padded * dim, seed + l);
+    for (int e = 0; e < 2; ++e) {
+      std::vector<const float *> inputs;
+      std::vector<float *> outputs;
+      out[e].resize(layers);
+      for (size_t l = 0; l < layers; ++l) {
+        out[e][l].assign(sequences.size() * padded * dim, NAN);
+        inputs.push_back(in[l].data());
+        outputs.push_back(out[e][l].data());
+      }
+      ASSERT_TRUE(runs[e].engine->step({sequences, lengths, padded}, inputs,
+                                       outputs, error))
+          << error;
+    }
+    for (size_t l = 0; l < layers; ++l)
+      ASSERT_EQ(std::memcmp(out[0][l].data(), out[1][l].data(),
+                            out[0][l].size() * sizeof(float)),
+                0)
+          << "layer " << l << " of a step of " << sequences.size()
+          << " sequences";
+  };
+  auto add = [&] {
+    int64_t a = runs[0].engine->addSequence(error);
+    EXPECT_EQ(a, runs[1].engine->addSequence(error)) << error;
+    return a;
+  };
+  std::vector<int64_t> sequences;
+  for (int i = 0; i < 5; ++i)
+    sequences.push_back(add());
+  step(sequences, {13, 4, 21, 1, 9}, 100);
+  // 3 tokens run as 4, 5 as 8: padding rows in slots 5, 6, 7's first free.
+  step({sequences[0], sequences[2], sequences[4]}, {1, 1, 1}, 200);
+  step(sequences, {1, 1, 1, 1, 1}, 300);
+  step(sequences, {1, 1, 1, 1, 1}, 400);
+  for (int64_t sequence : sequences)
+    for (const LayerSpec &layer : runs[0].engine->layers())
+      for (const char *component : {"window", "compressed", "index_keys",
+                                    "compressor_state", "indexer_state"}) {
+        int64_t bytes = runs[0].engine->cacheSize(layer.id, component);
+        if (bytes == 0)
+          continue;
+        EXPECT_EQ(std::memcmp(
+                      runs[0].engine->cacheBytes(sequence, layer.id, component),
+                      runs[1].engine->cacheBytes(sequence, layer.id, component),
+                      bytes),
+                  0)
+            << component << " of layer " << layer.id << ", sequence "
+            << sequence;
+      }
+  // The padding rows' slot, now a sequence's own.
+  int64_t late = add();
+  EXPECT_EQ(late, 5);
+  step({late}, {6}, 500);
+  step({late, sequences[1]}, {1, 1}, 600);
 }
 
 TEST(Engine, MisuseIsAnErrorNotACrash) {

@@ -31,9 +31,9 @@ public:
         waits = 0;
   };
   Counts counts;
-  /// The context bound and positions the last run saw.
+  /// The context bound and the token ids the last run saw.
   int64_t context = -1;
-  std::vector<int64_t> positions;
+  std::vector<int64_t> positions, slots, first, last;
   /// The next wait reports a device fault.
   bool faultOnWait = false;
 
@@ -61,10 +61,14 @@ public:
       const step::Arg &arg = function.args[i];
       if (step::isHostArg(arg))
         context = *static_cast<const int64_t *>(args[i].data);
-      if (arg.bind == "positions") {
-        const auto *p = static_cast<const int64_t *>(args[i].data);
-        positions.assign(p, p + args[i].shape[0]);
-      }
+      for (auto [bind, ids] : {std::pair{"positions", &positions},
+                               {"slots", &slots},
+                               {"first", &first},
+                               {"last", &last}})
+        if (arg.bind == bind) {
+          const auto *p = static_cast<const int64_t *>(args[i].data);
+          ids->assign(p, p + args[i].shape[0]);
+        }
     }
     return true;
   }
@@ -129,6 +133,33 @@ TEST(Model, AStepCopiesInOnceWaitsOnceAndAllocatesNothing) {
   ASSERT_TRUE(model->step({{b}, {2}, 2}, in, out, error)) << error;
   EXPECT_EQ(backend->counts.allocations, 0);
   EXPECT_EQ(backend->context, 3);
+}
+
+TEST(Model, PaddedStepsTakeAFreeSlotAtPositionZero) {
+  RecordingBackend *backend = nullptr;
+  std::string error;
+  auto model = metadataModel(backend, error);
+  ASSERT_TRUE(model) << error;
+  model->padDecodeSteps(true);
+  int64_t a = model->addSequence(error), b = model->addSequence(error);
+  ASSERT_TRUE(model->restorePosition(a, 5, error)) << error;
+  std::vector<const float *> in(1, nullptr);
+  std::vector<float *> out(1, nullptr);
+  // 3 tokens run as 4: the padding row is a sequence of its own at
+  // position 0 of slot 2, the first that no sequence holds.
+  ASSERT_TRUE(model->step({{a, b}, {2, 1}, 2}, in, out, error)) << error;
+  EXPECT_EQ(backend->positions, (std::vector<int64_t>{5, 6, 0, 0}));
+  EXPECT_EQ(backend->slots, (std::vector<int64_t>{a, a, b, 2}));
+  EXPECT_EQ(backend->first, (std::vector<int64_t>{0, 0, 2, 3}));
+  EXPECT_EQ(backend->last, (std::vector<int64_t>{1, 1, 2, 3}));
+  EXPECT_EQ(backend->context, 7);
+  // A power of two runs as it is; so does a step when every slot is held.
+  ASSERT_TRUE(model->step({{a, b}, {1, 1}, 1}, in, out, error)) << error;
+  EXPECT_EQ(backend->positions.size(), 2u);
+  int64_t c = model->addSequence(error), d = model->addSequence(error);
+  ASSERT_GE(d, 0) << error;
+  ASSERT_TRUE(model->step({{a, b, c}, {1, 1, 1}, 1}, in, out, error)) << error;
+  EXPECT_EQ(backend->slots, (std::vector<int64_t>{a, b, c}));
 }
 
 TEST(Model, ADeviceFaultStopsTheModel) {

@@ -64,6 +64,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -94,6 +95,11 @@ struct Options {
   /// Decode-sized steps as recorded graphs (--graphs on|off); --bench
   /// also takes both: the stream, then graphs, outputs compared bitwise.
   bool graphs = true, bothGraphModes = false;
+  /// --pad-decode on|off: rt::Model::padDecodeSteps (off by default).
+  bool padDecode = false;
+  /// Sequence slots beyond the batch's (--spare-slots): what an engine
+  /// holds for sequences to come, and where padding rows go.
+  int64_t spareSlots = 0;
 };
 
 std::string usage() {
@@ -101,7 +107,9 @@ std::string usage() {
          " MODEL.v4apkg (--weights FILE | --random-weights SEED) ((--inputs "
          "FILE | --prompt-len N --decode-steps M [--lengths L0,L1,..]) "
          "[--layers L0,L1,..] [--outputs FILE] [--expected FILE | --check] "
-         "[--tolerance T] [--graphs on|off] [--tensor-rank R] [--all-reduce "
+         "[--tolerance T] [--graphs on|off] [--pad-decode on|off] "
+         "[--spare-slots N] "
+         "[--tensor-rank R] [--all-reduce "
          "host|nccl] [--nccl-id FILE] | --bench "
          "--batch B --context C "
          "--tokens T [--repeat N] [--graphs on|off|both] [--json FILE]); " +
@@ -271,6 +279,15 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
         return false;
       }
       o.nccl = value == "nccl";
+    } else if (arg == "--spare-slots") {
+      if (!parseCount(arg, value, kMaxBatch, o.spareSlots, error))
+        return false;
+    } else if (arg == "--pad-decode") {
+      if (value != "on" && value != "off") {
+        error = "--pad-decode takes on or off, got '" + value + "'";
+        return false;
+      }
+      o.padDecode = value == "on";
     } else if (arg == "--graphs") {
       if (value != "on" && value != "off" && value != "both") {
         error = "--graphs takes on, off or (with --bench) both, got '" + value +
@@ -644,7 +661,8 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
     // With NCCL's sum rank r runs on GPU r (NCCL takes one rank a GPU).
     int ordinal = o.nccl ? static_cast<int>(ranks[i]) : 0;
     models.push_back(createPackageModel(*package, *selected, std::move(part),
-                                        batch, ordinal, device, error));
+                                        batch + o.spareSlots, ordinal, device,
+                                        error));
     if (!device.cubinWarning.empty() && i == 0)
       std::fprintf(stderr, "%s: warning: %s; using the PTX\n", tool.c_str(),
                    device.cubinWarning.c_str());
@@ -659,8 +677,10 @@ int v4a::runPackage(const char *name, int argc, char **argv) {
               tool.c_str(), device.deviceName.c_str(),
               package->functions.size(), package->calls.size(),
               device.cubin ? "the cubin" : "the PTX");
-  for (std::unique_ptr<rt::Model> &rank : models)
+  for (std::unique_ptr<rt::Model> &rank : models) {
     rank->useGraphs(o.graphs);
+    rank->padDecodeSteps(o.padDecode);
+  }
   // Every step of the run has its library algorithms before the first; a
   // product the library cannot run is said here, once.
   std::vector<int64_t> counts;
