@@ -160,6 +160,15 @@ TEST(Model, PaddedStepsTakeAFreeSlotAtPositionZero) {
   ASSERT_GE(d, 0) << error;
   ASSERT_TRUE(model->step({{a, b, c}, {1, 1, 1}, 1}, in, out, error)) << error;
   EXPECT_EQ(backend->slots, (std::vector<int64_t>{a, b, c}));
+  // Steps on the backend's tensors pad alike.
+  ASSERT_TRUE(model->releaseSequence(d, error)) << error;
+  std::vector<const void *> from(1, nullptr);
+  std::vector<void *> to(1, nullptr);
+  ASSERT_TRUE(
+      model->queueStep({{c, a, b}, {1, 1, 1}, 1}, from, to, nullptr, error))
+      << error;
+  EXPECT_EQ(backend->slots, (std::vector<int64_t>{c, a, b, d}));
+  EXPECT_EQ(backend->positions, (std::vector<int64_t>{1, 9, 3, 0}));
 }
 
 TEST(Model, ADeviceFaultStopsTheModel) {
