@@ -191,11 +191,13 @@ public:
   /// power of two of tokens (at most the slots), so that a recorded graph
   /// serves every count up to its own: the padding rows are one-token
   /// sequences at position 0 of a slot no sequence holds (they write only
-  /// its caches, which addSequence clears), with zero inputs, and their
-  /// outputs are never copied out. A step runs unpadded when every slot is
-  /// held, and on a tensor-parallel rank (whose ranks must run the same
-  /// rows). Off by default: step() moves whole padded layouts between the
-  /// host and the device (queueStep copies only the batch's rows).
+  /// its caches, which addSequence clears: a released sequence's caches
+  /// may be overwritten then, so read them before releaseSequence), with
+  /// zero inputs, and their outputs are never copied out. A step runs
+  /// unpadded when every slot is held, and where its outputs are summed over
+  /// ranks on the device (sumOverRanks: every rank must run the same rows).
+  /// Off by default: step() moves whole padded layouts between the host and
+  /// the device (queueStep copies only the batch's rows).
   void padDecodeSteps(bool on);
   /// Library products (shapes) whose generated kernel runs instead, found
   /// while preparing: the library has no algorithm or memory for them.

@@ -59,7 +59,9 @@ struct EngineOptions {
   /// results, to check that structure where no GPU is.
   bool gpuLoopsOnCpu = false;
   /// Run steps of up to one token per slot padded to a power of two of
-  /// tokens (rt::Model::padDecodeSteps; off by default).
+  /// tokens (rt::Model::padDecodeSteps; off by default). Padding rows write
+  /// the caches of a slot no sequence holds: a released sequence's cache
+  /// bytes may change after releaseSequence.
   bool padDecodeSteps = false;
 };
 

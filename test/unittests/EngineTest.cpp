@@ -481,9 +481,25 @@ TEST(Engine, PaddedDecodeStepsEqualUnpaddedOnes) {
             << component << " of layer " << layer.id << ", sequence "
             << sequence;
       }
-  // The padding rows' slot, now a sequence's own.
+  // Padding rows wrote their slot (5, held by no sequence) in the padded
+  // engine alone; a sequence taking the slot finds it as the other engine
+  // does. (Their zero inputs leave zero KV rows; the compressor's state
+  // takes their scores.)
+  constexpr int64_t kPaddingSlot = 5;
+  const char *kState = "compressor_state";
+  int64_t stateLayer = 0;
+  while (runs[0].engine->cacheSize(stateLayer, kState) == 0)
+    ++stateLayer;
+  auto paddingSlotStates = [&] {
+    return std::memcmp(
+        runs[0].engine->cacheBytes(kPaddingSlot, stateLayer, kState),
+        runs[1].engine->cacheBytes(kPaddingSlot, stateLayer, kState),
+        runs[0].engine->cacheSize(stateLayer, kState));
+  };
+  EXPECT_NE(paddingSlotStates(), 0) << "no step was padded";
   int64_t late = add();
-  EXPECT_EQ(late, 5);
+  EXPECT_EQ(late, kPaddingSlot);
+  EXPECT_EQ(paddingSlotStates(), 0) << "the slot was not cleared";
   step({late}, {6}, 500);
   step({late, sequences[1]}, {1, 1}, 600);
 }
