@@ -434,8 +434,8 @@ struct Model::Impl {
   /// "context" argument).
   int64_t contextBound = 0;
   bool graphsOn = true;
-  /// padDecodeSteps, when the caller chose.
-  std::optional<bool> padding;
+  /// padDecodeSteps.
+  bool padding = false;
   std::map<std::pair<int64_t, int64_t>, StepGraph> graphs;
   /// Step layouts by token count (layoutOf).
   std::map<int64_t, StepLayout> layouts;
@@ -1196,7 +1196,7 @@ const StepLayout &Model::Impl::layoutOf(int64_t tokens) {
 int64_t Model::Impl::paddedTokens(int64_t tokens, int64_t &paddingSlot) const {
   paddingSlot = -1;
   int64_t slots = static_cast<int64_t>(sequences.size());
-  if (!padding.value_or(false) || collective || tokens > slots)
+  if (!padding || collective || tokens > slots)
     return tokens;
   int64_t bucket = 1;
   while (bucket < tokens)
@@ -1225,8 +1225,9 @@ std::vector<uint8_t> Model::Impl::stageIds(const StepBatch &batch,
   };
   int64_t *positions = ids("positions"), *slots = ids("slots");
   int64_t *first = ids("first"), *last = ids("last");
-  for (size_t b = 0, row = 0; b < batch.sequences.size(); ++b) {
-    int64_t begin = static_cast<int64_t>(row);
+  int64_t row = 0;
+  for (size_t b = 0; b < batch.sequences.size(); ++b) {
+    int64_t begin = row;
     int64_t start = sequences[batch.sequences[b]].position;
     for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row) {
       positions[row] = start + t;
@@ -1235,10 +1236,7 @@ std::vector<uint8_t> Model::Impl::stageIds(const StepBatch &batch,
       last[row] = begin + batch.lengths[b] - 1;
     }
   }
-  int64_t tokens = 0;
-  for (int64_t length : batch.lengths)
-    tokens += length;
-  for (int64_t row = tokens; row < layout.tokens; ++row) {
+  for (; row < layout.tokens; ++row) {
     positions[row] = 0;
     slots[row] = paddingSlot;
     first[row] = last[row] = row;

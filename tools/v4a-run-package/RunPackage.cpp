@@ -108,9 +108,8 @@ std::string usage() {
          "FILE | --prompt-len N --decode-steps M [--lengths L0,L1,..]) "
          "[--layers L0,L1,..] [--outputs FILE] [--expected FILE | --check] "
          "[--tolerance T] [--graphs on|off] [--pad-decode on|off] "
-         "[--spare-slots N] "
-         "[--tensor-rank R] [--all-reduce "
-         "host|nccl] [--nccl-id FILE] | --bench "
+         "[--spare-slots N] [--tensor-rank R] [--all-reduce host|nccl] "
+         "[--nccl-id FILE] | --bench "
          "--batch B --context C "
          "--tokens T [--repeat N] [--graphs on|off|both] [--json FILE]); " +
          tool + " --info MODEL.v4apkg; " + tool + " --help | --version";
