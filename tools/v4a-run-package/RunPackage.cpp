@@ -41,11 +41,13 @@
 
 #include "core/FileIO.h"
 #include "core/KVPlan.h"
+#include "core/Numerics.h"
 #include "core/Package.h"
 #include "core/TensorSpecs.h"
 #include "lib/Engine/HostWeights.h"
 #include "lib/Engine/PackageModel.h"
 #include "runtime/Collective.h"
+#include "runtime/CudaBackend.h"
 #include "runtime/Model.h"
 #include "runtime/SafeTensors.h"
 #include "runtime/StepGemms.h"
@@ -100,6 +102,9 @@ struct Options {
   /// Sequence slots beyond the batch's (--spare-slots): what an engine
   /// holds for sequences to come, and where padding rows go.
   int64_t spareSlots = 0;
+  /// --bench --device-tensors: steps on bf16 tensors in device memory
+  /// (queueStep, the path an engine takes) instead of host f32 rows.
+  bool deviceTensors = false;
 };
 
 std::string usage() {
@@ -111,7 +116,8 @@ std::string usage() {
          "[--spare-slots N] [--tensor-rank R] [--all-reduce host|nccl] "
          "[--nccl-id FILE] | --bench "
          "--batch B --context C "
-         "--tokens T [--repeat N] [--graphs on|off|both] [--json FILE]); " +
+         "--tokens T [--repeat N] [--graphs on|off|both] [--device-tensors] "
+         "[--json FILE]); " +
          tool + " --info MODEL.v4apkg; " + tool + " --help | --version";
 }
 
@@ -219,6 +225,10 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
       (arg == "--check" ? o.check : o.bench) = true;
       continue;
     }
+    if (arg == "--device-tensors") {
+      o.deviceTensors = true;
+      continue;
+    }
     std::string value;
     size_t eq = arg.find('=');
     if (eq != std::string::npos) {
@@ -324,6 +334,10 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
   }
   if (!o.bench && o.bothGraphModes) {
     error = "--graphs both goes with --bench";
+    return false;
+  }
+  if (o.deviceTensors && (!o.bench || o.tensorRank >= 0 || o.nccl)) {
+    error = "--device-tensors goes with --bench, one model and no NCCL";
     return false;
   }
   if (!o.bench && (o.batch || o.context || o.tokens || !o.json.empty())) {
@@ -503,6 +517,49 @@ int benchmark(const Options &o,
   for (size_t i = 0; i < models.size(); ++i)
     perRank.push_back(rt::stepBuffers(step, runs, o.batch, dim));
   rt::StepBuffers &buffers = perRank.front();
+  // --device-tensors: each layer's rows as bf16 in device memory of the
+  // model's context (the device's primary one), and its outputs beside.
+  std::unique_ptr<rt::CudaBackend> device;
+  std::vector<const void *> deviceInputs(runs.size(), nullptr);
+  std::vector<void *> deviceOutputs(runs.size(), nullptr);
+  int64_t rowBytes = 2 * o.batch * o.tokens * dim;
+  if (o.deviceTensors) {
+    if (models.size() != 1)
+      return fail("--device-tensors steps one model");
+    device = rt::CudaBackend::create(0, error);
+    if (!device)
+      return fail(error);
+    for (const LayerSpec &layer : layers) {
+      void *x = device->allocate(rowBytes, error);
+      void *y = x ? device->allocate(rowBytes, error) : nullptr;
+      if (!y)
+        return fail(error);
+      std::vector<uint16_t> bits;
+      for (float v : *step.inputs[layer.id])
+        bits.push_back(num::toBF16Bits(v));
+      device->copyToDevice(x, bits.data(), rowBytes);
+      deviceInputs[layer.id] = x;
+      deviceOutputs[layer.id] = y;
+    }
+  }
+  // One step of the batch on every model, on the chosen path.
+  auto stepOnce = [&](size_t i, std::string &why) {
+    rt::StepBatch batch{sequences, step.lengths, o.tokens};
+    if (!o.deviceTensors)
+      return models[i]->step(batch, perRank[i].inputs, perRank[i].outputs, why);
+    return models[i]->queueStep(batch, deviceInputs, deviceOutputs, nullptr,
+                                why) &&
+           models[i]->synchronize(why);
+  };
+  // The device tensors' outputs, as step() gives them.
+  auto readOutputs = [&] {
+    std::vector<uint16_t> bits(rowBytes / 2);
+    for (const LayerSpec &layer : layers) {
+      device->copyToHost(bits.data(), deviceOutputs[layer.id], rowBytes);
+      for (size_t i = 0; i < bits.size(); ++i)
+        buffers.out[layer.id][i] = num::fromBF16Bits(bits[i]);
+    }
+  };
   std::string ids;
   for (const LayerSpec &layer : layers)
     ids += (ids.empty() ? "" : ",") + std::to_string(layer.id);
@@ -522,17 +579,15 @@ int benchmark(const Options &o,
           if (!model->restorePosition(sequence, o.context, error))
             return fail(error);
       auto start = std::chrono::steady_clock::now();
-      auto stepRank = [&](size_t i, std::string &why) {
-        return models[i]->step({sequences, step.lengths, o.tokens},
-                               perRank[i].inputs, perRank[i].outputs, why);
-      };
-      if (!onEveryRank(models.size(), stepRank, error))
+      if (!onEveryRank(models.size(), stepOnce, error))
         return fail(error);
       if (run >= 2)
         times.push_back(secondsSince(start) * 1e3);
     }
     std::sort(times.begin(), times.end());
     double median = times[times.size() / 2];
+    if (o.deviceTensors)
+      readOutputs();
     // Every step starts from the same caches and inputs: the last step's
     // outputs of both modes must be the same bits.
     std::string same;
@@ -554,6 +609,11 @@ int benchmark(const Options &o,
     std::printf("%s\n", line);
     lines += std::string(line) + "\n";
   }
+  for (size_t l = 0; l < runs.size(); ++l)
+    if (device && deviceInputs[l]) {
+      device->release(const_cast<void *>(deviceInputs[l]));
+      device->release(deviceOutputs[l]);
+    }
   if (!o.json.empty() && !io::writeFile(o.json, lines, error))
     return fail(error);
   return 0;
