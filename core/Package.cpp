@@ -3,6 +3,7 @@
 #include "core/Package.h"
 
 #include "core/FileIO.h"
+#include "core/TensorSpecs.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -360,30 +361,8 @@ bool readModel(Reader &r, ModelConfig &c) {
 /// The model's sizes are within what any device holds: the compiler
 /// checked the configuration, but the package may have been altered since.
 bool checkModel(Reader &r, const ModelConfig &c) {
-  constexpr int64_t kMaxSize = 1 << 20;
-  struct Field {
-    const char *name;
-    int64_t value, lo;
-  } fields[] = {{"hidden_size", c.hiddenSize, 1},
-                {"num_attention_heads", c.numAttentionHeads, 1},
-                {"head_dim", c.headDim, 1},
-                {"qk_rope_head_dim", c.qkRopeHeadDim, 0},
-                {"q_lora_rank", c.qLoraRank, 1},
-                {"o_lora_rank", c.oLoraRank, 1},
-                {"o_groups", c.oGroups, 1},
-                {"sliding_window", c.slidingWindow, 1},
-                {"index_n_heads", c.indexNHeads, 0},
-                {"index_head_dim", c.indexHeadDim, 0},
-                {"index_topk", c.indexTopk, 0}};
-  for (const Field &f : fields)
-    if (f.value < f.lo || f.value > kMaxSize)
-      return r.fail(std::string(f.name) + " is " + std::to_string(f.value) +
-                    ", outside [" + std::to_string(f.lo) + ", " +
-                    std::to_string(kMaxSize) + "]");
-  for (int64_t ratio : c.compressRatios)
-    if (ratio < 0 || ratio > kMaxSize)
-      return r.fail("a compress ratio of " + std::to_string(ratio));
-  return true;
+  std::string problem = modelSizeProblem(c);
+  return problem.empty() || r.fail(problem);
 }
 
 bool readLayers(Reader &r, std::vector<LayerSpec> &layers, int64_t count) {

@@ -22,6 +22,13 @@ struct TensorSpec {
   bool f32 = false;
 };
 
+/// What is wrong with `config`'s sizes ("o_groups is 0, outside [1,
+/// 1048576]"), or "" when each is within what any device holds: what the
+/// tensor shapes below and the runtime assume of a configuration that did
+/// not come through the compiler's checks (a package altered since, a
+/// hand-made one).
+std::string modelSizeProblem(const ModelConfig &config);
+
 /// The tensors layer `layer` reads (spec section 5, plus the V4.1 ones:
 /// ratio-1 and ratio-2 compressors, and indexer.k_proj / k_norm where index
 /// keys come from the main compressed KV). Consumer layers carry no

@@ -556,6 +556,13 @@ Model::create(ModelConfig config, std::vector<LayerSpec> layers,
     error = "the number of sequence slots must be positive";
     return nullptr;
   }
+  // The layers' tensor shapes follow from the sizes (a model of no layer
+  // runs only metadata functions).
+  if (std::string problem = modelSizeProblem(config);
+      !layers.empty() && !problem.empty()) {
+    error = "the model configuration: " + problem;
+    return nullptr;
+  }
   if (!validateWeights(config, layers, weights, error) ||
       !bindWeights(layers, program, weights, error))
     return nullptr;

@@ -171,6 +171,28 @@ TEST(Model, PaddedStepsTakeAFreeSlotAtPositionZero) {
   EXPECT_EQ(backend->positions, (std::vector<int64_t>{1, 9, 3, 0}));
 }
 
+TEST(Model, CreateRefusesSizesOutsideTheirRange) {
+  // A configuration made by hand, not by the compiler: no output groups
+  // (its wo_a shape divides by them).
+  ModelConfig config;
+  config.hiddenSize = 64;
+  config.numHiddenLayers = 1;
+  config.numAttentionHeads = 2;
+  config.headDim = 32;
+  config.qLoraRank = 16;
+  config.oLoraRank = 16;
+  config.slidingWindow = 8;
+  config.compressRatios = {0};
+  LayerSpec layer;
+  std::string error;
+  auto model = rt::Model::create(
+      config, {layer}, rt::StepProgram{}, std::vector<rt::LayerTensors>(1),
+      plan::Plan{}, 4, std::make_unique<RecordingBackend>(), error);
+  EXPECT_FALSE(model);
+  EXPECT_EQ(error, "the model configuration: o_groups is 0, outside [1, "
+                   "1048576]");
+}
+
 TEST(Model, ADeviceFaultStopsTheModel) {
   RecordingBackend *backend = nullptr;
   std::string error;
