@@ -361,8 +361,17 @@ bool readModel(Reader &r, ModelConfig &c) {
 /// The model's sizes are within what any device holds: the compiler
 /// checked the configuration, but the package may have been altered since.
 bool checkModel(Reader &r, const ModelConfig &c) {
-  std::string problem = modelSizeProblem(c);
-  return problem.empty() || r.fail(problem);
+  std::string problem = tensorSizeProblem(c);
+  if (problem.empty())
+    problem = sizeProblem({{"qk_rope_head_dim", c.qkRopeHeadDim, 0},
+                           {"sliding_window", c.slidingWindow, 1},
+                           {"index_topk", c.indexTopk, 0}});
+  if (!problem.empty())
+    return r.fail(problem);
+  for (int64_t ratio : c.compressRatios)
+    if (ratio < 0 || ratio > kMaxModelSize)
+      return r.fail("a compress ratio of " + std::to_string(ratio));
+  return true;
 }
 
 bool readLayers(Reader &r, std::vector<LayerSpec> &layers, int64_t count) {

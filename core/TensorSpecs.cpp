@@ -4,31 +4,24 @@
 
 namespace v4a {
 
-std::string modelSizeProblem(const ModelConfig &c) {
-  constexpr int64_t kMaxSize = 1 << 20;
-  struct Field {
-    const char *name;
-    int64_t value, lo;
-  } fields[] = {{"hidden_size", c.hiddenSize, 1},
-                {"num_attention_heads", c.numAttentionHeads, 1},
-                {"head_dim", c.headDim, 1},
-                {"qk_rope_head_dim", c.qkRopeHeadDim, 0},
-                {"q_lora_rank", c.qLoraRank, 1},
-                {"o_lora_rank", c.oLoraRank, 1},
-                {"o_groups", c.oGroups, 1},
-                {"sliding_window", c.slidingWindow, 1},
-                {"index_n_heads", c.indexNHeads, 0},
-                {"index_head_dim", c.indexHeadDim, 0},
-                {"index_topk", c.indexTopk, 0}};
-  for (const Field &f : fields)
-    if (f.value < f.lo || f.value > kMaxSize)
+std::string sizeProblem(std::initializer_list<SizeField> fields) {
+  for (const SizeField &f : fields)
+    if (f.value < f.least || f.value > kMaxModelSize)
       return std::string(f.name) + " is " + std::to_string(f.value) +
-             ", outside [" + std::to_string(f.lo) + ", " +
-             std::to_string(kMaxSize) + "]";
-  for (int64_t ratio : c.compressRatios)
-    if (ratio < 0 || ratio > kMaxSize)
-      return "a compress ratio of " + std::to_string(ratio);
+             ", outside [" + std::to_string(f.least) + ", " +
+             std::to_string(kMaxModelSize) + "]";
   return "";
+}
+
+std::string tensorSizeProblem(const ModelConfig &c) {
+  return sizeProblem({{"hidden_size", c.hiddenSize, 1},
+                      {"num_attention_heads", c.numAttentionHeads, 1},
+                      {"head_dim", c.headDim, 1},
+                      {"q_lora_rank", c.qLoraRank, 1},
+                      {"o_lora_rank", c.oLoraRank, 1},
+                      {"o_groups", c.oGroups, 1},
+                      {"index_n_heads", c.indexNHeads, 0},
+                      {"index_head_dim", c.indexHeadDim, 0}});
 }
 
 std::vector<TensorSpec> layerTensorSpecs(const ModelConfig &c,

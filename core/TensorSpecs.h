@@ -6,6 +6,7 @@
 #include "v4a/ModelConfig.h"
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -22,12 +23,20 @@ struct TensorSpec {
   bool f32 = false;
 };
 
-/// What is wrong with `config`'s sizes ("o_groups is 0, outside [1,
-/// 1048576]"), or "" when each is within what any device holds: what the
-/// tensor shapes below and the runtime assume of a configuration that did
-/// not come through the compiler's checks (a package altered since, a
-/// hand-made one).
-std::string modelSizeProblem(const ModelConfig &config);
+/// A configuration size and the least value it may take; the most is
+/// kMaxModelSize (any device's).
+struct SizeField {
+  const char *name;
+  int64_t value, least;
+};
+inline constexpr int64_t kMaxModelSize = int64_t(1) << 20;
+/// The first of `fields` outside its range ("o_groups is 0, outside [1,
+/// 1048576]"), or "".
+std::string sizeProblem(std::initializer_list<SizeField> fields);
+/// That for the sizes the tensor shapes below are made of: what they assume
+/// of a configuration that did not come through the compiler's checks (a
+/// package altered since, a hand-made one).
+std::string tensorSizeProblem(const ModelConfig &config);
 
 /// The tensors layer `layer` reads (spec section 5, plus the V4.1 ones:
 /// ratio-1 and ratio-2 compressors, and indexer.k_proj / k_norm where index
