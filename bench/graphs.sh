@@ -12,7 +12,8 @@
 # In one call: the copy and GEMM ceilings; one V4-Flash layer of each
 # sched_meta_key (layers 0, 2, 3 in one step) decoding 1, 32 and 128
 # sequences at 64K tokens of history and an 8,192-token prefill, each with
-# --graphs both (the stream, then graphs; outputs compared bitwise); the
+# --graphs both (the stream, then graphs; outputs compared bitwise), through
+# step() and through queueStep (--device-tensors; each line's "path"); the
 # whole V4-Flash model (every layer) decoding 32 sequences at 16K; prefill
 # and decode with the reference alongside, graphs on, over a batch of one,
 # a varlen batch with a zero-length sequence, and decode steps crossing
@@ -56,13 +57,18 @@ if has checks; then
   check boundaries 127,3 6
 fi
 
+# Each shape through step() (host f32 rows, copied through pageable memory)
+# and through queueStep (bf16 rows in device memory, as engines step).
 if has bench; then
   for shape in ${SHAPES:-1:65536:1 32:65536:1 128:65536:1 1:0:8192}; do
     IFS=: read -r batch context tokens <<< "$shape"
-    timeout 150 $run "$dir/v4-flash-64k.v4apkg" --random-weights 1 \
-      --layers 0,2,3 --bench --batch "$batch" --context "$context" \
-      --tokens "$tokens" --repeat 10 --graphs both | tee -a "$lines"
-    [[ ${PIPESTATUS[0]} == 0 ]] || { echo "bench $shape: FAIL"; status=1; }
+    for path in "" --device-tensors; do
+      timeout 150 $run "$dir/v4-flash-64k.v4apkg" --random-weights 1 \
+        --layers 0,2,3 --bench --batch "$batch" --context "$context" \
+        --tokens "$tokens" --repeat 10 --graphs both $path | tee -a "$lines"
+      [[ ${PIPESTATUS[0]} == 0 ]] ||
+        { echo "bench $shape $path: FAIL"; status=1; }
+    done
   done
 fi
 # The GPU time of the steps' kernels as they run back to back (no cache
@@ -91,10 +97,12 @@ PY
   done
 fi
 if has model; then
-  timeout 300 $run "$dir/v4-flash-16k.v4apkg" --random-weights 1 --bench \
-    --batch 32 --context 16384 --tokens 1 --repeat 5 --graphs both |
-    sed -u 's/^{"layers": \[[0-9,]*\]/{"layers": "all"/' | tee -a "$lines"
-  [[ ${PIPESTATUS[0]} == 0 ]] || { echo "whole model: FAIL"; status=1; }
+  for path in "" --device-tensors; do
+    timeout 300 $run "$dir/v4-flash-16k.v4apkg" --random-weights 1 --bench \
+      --batch 32 --context 16384 --tokens 1 --repeat 5 --graphs both $path |
+      sed -u 's/^{"layers": \[[0-9,]*\]/{"layers": "all"/' | tee -a "$lines"
+    [[ ${PIPESTATUS[0]} == 0 ]] || { echo "whole model $path: FAIL"; status=1; }
+  done
 fi
 # The gaps between a whole-model decode step's kernels on the GPU (CUPTI
 # through torch.profiler), with graphs and with stream launches; needs the

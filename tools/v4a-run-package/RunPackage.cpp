@@ -597,15 +597,17 @@ int benchmark(const Options &o,
       same = std::string(", \"bitwise_equal_to_stream\": ") +
              (buffers.out == streamOutputs ? "true" : "false");
     char line[640];
-    std::snprintf(line, sizeof line,
-                  "{\"layers\": [%s], \"batch\": %lld, \"context\": %lld, "
-                  "\"tokens\": %lld, \"repeat\": %lld, \"graphs\": %s, "
-                  "\"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f%s}",
-                  ids.c_str(), static_cast<long long>(o.batch),
-                  static_cast<long long>(o.context),
-                  static_cast<long long>(o.tokens),
-                  static_cast<long long>(o.repeat), graphs ? "true" : "false",
-                  median, times.front(), times.back(), same.c_str());
+    std::snprintf(
+        line, sizeof line,
+        "{\"layers\": [%s], \"batch\": %lld, \"context\": %lld, "
+        "\"tokens\": %lld, \"repeat\": %lld, \"graphs\": %s, "
+        "\"path\": \"%s\", \"pad_decode\": %s, "
+        "\"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f%s}",
+        ids.c_str(), static_cast<long long>(o.batch),
+        static_cast<long long>(o.context), static_cast<long long>(o.tokens),
+        static_cast<long long>(o.repeat), graphs ? "true" : "false",
+        o.deviceTensors ? "queueStep" : "step", o.padDecode ? "true" : "false",
+        median, times.front(), times.back(), same.c_str());
     std::printf("%s\n", line);
     lines += std::string(line) + "\n";
   }
