@@ -558,8 +558,8 @@ Model::create(ModelConfig config, std::vector<LayerSpec> layers,
   }
   // The layers' tensor shapes follow from the sizes (a model of no layer
   // runs only metadata functions).
-  if (std::string problem = tensorSizeProblem(config);
-      !layers.empty() && !problem.empty()) {
+  if (std::string problem = layers.empty() ? "" : tensorSizeProblem(config);
+      !problem.empty()) {
     error = "the model configuration: " + problem;
     return nullptr;
   }

@@ -197,6 +197,20 @@ std::vector<int64_t> ranksToRun(const Options &o, int64_t degree,
   return all;
 }
 
+/// Whether `value` is `first` (true) or `second` (false); anything else is
+/// an error naming both.
+bool parseChoice(const std::string &flag, const std::string &value,
+                 const char *first, const char *second, bool &out,
+                 std::string &error) {
+  if (value != first && value != second) {
+    error =
+        flag + " takes " + first + " or " + second + ", got '" + value + "'";
+    return false;
+  }
+  out = value == first;
+  return true;
+}
+
 bool parseCount(const std::string &flag, const std::string &value,
                 int64_t limit, int64_t &out, std::string &error) {
   char *end = nullptr;
@@ -283,20 +297,16 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &error) {
         return false;
       }
     } else if (arg == "--all-reduce") {
-      if (value != "host" && value != "nccl") {
-        error = "--all-reduce takes host or nccl, got '" + value + "'";
+      bool host = true;
+      if (!parseChoice(arg, value, "host", "nccl", host, error))
         return false;
-      }
-      o.nccl = value == "nccl";
+      o.nccl = !host;
     } else if (arg == "--spare-slots") {
       if (!parseCount(arg, value, kMaxBatch, o.spareSlots, error))
         return false;
     } else if (arg == "--pad-decode") {
-      if (value != "on" && value != "off") {
-        error = "--pad-decode takes on or off, got '" + value + "'";
+      if (!parseChoice(arg, value, "on", "off", o.padDecode, error))
         return false;
-      }
-      o.padDecode = value == "on";
     } else if (arg == "--graphs") {
       if (value != "on" && value != "off" && value != "both") {
         error = "--graphs takes on, off or (with --bench) both, got '" + value +
