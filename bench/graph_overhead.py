@@ -8,8 +8,10 @@ kernel's or copy's start to the last one's end), the busy time (the union
 of the kernels' and copies' intervals) and the difference, which is the
 launch overhead: with graphs, the gaps the GPU leaves between dependent
 nodes. Printed per step and per layer, medians over the traced steps, as
-one JSON line."""
+one JSON line, with the first traced step's nodes counted by kind (the
+generated kernels by family, the library's kernels, copies and sets)."""
 import json
+import re
 import sys
 
 import torch
@@ -51,6 +53,19 @@ events = [e for e in trace.events() if e.device_type.name == "CUDA"]
 intervals = sorted((e.time_range.start, e.time_range.end) for e in events)
 
 
+def kind(name):
+    """A generated kernel's family (step_<key>_rows3 -> rows); the rest by
+    what it is."""
+    generated = re.match(r"(?:step|meta)_[0-9_]+?_([a-z]+)[0-9]*$", name)
+    if generated:
+        return ("meta_" if name.startswith("meta") else "") + generated[1]
+    if "Memcpy" in name or "memcpy" in name:
+        return "copy"
+    if "Memset" in name or "memset" in name:
+        return "set"
+    return "library"
+
+
 def split_steps(intervals, gap_us=200.0):
     """Steps are separated by a synchronization on the host: a long gap."""
     groups, current = [], []
@@ -76,6 +91,12 @@ def busy(group):
     return total
 
 
+first_step_end = split_steps(intervals)[0][-1][1] if intervals else 0
+kinds = {}
+for e in events:
+    if e.time_range.start <= first_step_end:
+        kinds[kind(e.name)] = kinds.get(kind(e.name), 0) + 1
+
 rows = []
 for group in split_steps(intervals):
     span, used = max(e for _, e in group) - group[0][0], busy(group)
@@ -93,5 +114,7 @@ result = {"package": package, "graphs": graphs, "layers": layers,
           "nodes": median("nodes"), "span_us": round(median("span_us"), 1),
           "busy_us": round(median("busy_us"), 1),
           "gaps_us": round(median("gaps_us"), 1),
-          "gaps_per_layer_us": round(median("gaps_us") / layers, 2)}
+          "gaps_per_layer_us": round(median("gaps_us") / layers, 2),
+          "nodes_per_layer": round(median("nodes") / layers, 1),
+          "first_step_nodes_by_kind": dict(sorted(kinds.items()))}
 print(json.dumps(result))

@@ -131,10 +131,11 @@ def MergeProjections : Pass<"v4a-merge-projections", "::mlir::ModuleOp"> {
     are its own columns, which the GPU's row kernels read in place
     (`v4a-lower-to-gpu`): wq_a with wkv, wq_b with the indexer's wq_b.
     Mixed result types take f32 sums, from which the split rounds the bf16
-    parts as the library rounds a bf16 product's, copying the columns out.
+    parts as the library rounds a bf16 product's (lowered, each part is a
+    view of its columns, a bf16 one rounded elementwise where it is read).
     Regions whose weights another op also reads are left as they are, and
-    so are mixed ones whose stacked product is wider than its input: their
-    copy would cost more than merging saves.
+    so are mixed ones whose stacked product is wider than its input: the
+    f32 sums would double a wide product's bytes.
 
     Example: a region of `v4a.linear %x, %a : tensor<?x256xbf16>,
     tensor<128x256xbf16> -> tensor<?x128xbf16>` and `v4a.linear %x, %b :
@@ -145,6 +146,28 @@ def MergeProjections : Pass<"v4a-merge-projections", "::mlir::ModuleOp"> {
     tensor<?x64xf32>`, with `%ab` bound to "a.weight+b.weight".
   }];
   let dependentDialects = ["::v4a::V4ADialect"];
+}
+
+def FuseElementwise : Pass<"v4a-fuse-elementwise", "::mlir::ModuleOp"> {
+  let summary = "Joins chains of elementwise linalg ops into one loop nest";
+  let description = [{
+    Runs after `convert-elementwise-to-linalg`, on tensors. A `tensor.splat`
+    of a scalar becomes a `linalg.fill` of a `tensor.empty`, which folds
+    into the elementwise ops that read it as the scalar itself; an
+    elementwise `linalg.generic` whose result only one other elementwise op
+    reads is fused into that op. Sizes taken off a result (`tensor.dim`)
+    are taken off the operands the result's shape comes from, so they do
+    not count as a second reader. On the GPU each loop nest left is a
+    launch: the arithmetic between a step's kernel regions (a compressed
+    row's rope position, the indexer's head weights) then costs one launch
+    per chain instead of one per op and splat.
+
+    Example: `%s = tensor.splat %c3[%n] : tensor<?xi64>` and `%r = arith.subi
+    %p, %s : tensor<?xi64>` become one `linalg.generic` over `%p` whose body
+    is `arith.subi %in, %c3`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def Schedule : Pass<"v4a-schedule", "::mlir::ModuleOp"> {
@@ -207,7 +230,7 @@ def LowerToCPU : Pass<"v4a-lower-to-cpu", "::mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
     "::mlir::bufferization::BufferizationDialect",
-    "::mlir::vector::VectorDialect"
+    "::mlir::tensor::TensorDialect", "::mlir::vector::VectorDialect"
   ];
 }
 

@@ -49,7 +49,7 @@ namespace v4a::jit {
 /// The lowering after v4a-lower-to-cpu.
 static const char *const kLoweringPipeline =
     "inline,symbol-dce,canonicalize,"
-    "convert-elementwise-to-linalg,"
+    "convert-elementwise-to-linalg,v4a-fuse-elementwise,"
     "one-shot-bufferize,buffer-deallocation-pipeline,convert-linalg-to-loops,"
     "expand-strided-metadata,lower-affine,convert-scf-to-openmp,canonicalize,"
     "convert-vector-to-scf,convert-scf-to-cf,convert-vector-to-llvm,"

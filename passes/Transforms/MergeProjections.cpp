@@ -7,8 +7,8 @@
 // one product over their stacked weights, whose columns are then handed
 // to each consumer; the runtime stacks the checkpoint's rows at load.
 // Parts of one element type are the product's own columns (the GPU's row
-// kernels read them in place); mixed parts take f32 sums, which the split
-// copies out.
+// kernels read them in place); mixed parts take f32 sums, from which a bf16
+// part is rounded where it is read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -87,8 +87,8 @@ SmallVector<LinearOp> mergeableLinears(FusedOp region) {
   if (linears.size() < 2)
     return {};
   // A product wider than its input is large enough that the library's
-  // minimum matters less, and copying its columns out would cost more than
-  // merging saves: only a product whose columns are read in place is wide.
+  // minimum matters less, and f32 sums would double its bytes: only a
+  // product of one element type is wide.
   auto weight = cast<RankedTensorType>(linears.front().getWeight().getType());
   if (!commonElementType(linears) &&
       stackedRows(linears) > weight.getDimSize(1))

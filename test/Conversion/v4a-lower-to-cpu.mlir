@@ -182,3 +182,21 @@ func.func @fused(%x: tensor<?x64xbf16>) -> tensor<?x64xbf16> {
   }
   return %r : tensor<?x64xbf16>
 }
+
+// -----
+
+// A merged product's parts are views of its columns, not copies: a part of
+// its element type is the slice itself, a bf16 part of f32 sums the slice
+// rounded elementwise.
+// CHECK-LABEL: func @split_columns(
+// CHECK-SAME: %[[Y:.*]]: tensor<?x192xf32>)
+// CHECK: %[[T:.*]] = tensor.dim %[[Y]], %c0
+// CHECK: %[[A:.*]] = tensor.extract_slice %[[Y]][0, 0] [%[[T]], 128] [1, 1] : tensor<?x192xf32> to tensor<?x128xf32>
+// CHECK: %[[A16:.*]] = arith.truncf %[[A]] : tensor<?x128xf32> to tensor<?x128xbf16>
+// CHECK: %[[B:.*]] = tensor.extract_slice %[[Y]][0, 128] [%[[T]], 64] [1, 1] : tensor<?x192xf32> to tensor<?x64xf32>
+// CHECK-NOT: scf.
+// CHECK: return %[[A16]], %[[B]]
+func.func @split_columns(%y: tensor<?x192xf32>) -> (tensor<?x128xbf16>, tensor<?x64xf32>) {
+  %p:2 = v4a.split_columns %y : tensor<?x192xf32> -> tensor<?x128xbf16>, tensor<?x64xf32>
+  return %p#0, %p#1 : tensor<?x128xbf16>, tensor<?x64xf32>
+}

@@ -571,60 +571,37 @@ struct LowerLinear : public V4APattern<LinearOp> {
   }
 };
 
-/// One loop over the columns of the parts still read, each element stored
-/// (rounded to a bf16 part's type there) into the part its column falls in:
-/// on the GPU one kernel, a thread per element. Parts nobody reads (the
-/// GPU's row kernels read theirs in place) are not copied.
+/// Each part is a view of its columns of the product, not a copy: a part of
+/// the product's element type is those columns as they are; a bf16 part of
+/// f32 sums rounds them elementwise (as the library rounds a bf16 product),
+/// which elementwise fusion then joins to the part's readers.
 struct LowerSplitColumns : public V4APattern<SplitColumnsOp> {
   using V4APattern::V4APattern;
   LogicalResult matchAndRewrite(SplitColumnsOp op,
                                 PatternRewriter &rewriter) const override {
-    LoopEmitter e(rewriter, op.getLoc());
     Location loc = op.getLoc();
-    // The read parts: their buffers and column ranges.
+    Value product = op.getInput();
+    Type productElement =
+        cast<RankedTensorType>(product.getType()).getElementType();
+    Value tokens = tensor::DimOp::create(rewriter, loc, product, 0);
     SmallVector<Value> parts;
-    SmallVector<int64_t> begins, ends;
-    SmallVector<size_t> read;
     int64_t begin = 0;
-    for (auto [i, part] : llvm::enumerate(op.getParts())) {
-      int64_t width = cast<RankedTensorType>(part.getType()).getDimSize(1);
-      if (!part.use_empty()) {
-        read.push_back(i);
-        begins.push_back(begin);
-        ends.push_back(begin + width);
-      }
+    for (Value part : op.getParts()) {
+      auto type = cast<RankedTensorType>(part.getType());
+      int64_t width = type.getDimSize(1);
+      SmallVector<OpFoldResult> offsets = {rewriter.getIndexAttr(0),
+                                           rewriter.getIndexAttr(begin)};
+      SmallVector<OpFoldResult> sizes = {tokens, rewriter.getIndexAttr(width)};
+      SmallVector<OpFoldResult> strides(2, rewriter.getIndexAttr(1));
+      Value columns = tensor::ExtractSliceOp::create(
+          rewriter, loc, type.clone(productElement), product, offsets, sizes,
+          strides);
+      if (type.getElementType() != productElement)
+        columns = arith::TruncFOp::create(rewriter, loc, type, columns);
+      parts.push_back(columns);
       begin += width;
     }
-    if (read.empty()) {
-      rewriter.eraseOp(op);
-      return success();
-    }
-    Value input = e.buffer(op.getInput());
-    Value tokens = e.dim(input, 0);
-    for (size_t i : read)
-      parts.push_back(e.allocShaped(op.getParts()[i].getType(), {tokens}));
-    // Columns from the first read part's to the last one's end.
-    Value first = e.index(begins.front());
-    e.parallelLoop(
-        tokens, e.index(ends.back() - begins.front()),
-        [&](Value t, Value offset) {
-          Value c = e.add(offset, first);
-          Value value = e.load(input, {t, c});
-          for (size_t i = 0; i < parts.size(); ++i) {
-            Value from = e.index(begins[i]);
-            Value inside = arith::AndIOp::create(
-                rewriter, loc, e.cmp(arith::CmpIPredicate::sge, c, from),
-                e.cmp(arith::CmpIPredicate::slt, c, e.index(ends[i])));
-            e.ifThen(inside, [&] {
-              e.store(value, parts[i], {t, e.sub(c, from)});
-            });
-          }
-        });
-    for (auto [i, buffer] : llvm::zip(read, parts)) {
-      Value part = op.getParts()[i];
-      rewriter.replaceAllUsesWith(part, e.tensor(buffer, part.getType()));
-    }
-    rewriter.eraseOp(op);
+    rewriter.replaceOp(op, parts);
     return success();
   }
 };
