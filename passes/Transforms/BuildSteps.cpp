@@ -206,6 +206,10 @@ private:
       results.append({ids, ids});
       binds.append({"compressed.base", "compressed.complete"});
     }
+    if (r > 1) {
+      results.push_back(ids);
+      binds.push_back("compressed.starts");
+    }
     OpBuilder::InsertionGuard guard(b);
     func::FuncOp func = sig.create(b, loc, metaName(key), results, binds);
     b.setInsertionPointToEnd(&func.front());
@@ -218,6 +222,12 @@ private:
           StepCompressedOp::create(b, loc, ids, ids, sig["positions"],
                                    sig["slots"], r, compressedSlotRows(layer));
       values.append({compressed.getBase(), compressed.getComplete()});
+    }
+    // Every layer of the key ropes its compressed rows at these positions:
+    // computed once a step here, not once a layer.
+    if (r > 1) {
+      Value shift = splat(sig["positions"], b.getI64IntegerAttr(r - 1));
+      values.push_back(arith::SubIOp::create(b, loc, sig["positions"], shift));
     }
     func::ReturnOp::create(b, loc, values);
     return success();
@@ -300,6 +310,8 @@ private:
       sig.add("compressed.base", ids);
       sig.add("compressed.complete", ids);
     }
+    if (r > 1 && !role.sharesKv)
+      sig.add("compressed.starts", ids);
     // The widths of the visible rows and the indexer's scores follow from a
     // bound the host knows, not from the positions on the device.
     if (r > 0 && !role.sharesTopk)
@@ -404,10 +416,10 @@ private:
                                             s.tensor({kDyn, width}, s.f32),
                                             rows, offsets, sizes, strides);
     }
-    /// The position of the first token of the group each token completes.
+    /// The position of the first token of the group each token completes:
+    /// the token's own when a group is one token.
     Value groupStarts() {
-      Value shift = s.splat(arg("positions"), b.getI64IntegerAttr(r - 1));
-      return arith::SubIOp::create(b, loc, arg("positions"), shift);
+      return r == 1 ? arg("positions") : arg("compressed.starts");
     }
     Value compressor(Value kv, Value score, StringRef ape, StringRef state,
                      int64_t ratio, int64_t width) {

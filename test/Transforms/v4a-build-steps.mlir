@@ -13,8 +13,14 @@
 // CHECK-SAME: attributes {v4a.meta = @meta_0_0_1_0, v4a.sched_meta_key = "0_0_1_0"}
 // CHECK: v4a.cache_attention {{.*}} window %{{.*}}[%{{.*}}] sink
 // CHECK: func.func @meta_4_0_1_4(
-// CHECK-SAME: {v4a.bind = "compressed.base"}, tensor<?xi64> {v4a.bind = "compressed.complete"})
+// CHECK-SAME: {v4a.bind = "compressed.base"}, tensor<?xi64> {v4a.bind = "compressed.complete"}, tensor<?xi64> {v4a.bind = "compressed.starts"})
 // CHECK: v4a.step_compressed {{.*}} {ratio = 4 : i64, slot_rows = 64 : i64}
+// Every layer of the key ropes its compressed rows at their group's first
+// token: computed once, with the metadata.
+// CHECK: %[[THREE:.*]] = arith.constant 3 : i64
+// CHECK: %[[SHIFT:.*]] = tensor.splat %[[THREE]]
+// CHECK: %[[STARTS:.*]] = arith.subi %arg0, %[[SHIFT]]
+// CHECK: return {{.*}}, %[[STARTS]] :
 // CHECK: func.func @step_4_0_1_4(
 // CHECK-SAME: !v4a.kv_cache<f32, dim = 2048, page_size = 8> {v4a.bind = "cache.compressor_state"}
 // CHECK-SAME: {v4a.bind = "cache.index_keys"}, %{{.*}}: !v4a.kv_cache<f32, dim = 512, page_size = 8> {v4a.bind = "cache.indexer_state"})
@@ -33,8 +39,8 @@
 // CHECK: v4a.linear %[[X]], %{{.*}} -> tensor<?x1024xf32>
 // CHECK: v4a.compressor {{.*}} {overlap, ratio = 4 : i64, slot_rows = 8 : i64}
 // CHECK: arith.truncf
-// CHECK: %[[START:.*]] = arith.subi %arg1
-// CHECK: v4a.rope %{{.*}}, %[[START]]
+// CHECK-NOT: arith.subi
+// CHECK: v4a.rope %{{.*}}, %[[START:arg7]]
 // CHECK: v4a.act_quant
 // CHECK: v4a.cache_store %{{.*}}, %{{.*}}, %[[COMPLETE:arg6]] : !v4a.kv_cache<bf16, dim = 512
 // ... the indexer's compressor into the index keys ...
@@ -127,6 +133,7 @@ v4a.model @no_window <{compress_rope_theta = 1.6e5 : f64, head_dim = 512 : i64,
 // A consumer of KV and top-k: no compressor, no indexer; the top-k is an
 // argument and the caches are its source's (aliases in the plan).
 // SHARED: func.func @step_2_0_1_4_shares_kv_shares_topk(
+// SHARED-NOT: compressed.starts
 // SHARED-SAME: tensor<?x4xi32> {v4a.bind = "topk"}
 // SHARED-NOT: cache.compressor_state
 // SHARED-NOT: cache.index_keys
@@ -135,7 +142,9 @@ v4a.model @no_window <{compress_rope_theta = 1.6e5 : f64, head_dim = 512 : i64,
 // SHARED-NOT: v4a.topk
 // SHARED: v4a.cache_attention {{.*}}[%arg7 : tensor<?x4xi32>]
 // SHARED: func.func @meta_1_0_1_4(
-// Ratio 1 keeps every token: the projection is the entry.
+// Ratio 1 keeps every token: the projection is the entry, roped at the
+// token's own position.
+// SHARED-NOT: compressed.starts
 // SHARED: func.func @step_1_0_1_4_makes_candidates(
 // SHARED-SAME: -> (tensor<?x64xbf16> {v4a.bind = "y"}, tensor<?x4xi32> {v4a.bind = "topk"}, tensor<?x8xi32> {v4a.bind = "candidates"})
 // SHARED-NOT: v4a.compressor

@@ -75,7 +75,7 @@ v4a.model @no_mtp <{compress_rope_theta = 1.6e5 : f64, head_dim = 512 : i64,
 // PROGRAM-NEXT: v4a.run_meta @meta_0_0_1_0
 // PROGRAM-NEXT: v4a.run_step @step_0_0_1_0 layer 0 kernels ["merged_linear", "rms_norm", "linear", "rms_norm_rope", "rms_norm_rope_act_quant", "cache_attention", "cache_store", "rope", "grouped_output"]
 // PROGRAM-NEXT: v4a.run_meta @meta_4_0_1_4
-// PROGRAM-NEXT: v4a.run_step @step_4_0_1_4 layer 1 kernels ["merged_linear", "rms_norm", "merged_linear", "rms_norm_rope", "rms_norm_rope_act_quant", "subi", "compressor_truncf_rms_norm_rope_act_quant_cache_store", "compressor_truncf_rms_norm_rope_hadamard_act_quant_cache_store", "rope_hadamard_act_quant", "extf", "mulf", "cache_indexer_score", "topk", "cache_attention", "cache_store", "rope", "grouped_output"]
+// PROGRAM-NEXT: v4a.run_step @step_4_0_1_4 layer 1 kernels ["merged_linear", "rms_norm", "merged_linear", "rms_norm_rope", "rms_norm_rope_act_quant", "compressor_truncf_rms_norm_rope_act_quant_cache_store", "compressor_truncf_rms_norm_rope_hadamard_act_quant_cache_store", "rope_hadamard_act_quant", "extf", "mulf", "cache_indexer_score", "topk", "cache_attention", "cache_store", "rope", "grouped_output"]
 // PROGRAM-NEXT: v4a.run_meta @meta_128_0_1_0
 // PROGRAM-NEXT: v4a.run_step @step_128_0_1_0 layer 2
 // PROGRAM-NEXT: v4a.run_step @step_4_0_1_4 layer 3
