@@ -170,6 +170,27 @@ def FuseElementwise : Pass<"v4a-fuse-elementwise", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def ElideResultCopies : Pass<"v4a-elide-result-copies", "::mlir::ModuleOp"> {
+  let summary = "Lets the ops that produce a function's results write them in place";
+  let description = [{
+    Runs after bufferization. A step's entry function returns its results
+    through output arguments, and bufferization copies each result's own
+    buffer into its argument at the end (`memref.copy`); on the GPU every
+    such copy is a device copy, a node of the step's graph. When the copy's
+    source is an allocation of the argument's type in the function's entry
+    block that nothing uses after the copy, and the copy is the argument's
+    only use, the allocation is replaced by the argument and the copy
+    dropped: the ops that wrote the buffer write the output. The output
+    arguments are then written before the function returns, so they must
+    not alias its inputs (the runtime places them apart).
+
+    Example: `%a = memref.alloc(%n) : memref<?x64xbf16>`, kernels writing
+    `%a`, then `memref.copy %a, %out` become the same kernels writing
+    `%out`.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def Schedule : Pass<"v4a-schedule", "::mlir::ModuleOp"> {
   let summary = "Groups layers by sched_meta_key";
   let description = [{

@@ -50,7 +50,8 @@ namespace v4a::jit {
 static const char *const kLoweringPipeline =
     "inline,symbol-dce,canonicalize,"
     "convert-elementwise-to-linalg,v4a-fuse-elementwise,"
-    "one-shot-bufferize,buffer-deallocation-pipeline,convert-linalg-to-loops,"
+    "one-shot-bufferize,v4a-elide-result-copies,buffer-deallocation-pipeline,"
+    "convert-linalg-to-loops,"
     "expand-strided-metadata,lower-affine,convert-scf-to-openmp,canonicalize,"
     "convert-vector-to-scf,convert-scf-to-cf,convert-vector-to-llvm,"
     "arith-expand{include-bf16=true},convert-math-to-llvm,"

@@ -48,8 +48,8 @@ std::string kernelPipeline(bool fp8Library, bool indexerFamily) {
          "library-fp8-gemms=" +
          (fp8Library ? "1" : "0") +
          "},inline,symbol-dce,canonicalize,"
-         "convert-elementwise-to-linalg,v4a-fuse-elementwise,one-shot-"
-         "bufferize,"
+         "convert-elementwise-to-linalg,v4a-fuse-elementwise,"
+         "one-shot-bufferize,v4a-elide-result-copies,"
          "convert-linalg-to-parallel-loops,lower-affine,canonicalize,"
          "v4a-map-loops-to-gpu,gpu-kernel-outlining,cse";
 }
