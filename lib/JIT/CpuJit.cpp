@@ -303,9 +303,10 @@ int CpuJit::threads() { return omp_get_max_threads(); }
 std::string CpuJit::cHeader(llvm::StringRef guard) const {
   std::string text = "/* Entry points of the v4a CPU kernels (v4a-compile "
                      "--emit=obj): MLIR's C interface,\n   one strided "
-                     "memref descriptor per argument, the outputs last. "
-                     "Parallel loops run\n   on the OpenMP runtime: link "
-                     "with -lomp. */\n";
+                     "memref descriptor per argument, the outputs last "
+                     "(written as the\n   function runs: they must not "
+                     "overlap its inputs). Parallel loops run\n   on the "
+                     "OpenMP runtime: link with -lomp. */\n";
   text += "#ifndef " + guard.str() + "\n#define " + guard.str() +
           "\n\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" "
           "{\n#endif\n\n";

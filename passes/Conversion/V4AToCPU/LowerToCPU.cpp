@@ -1867,19 +1867,32 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
           storeRow(std::get<0>(row), std::get<1>(row), std::get<2>(row));
       });
       // Else the rows of this step's tokens in the group: from the first
-      // one (found by halving; the step's positions of a sequence are
-      // consecutive) to the last token's.
+      // one to the last token's. When the position before the last token's
+      // is not in the step (a decode step), the first is the last: no
+      // search, whose dependent loads would be most of a decode step's
+      // state kernel. Otherwise it is found by halving (the step's
+      // positions of a sequence are consecutive).
       b.setInsertionPointToStart(ifOp.elseBlock());
       Value lastRow = e.sub(k.p, groupStart);
+      Value earlierInStep = both(e.cmp(IP::sgt, lastRow, zero),
+                                 inStep(k, e.max(e.sub(k.p, one), zero)));
+      auto search = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()},
+                                      earlierInStep, /*withElseRegion=*/true);
+      b.setInsertionPointToStart(search.thenBlock());
       int64_t halvings = llvm::Log2_64_Ceil(ratio) + 1;
-      Value firstRow =
-          e.loop(zero, e.index(halvings), {zero, lastRow},
-                 [&](Value, ValueRange range) -> SmallVector<Value> {
-                   Value mid = e.div(e.add(range[0], range[1]), e.index(2));
-                   Value in = inStep(k, e.add(groupStart, mid));
-                   return {e.select(in, range[0], e.add(mid, one)),
-                           e.select(in, mid, range[1])};
-                 })[1];
+      Value found = e.loop(zero, e.index(halvings), {zero, lastRow},
+                           [&](Value, ValueRange range) -> SmallVector<Value> {
+                             Value mid =
+                                 e.div(e.add(range[0], range[1]), e.index(2));
+                             Value in = inStep(k, e.add(groupStart, mid));
+                             return {e.select(in, range[0], e.add(mid, one)),
+                                     e.select(in, mid, range[1])};
+                           })[1];
+      scf::YieldOp::create(b, loc, found);
+      b.setInsertionPointToStart(search.elseBlock());
+      scf::YieldOp::create(b, loc, lastRow);
+      b.setInsertionPointAfter(search);
+      Value firstRow = search.getResult(0);
       e.loop(firstRow, e.add(lastRow, one), [&](Value i) {
         auto [curKv, curScore] = valueAt(k, group, i, c);
         storeRow(i, curKv, curScore);
