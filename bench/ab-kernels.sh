@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Two packages of one model side by side, for a change to some of their
+# kernels: the outputs of a prefill and decode steps bit for bit, then
+# Nsight Compute's time of every kernel whose name matches REGEX in both, at
+# decode (128 x 64K) and prefill (8,192 tokens), one line per kernel that
+# moved by more than 0.3 us.
+#
+#   bench/ab-kernels.sh A.v4apkg B.v4apkg REGEX [LAYERS]
+#                         (on the GPU machine; carry build/bin and both
+#                         packages; LAYERS default 0,2,3)
+#
+# Writes the per-kernel CSVs into $OUT (or a temporary folder, printed).
+set -uo pipefail
+usage="usage: bench/ab-kernels.sh A.v4apkg B.v4apkg REGEX [LAYERS]"
+a=$(realpath "${1:?$usage}") || exit 1
+b=$(realpath "${2:?$usage}") || exit 1
+regex=${3:?$usage}
+layers=${4:-0,2,3}
+out=$(realpath "${OUT:-$(mktemp -d)}") || exit 1
+cd "$(dirname "$0")/.."
+run=build/bin/v4a-run-package
+status=0
+echo "ab-kernels.sh: A $(basename "$a"), B $(basename "$b"), kernels /$regex/"
+for lengths in "260,129,1 260" "3000,1700,1 3000"; do
+  read -r list prompt <<< "$lengths"
+  for side in a b; do
+    timeout 180 "$run" "${!side}" --random-weights 1 --prompt-len "$prompt" \
+      --lengths "$list" --decode-steps 2 --layers "$layers" \
+      --outputs "$out/outputs-$side.safetensors" > /dev/null 2>&1 ||
+      echo "lengths $list: $side failed to run"
+  done
+  if cmp -s "$out/outputs-a.safetensors" "$out/outputs-b.safetensors"; then
+    echo "lengths $list, 2 decode steps: outputs bitwise equal: PASS"
+  else
+    echo "lengths $list, 2 decode steps: outputs differ: FAIL"
+    status=1
+  fi
+  rm -f "$out"/outputs-?.safetensors
+done
+for shape in "128 65536 1" "1 0 8192"; do
+  read -r batch context tokens <<< "$shape"
+  for side in a b; do
+    timeout 240 ncu --clock-control none --kernel-name "regex:$regex" \
+      --metrics gpu__time_duration.sum --csv --print-units base \
+      "$run" "${!side}" --random-weights 1 --layers "$layers" --bench \
+      --batch "$batch" --context "$context" --tokens "$tokens" --repeat 1 \
+      --graphs off 2> /dev/null | grep gpu__time_duration \
+      > "$out/kernels-$side-b$batch-t$tokens.csv"
+  done
+  python3 - "$out/kernels-a-b$batch-t$tokens.csv" \
+    "$out/kernels-b-b$batch-t$tokens.csv" "b$batch t$tokens" <<'PY'
+import collections, csv, sys
+def times(path):
+    per = collections.defaultdict(list)
+    for row in csv.reader(open(path)):
+        per[row[4]].append(float(row[-1].replace(',', '')) / 1e3)
+    return {k: sum(v) / len(v) for k, v in per.items()}
+a, b = times(sys.argv[1]), times(sys.argv[2])
+for name in sorted(set(a) | set(b)):
+    ta, tb = a.get(name, 0.0), b.get(name, 0.0)
+    if abs(ta - tb) > 0.3:
+        print(f"{sys.argv[3]} {name}: A {ta:.1f} us, B {tb:.1f} us")
+print(f"{sys.argv[3]}: {len(a)} / {len(b)} kernels matched /regex/")
+PY
+done
+echo "ab-kernels.sh: $out"
+exit $status
