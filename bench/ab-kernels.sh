@@ -3,7 +3,7 @@
 # kernels: the outputs of a prefill and decode steps bit for bit, then
 # Nsight Compute's time of every kernel whose name matches REGEX in both, at
 # decode (128 x 64K) and prefill (8,192 tokens), one line per kernel that
-# moved by more than 0.3 us.
+# moved by more than 0.3 us and the matched kernels' sum a step.
 #
 #   bench/ab-kernels.sh A.v4apkg B.v4apkg REGEX [LAYERS]
 #                         (on the GPU machine; carry build/bin and both
@@ -60,7 +60,10 @@ for name in sorted(set(a) | set(b)):
     ta, tb = a.get(name, 0.0), b.get(name, 0.0)
     if abs(ta - tb) > 0.3:
         print(f"{sys.argv[3]} {name}: A {ta:.1f} us, B {tb:.1f} us")
-print(f"{sys.argv[3]}: {len(a)} / {len(b)} kernels matched /regex/")
+# Names need not pair up (a change may add or remove kernels): the sums
+# are a step's time in the matched kernels on each side.
+print(f"{sys.argv[3]}: {len(a)} / {len(b)} kernels matched /regex/, "
+      f"{sum(a.values()):.1f} / {sum(b.values()):.1f} us a step")
 PY
 done
 echo "ab-kernels.sh: $out"
