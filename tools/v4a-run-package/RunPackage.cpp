@@ -121,6 +121,30 @@ std::string usage() {
          tool + " --info MODEL.v4apkg; " + tool + " --help | --version";
 }
 
+/// What a host program hands the device: each a node of a step's graph
+/// (a library GEMM's own kernels may be more than one). A GEMM's fallback
+/// launch, which runs only without the library, is not counted.
+struct DeviceWork {
+  int64_t launches = 0, gemms = 0, copies = 0;
+  DeviceWork &operator+=(const DeviceWork &other) {
+    launches += other.launches;
+    gemms += other.gemms;
+    copies += other.copies;
+    return *this;
+  }
+};
+
+DeviceWork deviceWorkOf(const step::HostProgram &host) {
+  DeviceWork work;
+  for (const step::HostOp &op : host.ops) {
+    work.launches += op.kind == step::HostOp::Kind::Launch;
+    work.gemms += op.kind == step::HostOp::Kind::Gemm;
+    work.copies += op.kind == step::HostOp::Kind::Copy;
+  }
+  work.launches -= work.gemms;
+  return work;
+}
+
 /// --info: what a package holds, without weights or a GPU.
 int describePackage(const std::string &path) {
   std::string error;
@@ -158,9 +182,25 @@ int describePackage(const std::string &path) {
   std::printf("layers (id:ratio, <source): %s\n", ratios.c_str());
   std::printf("steps: %zu functions, %zu calls per step\n", p.functions.size(),
               p.calls.size());
-  for (const step::Function &function : p.functions)
-    std::printf("  %s: %zu arguments, %zu host ops\n", function.name.c_str(),
-                function.args.size(), function.host.ops.size());
+  std::vector<DeviceWork> work;
+  for (const step::Function &function : p.functions) {
+    work.push_back(deviceWorkOf(function.host));
+    const DeviceWork &w = work.back();
+    std::printf("  %s: %zu arguments, %zu host ops; %lld launches, %lld "
+                "library GEMMs, %lld copies\n",
+                function.name.c_str(), function.args.size(),
+                function.host.ops.size(), static_cast<long long>(w.launches),
+                static_cast<long long>(w.gemms),
+                static_cast<long long>(w.copies));
+  }
+  DeviceWork step;
+  for (const step::Call &call : p.calls)
+    step += work[call.function];
+  std::printf("a step of every layer: %lld launches, %lld library GEMMs, "
+              "%lld copies\n",
+              static_cast<long long>(step.launches),
+              static_cast<long long>(step.gemms),
+              static_cast<long long>(step.copies));
   std::printf("kernels: PTX %zu bytes, cubin %s\n", p.ptx.size(),
               p.cubin.empty()
                   ? "none (the driver compiles the PTX)"
