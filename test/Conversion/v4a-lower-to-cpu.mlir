@@ -200,3 +200,20 @@ func.func @split_columns(%y: tensor<?x192xf32>) -> (tensor<?x128xbf16>, tensor<?
   %p:2 = v4a.split_columns %y : tensor<?x192xf32> -> tensor<?x128xbf16>, tensor<?x64xf32>
   return %p#0, %p#1 : tensor<?x128xbf16>, tensor<?x64xf32>
 }
+
+// -----
+
+// A part a GPU kernel takes as a buffer of its own rows (identity layout)
+// is copied out by one loop; the other parts stay views.
+// CHECK-LABEL: func @split_columns_own_rows(
+// CHECK-SAME: %[[Y:.*]]: tensor<?x192xbf16>)
+// CHECK: %[[B:.*]] = tensor.extract_slice %[[Y]][0, 128] [%{{.*}}, 64] [1, 1]
+// CHECK: %[[OWN:.*]] = memref.alloc(%{{.*}}) : memref<?x128xbf16>
+// CHECK: scf.parallel
+// CHECK: memref.store %{{.*}}, %[[OWN]]
+// CHECK: return %[[OWN]], %[[B]]
+func.func @split_columns_own_rows(%y: tensor<?x192xbf16>) -> (memref<?x128xbf16>, tensor<?x64xbf16>) {
+  %p:2 = v4a.split_columns %y : tensor<?x192xbf16> -> tensor<?x128xbf16>, tensor<?x64xbf16>
+  %a = bufferization.to_buffer %p#0 read_only : tensor<?x128xbf16> to memref<?x128xbf16>
+  return %a, %p#1 : memref<?x128xbf16>, tensor<?x64xbf16>
+}

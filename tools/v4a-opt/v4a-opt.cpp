@@ -7,6 +7,7 @@
 #include "tools/ToolSupport.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -58,7 +59,8 @@ int main(int argc, char **argv) {
   registry.insert<v4a::V4ADialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect,
                   mlir::scf::SCFDialect, mlir::memref::MemRefDialect,
-                  mlir::gpu::GPUDialect, mlir::linalg::LinalgDialect>();
+                  mlir::gpu::GPUDialect, mlir::linalg::LinalgDialect,
+                  mlir::bufferization::BufferizationDialect>();
   mlir::registerTransformsPasses();
   v4a::registerV4APasses();
   v4a::registerPipelines();

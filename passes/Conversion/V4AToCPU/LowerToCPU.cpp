@@ -571,10 +571,25 @@ struct LowerLinear : public V4APattern<LinearOp> {
   }
 };
 
-/// Each part is a view of its columns of the product, not a copy: a part of
-/// the product's element type is those columns as they are; a bf16 part of
-/// f32 sums rounds them elementwise (as the library rounds a bf16 product),
-/// which elementwise fusion then joins to the part's readers.
+/// Whether a reader of `part` takes it as a buffer of its own rows (the GPU
+/// kernel families take identity-layout buffers), which a view of the
+/// product's columns is not.
+bool readAsOwnRows(Value part) {
+  return llvm::any_of(part.getUsers(), [](Operation *user) {
+    auto toBuffer = dyn_cast<bufferization::ToBufferOp>(user);
+    return toBuffer &&
+           cast<MemRefType>(toBuffer.getType()).getLayout().isIdentity();
+  });
+}
+
+/// A part read as rows of its own is copied out: one loop over the columns
+/// of those parts, each element stored (rounded to a bf16 part's type
+/// there) into the part its column falls in; on the GPU one kernel, a
+/// thread per element. Every other part is a view of its columns of the
+/// product, not a copy: a part of the product's element type is those
+/// columns as they are, a bf16 part of f32 sums rounds them elementwise
+/// (as the library rounds a bf16 product), which elementwise fusion joins
+/// to the part's readers. Parts nobody reads are neither.
 struct LowerSplitColumns : public V4APattern<SplitColumnsOp> {
   using V4APattern::V4APattern;
   LogicalResult matchAndRewrite(SplitColumnsOp op,
@@ -584,13 +599,23 @@ struct LowerSplitColumns : public V4APattern<SplitColumnsOp> {
     Type productElement =
         cast<RankedTensorType>(product.getType()).getElementType();
     Value tokens = tensor::DimOp::create(rewriter, loc, product, 0);
-    SmallVector<Value> parts;
+    SmallVector<Value> parts(op.getNumResults());
+    SmallVector<size_t> copied;
+    SmallVector<int64_t> begins;
     int64_t begin = 0;
-    for (Value part : op.getParts()) {
+    for (auto [i, part] : llvm::enumerate(op.getParts())) {
+      begins.push_back(begin);
       auto type = cast<RankedTensorType>(part.getType());
       int64_t width = type.getDimSize(1);
+      begin += width;
+      if (part.use_empty())
+        continue;
+      if (readAsOwnRows(part)) {
+        copied.push_back(i);
+        continue;
+      }
       SmallVector<OpFoldResult> offsets = {rewriter.getIndexAttr(0),
-                                           rewriter.getIndexAttr(begin)};
+                                           rewriter.getIndexAttr(begins[i])};
       SmallVector<OpFoldResult> sizes = {tokens, rewriter.getIndexAttr(width)};
       SmallVector<OpFoldResult> strides(2, rewriter.getIndexAttr(1));
       Value columns = tensor::ExtractSliceOp::create(
@@ -598,11 +623,52 @@ struct LowerSplitColumns : public V4APattern<SplitColumnsOp> {
           strides);
       if (type.getElementType() != productElement)
         columns = arith::TruncFOp::create(rewriter, loc, type, columns);
-      parts.push_back(columns);
-      begin += width;
+      parts[i] = columns;
     }
-    rewriter.replaceOp(op, parts);
+    if (!copied.empty())
+      copyOut(rewriter, op, copied, begins, parts);
+    for (auto [part, value] : llvm::zip(op.getParts(), parts))
+      if (value)
+        rewriter.replaceAllUsesWith(part, value);
+    rewriter.eraseOp(op);
     return success();
+  }
+
+private:
+  /// The parts `copied` (starting at product columns `begins`) as buffers
+  /// of their own, filled by one loop over the columns they span.
+  static void copyOut(PatternRewriter &rewriter, SplitColumnsOp op,
+                      ArrayRef<size_t> copied, ArrayRef<int64_t> begins,
+                      MutableArrayRef<Value> parts) {
+    LoopEmitter e(rewriter, op.getLoc());
+    Location loc = op.getLoc();
+    Value input = e.buffer(op.getInput());
+    Value tokens = e.dim(input, 0);
+    SmallVector<Value> buffers;
+    SmallVector<int64_t> ends;
+    for (size_t i : copied) {
+      Type type = op.getParts()[i].getType();
+      buffers.push_back(e.allocShaped(type, {tokens}));
+      ends.push_back(begins[i] + cast<RankedTensorType>(type).getDimSize(1));
+    }
+    Value first = e.index(begins[copied.front()]);
+    e.parallelLoop(
+        tokens, e.index(ends.back() - begins[copied.front()]),
+        [&](Value t, Value offset) {
+          Value c = e.add(offset, first);
+          Value value = e.load(input, {t, c});
+          for (auto [k, i] : llvm::enumerate(copied)) {
+            Value from = e.index(begins[i]);
+            Value inside = arith::AndIOp::create(
+                rewriter, loc, e.cmp(arith::CmpIPredicate::sge, c, from),
+                e.cmp(arith::CmpIPredicate::slt, c, e.index(ends[k])));
+            e.ifThen(inside, [&] {
+              e.store(value, buffers[k], {t, e.sub(c, from)});
+            });
+          }
+        });
+    for (auto [k, i] : llvm::enumerate(copied))
+      parts[i] = e.tensor(buffers[k], op.getParts()[i].getType());
   }
 };
 
