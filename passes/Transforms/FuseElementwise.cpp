@@ -62,8 +62,11 @@ struct FuseElementwisePass
     memref::populateResolveRankedShapedTypeResultDimsPatterns(patterns);
     tensor::DimOp::getCanonicalizationPatterns(patterns, context);
     tensor::EmptyOp::getCanonicalizationPatterns(patterns, context);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      getOperation().emitError()
+          << "elementwise fusion did not reach a fixed point";
       return signalPassFailure();
+    }
   }
 };
 
