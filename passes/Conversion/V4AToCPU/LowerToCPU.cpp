@@ -657,8 +657,8 @@ private:
         [&](Value t, Value offset) {
           Value c = e.add(offset, first);
           Value value = e.load(input, {t, c});
-          for (auto [k, i] : llvm::enumerate(copied)) {
-            Value from = e.index(begins[i]);
+          for (size_t k = 0; k < copied.size(); ++k) {
+            Value from = e.index(begins[copied[k]]);
             Value inside = arith::AndIOp::create(
                 rewriter, loc, e.cmp(arith::CmpIPredicate::sge, c, from),
                 e.cmp(arith::CmpIPredicate::slt, c, e.index(ends[k])));
