@@ -97,6 +97,17 @@ PY
   done
 fi
 if has model; then
+  # What the whole model's step hands the device (launches, library GEMMs,
+  # copies): the nodes of its graph, counted from the package.
+  $run --info "$dir/v4-flash-16k.v4apkg" | python3 -c '
+import json, re, sys
+for line in sys.stdin:
+    m = re.match(r"a step of every layer: (\d+) launches, (\d+) library GEMMs, (\d+) copies", line)
+    if m:
+        launches, gemms, copies = map(int, m.groups())
+        print(json.dumps({"package_nodes": "whole model", "launches": launches,
+                          "library_gemms": gemms, "copies": copies}))
+' | tee -a "$lines"
   for path in "" --device-tensors; do
     timeout 300 $run "$dir/v4-flash-16k.v4apkg" --random-weights 1 --bench \
       --batch 32 --context 16384 --tokens 1 --repeat 5 --graphs both $path |
