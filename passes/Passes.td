@@ -182,7 +182,10 @@ def ElideResultCopies : Pass<"v4a-elide-result-copies", "::mlir::ModuleOp"> {
     only use, the allocation is replaced by the argument and the copy
     dropped: the ops that wrote the buffer write the output. The output
     arguments are then written before the function returns, so they must
-    not alias its inputs (the runtime places them apart).
+    not alias its inputs (the runtime places them apart); and they hold
+    what the caller left there, not the zeros a fresh device allocation
+    starts with, so a result's producers must write all of it (every
+    lowering does).
 
     Example: `%a = memref.alloc(%n) : memref<?x64xbf16>`, kernels writing
     `%a`, then `memref.copy %a, %out` become the same kernels writing

@@ -12,6 +12,8 @@
 
 #include "passes/Passes.h"
 
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
 namespace v4a {
 #define GEN_PASS_DEF_ELIDERESULTCOPIES
 #include "passes/Passes.h.inc"
@@ -21,13 +23,18 @@ using namespace mlir;
 
 namespace {
 
-/// Whether `value` has a use that comes after `op` in op's block (a use
-/// nested in a later op included).
+/// Whether `value`, or a view of it, has a use that comes after `op` in
+/// op's block (a use nested in a later op included).
 bool usedAfter(Value value, Operation *op) {
   Block *block = op->getBlock();
   for (Operation *user : value.getUsers()) {
     Operation *top = block->findAncestorOpInBlock(*user);
     if (!top || op->isBeforeInBlock(top))
+      return true;
+    if (auto view = dyn_cast<ViewLikeOpInterface>(user);
+        view && view.getViewSource() == value &&
+        llvm::any_of(user->getResults(),
+                     [&](Value result) { return usedAfter(result, op); }))
       return true;
   }
   return false;

@@ -87,3 +87,21 @@ func.func @two_outputs(%n: index, %out1: memref<?xi64>, %out2: memref<?xi64>) {
   memref.copy %a, %out2 : memref<?xi64> to memref<?xi64>
   return
 }
+
+// -----
+
+// A view of the buffer used after the copy counts as the buffer's use.
+// CHECK-LABEL: func.func @view_after(
+// CHECK: %[[A:.*]] = memref.alloc
+// CHECK: memref.copy %[[A]], %{{.*}}
+// CHECK: call @consume(
+func.func private @produce(memref<?xi64>)
+func.func private @consume(memref<?xi64, strided<[?], offset: ?>>)
+func.func @view_after(%n: index, %out: memref<?xi64>) {
+  %a = memref.alloc(%n) : memref<?xi64>
+  %v = memref.cast %a : memref<?xi64> to memref<?xi64, strided<[?], offset: ?>>
+  call @produce(%a) : (memref<?xi64>) -> ()
+  memref.copy %a, %out : memref<?xi64> to memref<?xi64>
+  call @consume(%v) : (memref<?xi64, strided<[?], offset: ?>>) -> ()
+  return
+}
