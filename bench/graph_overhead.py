@@ -7,7 +7,8 @@ torch.profiler). For each traced step: its span on the GPU (the first
 kernel's or copy's start to the last one's end), the busy time (the union
 of the kernels' and copies' intervals) and the difference, which is the
 launch overhead: with graphs, the gaps the GPU leaves between dependent
-nodes. Printed per step and per layer, medians over the traced steps, as
+nodes; and the longest of those gaps (a host pause inside a step shows
+there). Steps are told apart by a marker kernel before each. Printed per step and per layer, medians over the traced steps, as
 one JSON line, with the first traced step's nodes counted by kind (the
 generated kernels by family, the library's kernels, copies and sets)."""
 import json
@@ -45,12 +46,16 @@ for _ in range(3):  # stream, record, first replay
     model.step(sequences, ones, x, y)
 torch.cuda.synchronize()
 
+# A marker kernel (torch's spin kernel) opens each traced step: the steps
+# are what lies between markers, whatever gaps the host leaves inside one.
 with profile(activities=[ProfilerActivity.CUDA]) as trace:
     for _ in range(steps):
+        torch.cuda._sleep(1)
         model.step(sequences, ones, x, y)
         torch.cuda.synchronize()
-events = [e for e in trace.events() if e.device_type.name == "CUDA"]
-intervals = sorted((e.time_range.start, e.time_range.end) for e in events)
+MARKER = "spin_kernel"
+events = sorted((e for e in trace.events() if e.device_type.name == "CUDA"),
+                key=lambda e: e.time_range.start)
 
 
 def kind(name):
@@ -66,42 +71,45 @@ def kind(name):
     return "library"
 
 
-def split_steps(intervals, gap_us=200.0):
-    """Steps are separated by a synchronization on the host: a long gap."""
-    groups, current = [], []
-    for start, end in intervals:
-        if current and start - max(e for _, e in current) > gap_us:
-            groups.append(current)
-            current = []
-        current.append((start, end))
-    if current:
-        groups.append(current)
-    return groups
+def split_steps(events):
+    """The traced steps: each marker's following events up to the next."""
+    groups = []
+    for e in events:
+        if MARKER in e.name:
+            groups.append([])
+        elif groups:
+            groups[-1].append(e)
+    return [g for g in groups if g]
 
 
 def busy(group):
-    total, reach = 0.0, None
+    """The union of the intervals' lengths, and the longest idle stretch
+    between them (a host gap inside a step stands out there)."""
+    total, reach, longest = 0.0, None, 0.0
     for start, end in group:
         if reach is None or start > reach:
+            if reach is not None:
+                longest = max(longest, start - reach)
             total += end - start
             reach = end
         elif end > reach:
             total += end - reach
             reach = end
-    return total
+    return total, longest
 
 
-first_step_end = split_steps(intervals)[0][-1][1] if intervals else 0
+steps_traced = split_steps(events)
 kinds = {}
-for e in events:
-    if e.time_range.start <= first_step_end:
-        kinds[kind(e.name)] = kinds.get(kind(e.name), 0) + 1
+for e in steps_traced[0] if steps_traced else []:
+    kinds[kind(e.name)] = kinds.get(kind(e.name), 0) + 1
 
 rows = []
-for group in split_steps(intervals):
-    span, used = max(e for _, e in group) - group[0][0], busy(group)
+for group in steps_traced:
+    intervals = sorted((e.time_range.start, e.time_range.end) for e in group)
+    span = max(end for _, end in intervals) - intervals[0][0]
+    used, longest = busy(intervals)
     rows.append({"nodes": len(group), "span_us": span, "busy_us": used,
-                 "gaps_us": span - used})
+                 "gaps_us": span - used, "longest_gap_us": longest})
 
 
 def median(key):
@@ -115,6 +123,7 @@ result = {"package": package, "graphs": graphs, "layers": layers,
           "busy_us": round(median("busy_us"), 1),
           "gaps_us": round(median("gaps_us"), 1),
           "gaps_per_layer_us": round(median("gaps_us") / layers, 2),
+          "longest_gap_us": round(median("longest_gap_us"), 1),
           "nodes_per_layer": round(median("nodes") / layers, 1),
           "first_step_nodes_by_kind": dict(sorted(kinds.items()))}
 print(json.dumps(result))

@@ -6,6 +6,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dir=build/gpu
+# Temporaries start as 0xff bytes, as in bench/validate-gpu.sh.
+export V4A_FILL_TEMPORARIES=${V4A_FILL_TEMPORARIES:-poison}
 status=0
 sanitize() { # tool name package prompt lengths decode layers
   local tool=$1 name=$2 package=$3 prompt=$4 lengths=$5 decode=$6 layers=$7

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Validates the GPU backend against the reference implementation.
 #
-#   bench/validate-gpu.sh prepare   (here: compiles the packages into build/gpu)
+#   bench/validate-gpu.sh prepare [quick]
+#                                   (here: compiles the packages into build/gpu;
+#                                   quick: only those the quick part runs)
 #   bench/validate-gpu.sh run [quick|refdata|boundaries|large|indexer]
 #                                   (on the GPU machine; needs
 #                                   build/bin/v4a-run-package and build/gpu;
@@ -31,7 +33,13 @@ config.pop("quantization_config", None)
 json.dump(config, open(f"{out}/{name}-bf16.json", "w"), indent=1)
 EOF
   done
+  which=${2:-all}
+  # The packages the quick part runs.
+  quick=" refdata-bf16 refdata-fp8 refdata-ixbf16 refdata-ixfp8 refdata-fp8-ixbf16
+    refdata-fp8-ixfp8 tiny tiny-v41 v41-shared v4-flash v4-flash-bf16 v4-pro
+    v4-pro-bf16 v4-flash-f8kv v4-pro-f8kv v4-flash-tp2 refdata-tp2 "
   compile() { # config context package [flags]
+    [[ $which == quick && " $(echo $quick) " != *" $3 "* ]] && return 0
     build/bin/v4a-compile "$1" --context "$2" --target=sm_90a -o "$dir/$3.v4apkg" \
       "${@:4}"
   }
@@ -108,6 +116,9 @@ fi
 # A bf16 output is compared with a bf16 reference: a few ulps of values
 # around 1 (the order of f32 sums and the device's exp differ).
 tolerance=${TOLERANCE:-0.05}
+# Every step's temporaries start as 0xff bytes (NaN floats, -1 integers):
+# a kernel that reads a byte no kernel wrote fails the case.
+export V4A_FILL_TEMPORARIES=${V4A_FILL_TEMPORARIES:-poison}
 status=0
 run_case() { # name package prompt lengths decode layers
   local name=$1 package=$2 prompt=$3 lengths=$4 decode=$5 layers=$6

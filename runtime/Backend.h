@@ -69,8 +69,9 @@ public:
   /// message when queued work failed (the device state is then unknown).
   virtual bool synchronize(std::string &error) = 0;
   /// Where run() places the temporaries of host programs (a GPU's): the
-  /// bytes [base, base + bytes), zeroed and reused by every run (the work of
-  /// one stream is ordered). Null: each run allocates and releases its own.
+  /// bytes [base, base + bytes), reused by every run (the work of one stream
+  /// is ordered) and not cleared: a temporary holds what an earlier run
+  /// left. Null: each run allocates and releases its own.
   virtual void setTemporaries(void *base, int64_t bytes) {}
   /// The stream later work queues on: a stream of the backend's device
   /// and context (a CUstream on CUDA), or null for the backend's own.

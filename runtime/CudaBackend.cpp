@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <dlfcn.h>
 #include <map>
+#include <optional>
 #include <set>
+#include <string_view>
 
 namespace v4a::rt {
 
@@ -369,6 +371,24 @@ private:
 
 } // namespace
 
+/// V4A_FILL_TEMPORARIES: "zero" clears every temporary of a step, "poison"
+/// fills it with 0xff bytes (NaN floats, -1 integers), so that a read of a
+/// byte no kernel wrote shows in the outputs; unset or anything else: none.
+static std::optional<unsigned char> temporaryFill() {
+  static const std::optional<unsigned char> fill =
+      []() -> std::optional<unsigned char> {
+    const char *setting = std::getenv("V4A_FILL_TEMPORARIES");
+    if (!setting)
+      return std::nullopt;
+    if (std::string_view(setting) == "zero")
+      return 0;
+    if (std::string_view(setting) == "poison")
+      return 0xff;
+    return std::nullopt;
+  }();
+  return fill;
+}
+
 void *CudaHostDevice::allocate(int64_t bytes, std::string &error) {
   if (!d.temporaries)
     return backend.allocate(bytes, error);
@@ -382,11 +402,16 @@ void *CudaHostDevice::allocate(int64_t bytes, std::string &error) {
   }
   char *memory = d.temporaries + placed;
   placed += size;
-  // Temporaries start zeroed, as allocations do.
-  CUresult result = d.memsetD8Async(reinterpret_cast<CUdeviceptr>(memory), 0,
-                                    static_cast<size_t>(size), d.stream);
+  // A temporary holds what the last step left there: the step functions
+  // write every byte they read (an allocation's contents are undefined to
+  // them), and a fill would be a graph node per temporary.
+  std::optional<unsigned char> fill = temporaryFill();
+  if (!fill)
+    return memory;
+  CUresult result = d.memsetD8Async(reinterpret_cast<CUdeviceptr>(memory),
+                                    *fill, static_cast<size_t>(size), d.stream);
   if (result != kSuccess) {
-    error = d.describe("cannot clear a temporary on " + d.deviceName, result);
+    error = d.describe("cannot fill a temporary on " + d.deviceName, result);
     return nullptr;
   }
   return memory;
