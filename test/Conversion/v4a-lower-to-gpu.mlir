@@ -4,13 +4,16 @@
 // 64-wide head vector, 16 rows per 128-thread block over ceil(T * H / 16)
 // blocks; the row read and written once in 16-byte accesses, its sum a
 // shuffle butterfly over the team, the rope frequencies a constant table.
+// A block's 16 rows span 4 tokens (4 heads each): each rope lane computes
+// its own angles, with no workgroup table.
 // CHECK-LABEL: func.func @norm_rope
 // CHECK: %[[X:.*]] = bufferization.to_buffer %arg0 read_only : tensor<?x4x64xbf16> to memref<?x4x64xbf16>
 // CHECK: %[[OUT:.*]] = memref.alloc(%{{.*}}) : memref<?x4x64xbf16>
 // CHECK: %[[ROWS:.*]] = arith.muli
 // CHECK: %[[GROUPS:.*]] = arith.ceildivsi %[[ROWS]], %c16
 // CHECK: %[[BLOCKS:.*]] = arith.minsi %[[GROUPS]], %c1048576
-// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %[[BLOCKS]], {{.*}} threads({{.*}}) in (%{{.*}} = %c128{{.*}} module(@v4a_gpu) function(@norm_rope_rows0)
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %[[BLOCKS]], {{.*}} threads({{.*}}) in (%{{.*}} = %c128{{.*}} module(@v4a_gpu) function(@norm_rope_rows0) {
+// CHECK-NOT: gpu.barrier
 // CHECK: memref.get_global @v4a_rope_freqs
 // CHECK: scf.for
 // CHECK: vector.load %[[X]][{{.*}}] {alignment = 16 : i64} : memref<?x4x64xbf16>, vector<8xbf16>
@@ -184,11 +187,26 @@ func.func @uncovered(%x: tensor<?x12xbf16>, %k: tensor<?x512xbf16>) -> (tensor<?
 
 // Head vectors of 512 and more: a team holds two rows at once (both loads
 // in flight before either row is computed), 4 rows per block of two teams.
+// The block's 4 rows are heads of one token (8 heads): its first 32
+// threads compute the token's cos and sin of each pair once into workgroup
+// memory, between two barriers, while the loads are in flight; the rope
+// lanes read them there.
 // CHECK-LABEL: func.func @two_rows_per_team
 // CHECK: arith.ceildivsi %{{.*}}, %c4
-// CHECK: gpu.launch {{.*}} function(@two_rows_per_team_rows0)
+// CHECK: gpu.launch {{.*}} function(@two_rows_per_team_rows0) workgroup(%[[ANGLES:.*]] : memref<64xf32, #gpu.address_space<workgroup>>)
 // CHECK-COUNT-2: vector.load %{{.*}} {alignment = 16 : i64} : memref<?x8x512xbf16>, vector<8xbf16>
+// CHECK: arith.divui %{{.*}}, %c8
+// CHECK: gpu.barrier
+// CHECK: arith.cmpi ult, %{{.*}}, %c32
 // CHECK: math.cos
+// CHECK: memref.store %{{.*}}, %[[ANGLES]]
+// CHECK: math.sin
+// CHECK: memref.store %{{.*}}, %[[ANGLES]]
+// CHECK: gpu.barrier
+// CHECK-NOT: math.cos
+// CHECK: memref.load %[[ANGLES]]
+// CHECK: arith.negf
+// CHECK-NOT: math.sin
 // CHECK-COUNT-2: vector.store %{{.*}} {alignment = 16 : i64} : memref<?x8x512xbf16>, vector<8xbf16>
 func.func @two_rows_per_team(%q: tensor<?x8x512xbf16>, %pos: tensor<?xi64>) -> tensor<?x8x512xbf16> {
   %r = v4a.rope %q, %pos {rope_dim = 64 : i64, theta = 1.0e+04 : f64, inverse} : tensor<?x8x512xbf16>, tensor<?xi64>

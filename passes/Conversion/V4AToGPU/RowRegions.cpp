@@ -220,8 +220,18 @@ Value constantTable(OpBuilder &b, Location loc, Operation *anchor,
   return memref::GetGlobalOp::create(b, loc, type, global.getSymName());
 }
 
+/// Where a rope op's cosines and sines come from: its frequency table, and
+/// when the block's rows are heads of one token, the workgroup slots where
+/// the block computed that token's cos (then sin) of every pair once.
+struct RopeAngles {
+  Value freqs;
+  Value shared;
+  /// The first slot of the cosines (the sines follow), or -1: not shared.
+  int64_t at = -1;
+};
+
 Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
-                 Value freqs) {
+                 const RopeAngles &angles) {
   cpu::LoopEmitter e(t.b, t.loc);
   int64_t ropeDim = op.getRopeDim();
   int64_t start = t.width - ropeDim;
@@ -236,19 +246,31 @@ Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
   auto ifOp = scf::IfOp::create(t.b, t.loc, types, touches, true);
   OpBuilder::InsertionGuard guard(t.b);
   t.b.setInsertionPointToStart(ifOp.thenBlock());
-  Value raw =
-      memref::LoadOp::create(t.b, t.loc, positions, ValueRange{t.lead.front()});
-  Value position = arith::SIToFPOp::create(t.b, t.loc, t.b.getF32Type(), raw);
+  Value position;
+  if (!angles.shared) {
+    Value raw = memref::LoadOp::create(t.b, t.loc, positions,
+                                       ValueRange{t.lead.front()});
+    position = arith::SIToFPOp::create(t.b, t.loc, t.b.getF32Type(), raw);
+  }
   Values out(v);
   for (int64_t i = 0; i < kChunk; i += 2) {
     Value col = e.add(t.column, t.index(i));
     Value inRope = e.cmp(arith::CmpIPredicate::sge, col, t.index(start));
     Value pair =
         e.div(e.max(e.sub(col, t.index(start)), t.index(0)), t.index(2));
-    Value angle = e.mul(
-        position, memref::LoadOp::create(t.b, t.loc, freqs, ValueRange{pair}));
-    Value c = math::CosOp::create(t.b, t.loc, angle);
-    Value s = math::SinOp::create(t.b, t.loc, angle);
+    Value c, s;
+    if (angles.shared) {
+      Value at = e.add(pair, t.index(angles.at));
+      c = memref::LoadOp::create(t.b, t.loc, angles.shared, ValueRange{at});
+      s = memref::LoadOp::create(t.b, t.loc, angles.shared,
+                                 ValueRange{e.add(at, t.index(ropeDim / 2))});
+    } else {
+      Value angle =
+          e.mul(position, memref::LoadOp::create(t.b, t.loc, angles.freqs,
+                                                 ValueRange{pair}));
+      c = math::CosOp::create(t.b, t.loc, angle);
+      s = math::SinOp::create(t.b, t.loc, angle);
+    }
     if (op.getInverse())
       s = arith::NegFOp::create(t.b, t.loc, s);
     Value re = v[i], im = v[i + 1];
@@ -259,6 +281,34 @@ Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
   t.b.setInsertionPointToStart(ifOp.elseBlock());
   scf::YieldOp::create(t.b, t.loc, v);
   return Values(ifOp.getResults());
+}
+
+/// Thread p < ropeDim / 2 of the block writes the cos and sin of pair p at
+/// `token`'s position into the workgroup slots of `angles`, as applyRoPE
+/// would compute them (the same operations on the same values).
+void computeSharedAngles(OpBuilder &b, Location loc, RoPEOp op, Value positions,
+                         Value token, Value threadId,
+                         const RopeAngles &angles) {
+  cpu::LoopEmitter e(b, loc);
+  int64_t half = op.getRopeDim() / 2;
+  Value writes = e.cmp(arith::CmpIPredicate::ult, threadId,
+                       arith::ConstantIndexOp::create(b, loc, half));
+  scf::IfOp::create(b, loc, writes, [&](OpBuilder &nb, Location l) {
+    cpu::LoopEmitter ne(nb, l);
+    Value raw = memref::LoadOp::create(nb, l, positions, ValueRange{token});
+    Value position = arith::SIToFPOp::create(nb, l, nb.getF32Type(), raw);
+    Value angle =
+        ne.mul(position, memref::LoadOp::create(nb, l, angles.freqs,
+                                                ValueRange{threadId}));
+    Value at =
+        ne.add(threadId, arith::ConstantIndexOp::create(nb, l, angles.at));
+    memref::StoreOp::create(nb, l, math::CosOp::create(nb, l, angle),
+                            angles.shared, ValueRange{at});
+    memref::StoreOp::create(
+        nb, l, math::SinOp::create(nb, l, angle), angles.shared,
+        ValueRange{ne.add(at, arith::ConstantIndexOp::create(nb, l, half))});
+    scf::YieldOp::create(nb, l);
+  });
 }
 
 /// The scale of the block this thread's values belong to: the block's
@@ -329,13 +379,13 @@ Values applyHadamard(RowThread &t, Values v) {
 }
 
 /// The thread's values after `op` (its other operand's buffer `extra`, its
-/// frequency table `freqs` for rope), rounded to the op's element type.
+/// angles for rope), rounded to the op's element type.
 Values applyRowOp(RowThread &t, Operation *op, Values v, Value extra,
-                  Value freqs) {
+                  const RopeAngles &angles) {
   if (auto norm = dyn_cast<RMSNormOp>(op))
     v = applyRMSNorm(t, norm, v, extra);
   else if (auto rope = dyn_cast<RoPEOp>(op))
-    v = applyRoPE(t, rope, v, extra, freqs);
+    v = applyRoPE(t, rope, v, extra, angles);
   else if (auto quant = dyn_cast<ActQuantOp>(op))
     v = applyActQuant(t, quant, v);
   else if (isa<HadamardOp>(op))
@@ -588,28 +638,46 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
   Value groups = arith::CeilDivSIOp::create(b, loc, rows, c(rowsPerBlock));
   Value blocks = arith::MinSIOp::create(b, loc, groups, c(kGridLimit));
 
+  // When every row of a block is a head of one token, the block computes
+  // that token's rope angles once (the rope lanes of all its heads would
+  // each compute the same cos and sin otherwise).
+  int64_t headCount = rank == 3 ? outputType.getDimSize(1) : 0;
+  bool rowsShareToken = rank == 3 && !ShapedType::isDynamic(headCount) &&
+                        headCount % rowsPerBlock == 0;
+  int64_t partialSlots = reducesAcrossWarps ? threads / kWarpLanes : 0;
+  SmallVector<RopeAngles> angles(chain.size());
+  int64_t sharedFloats = partialSlots;
+  for (auto [i, op] : llvm::enumerate(chain))
+    if (auto rope = dyn_cast<RoPEOp>(op);
+        rope && rowsShareToken &&
+        static_cast<int64_t>(rope.getRopeDim()) / 2 <= threads) {
+      angles[i].at = sharedFloats;
+      sharedFloats += rope.getRopeDim();
+    }
+  bool sharesAngles = sharedFloats > partialSlots;
+
   Operation *func = last->getParentOfType<func::FuncOp>();
-  mlir::gpu::LaunchOp launch =
-      createLaunch(b, loc, kernelName(func, "rows"), blocks, threads,
-                   reducesAcrossWarps ? threads / kWarpLanes : 0);
+  mlir::gpu::LaunchOp launch = createLaunch(b, loc, kernelName(func, "rows"),
+                                            blocks, threads, sharedFloats);
   Value threadId = launch.getThreadIds().x;
   Value teamIndex = arith::DivUIOp::create(b, loc, threadId, c(team));
   Value lane = arith::RemUIOp::create(b, loc, threadId, c(team));
   Value column = arith::MulIOp::create(b, loc, lane, c(kChunk));
   Value laneInRow = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                           lane, c(lanesInRow));
+  Value workgroup =
+      sharedFloats > 0 ? Value(launch.getWorkgroupAttributions()[0]) : Value();
+  Value partials = reducesAcrossWarps ? workgroup : Value();
   // Frequency tables live in the kernel.
-  SmallVector<Value> freqs(chain.size());
   for (auto [i, op] : llvm::enumerate(chain))
     if (auto rope = dyn_cast<RoPEOp>(op)) {
-      freqs[i] = constantTable(
+      angles[i].freqs = constantTable(
           b, loc, func, "v4a_rope_freqs",
           ropeFrequencies(rope.getRopeDim(), rope.getTheta().convertToDouble(),
                           rope.getYarnAttr()));
+      if (angles[i].at >= 0)
+        angles[i].shared = workgroup;
     }
-  Value partials = reducesAcrossWarps
-                       ? Value(launch.getWorkgroupAttributions()[0])
-                       : Value();
   Value lastRow = arith::SubIOp::create(b, loc, rows, c(1));
   // Product row t, columns begin (+ h * width) + the thread's column.
   auto windowIndices = [&](OpBuilder &nb, Location l, ArrayRef<Value> lead,
@@ -659,9 +727,22 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
                                        : threadsOf[k].at(column),
                                 kChunk, valid[k]));
         }
+        // The token's angles, while the rows' loads are in flight; the
+        // first barrier keeps the previous group's readers ahead of it.
+        if (sharesAngles) {
+          Value token = arith::DivUIOp::create(
+              nb, l, arith::MulIOp::create(nb, l, group, c(rowsPerBlock)),
+              c(headCount));
+          mlir::gpu::BarrierOp::create(nb, l);
+          for (auto [i, op] : llvm::enumerate(chain))
+            if (angles[i].shared)
+              computeSharedAngles(nb, l, cast<RoPEOp>(op), extras[i], token,
+                                  threadId, angles[i]);
+          mlir::gpu::BarrierOp::create(nb, l);
+        }
         for (auto [i, op] : llvm::enumerate(chain))
           for (int64_t k = 0; k < rowsAtOnce; ++k)
-            v[k] = applyRowOp(threadsOf[k], op, v[k], extras[i], freqs[i]);
+            v[k] = applyRowOp(threadsOf[k], op, v[k], extras[i], angles[i]);
         for (int64_t k = 0; k < rowsAtOnce; ++k) {
           RowThread &t = threadsOf[k];
           if (store) {
