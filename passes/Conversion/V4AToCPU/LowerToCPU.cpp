@@ -1019,19 +1019,39 @@ struct LowerHadamard : public V4APattern<HadamardOp> {
 
 /// Softmax-weighted pooling over `slots` (kv, score) pairs produced by
 /// `slot(s)`; slots with score -inf contribute nothing; all -inf gives 0.
+/// With `atOnce` > 1 (it must divide the slot count) each pass takes that
+/// many slots together, their loads first, then folds them in slot order:
+/// the same sums in the same order, with the loads in flight together
+/// (where a thread's slot reads are most of its time, as on a GPU).
 Value pool(LoopEmitter &e, Value slots,
-           const std::function<std::pair<Value, Value>(Value)> &slot) {
+           const std::function<std::pair<Value, Value>(Value)> &slot,
+           int64_t atOnce = 1) {
   Value zero = e.index(0);
-  Value m = e.loop(zero, slots, {e.f32(kNegInf)},
-                   [&](Value s, ValueRange a) -> SmallVector<Value> {
-                     return {e.max(a[0], slot(s).second)};
+  // Slots [chunk * atOnce, (chunk + 1) * atOnce), in order.
+  auto chunkSlots = [&](Value chunk) {
+    SmallVector<std::pair<Value, Value>> values;
+    for (int64_t u = 0; u < atOnce; ++u)
+      values.push_back(slot(e.add(e.mul(chunk, e.index(atOnce)), e.index(u))));
+    return values;
+  };
+  Value chunks = e.div(slots, e.index(atOnce));
+  Value m = e.loop(zero, chunks, {e.f32(kNegInf)},
+                   [&](Value chunk, ValueRange a) -> SmallVector<Value> {
+                     Value max = a[0];
+                     for (auto &[kv, score] : chunkSlots(chunk))
+                       max = e.max(max, score);
+                     return {max};
                    })[0];
   SmallVector<Value> sums =
-      e.loop(zero, slots, {e.f32(0.0), e.f32(0.0)},
-             [&](Value s, ValueRange a) -> SmallVector<Value> {
-               auto [kv, score] = slot(s);
-               Value w = e.exp(e.sub(score, m));
-               return {e.add(a[0], e.mul(kv, w)), e.add(a[1], w)};
+      e.loop(zero, chunks, {e.f32(0.0), e.f32(0.0)},
+             [&](Value chunk, ValueRange a) -> SmallVector<Value> {
+               Value weighted = a[0], total = a[1];
+               for (auto &[kv, score] : chunkSlots(chunk)) {
+                 Value w = e.exp(e.sub(score, m));
+                 weighted = e.add(weighted, e.mul(kv, w));
+                 total = e.add(total, w);
+               }
+               return {weighted, total};
              });
   Value empty = e.cmp(FP::OEQ, m, e.f32(kNegInf));
   return e.select(empty, e.f32(0.0), e.div(sums[0], sums[1]));
@@ -1792,6 +1812,8 @@ struct CachePattern : public OpConversionPattern<OpTy> {
 
 /// State rows one thread of the compressor's state kernel loads together.
 constexpr int64_t kStateRowsAtOnce = 8;
+/// Group slots one thread of the compressor's pool kernel loads together.
+constexpr int64_t kPoolSlotsAtOnce = 8;
 /// Runs of tokens the compressor's state kernel spreads a step over.
 constexpr int64_t kStateThreadRows = 128;
 
@@ -1868,16 +1890,22 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     Value completes = e.cmp(IP::eq, e.rem(k.p, r), e.sub(r, one));
     e.store(e.f32(0.0), out, {t, f});
     e.ifThen(completes, [&] {
-      Value pooled = pool(e, slotCount, [&](Value s) {
-        if (!overlap)
-          return valueAt(k, group, s, f);
-        // Previous group's rows in columns [0, d), current's in [d, 2d).
-        Value previous = e.cmp(IP::slt, s, r);
-        Value g = e.select(previous, e.sub(group, one), group);
-        Value i = e.select(previous, s, e.sub(s, r));
-        Value c = e.select(previous, f, e.add(d, f));
-        return valueAt(k, g, i, c);
-      });
+      // A completing token's thread reads every slot of its group (each a
+      // chain of step, state and packing loads): several slots at once.
+      int64_t slotsConstant = overlap ? 2 * ratio : ratio;
+      Value pooled = pool(
+          e, slotCount,
+          [&](Value s) {
+            if (!overlap)
+              return valueAt(k, group, s, f);
+            // Previous group's rows in columns [0, d), current's in [d, 2d).
+            Value previous = e.cmp(IP::slt, s, r);
+            Value g = e.select(previous, e.sub(group, one), group);
+            Value i = e.select(previous, s, e.sub(s, r));
+            Value c = e.select(previous, f, e.add(d, f));
+            return valueAt(k, g, i, c);
+          },
+          std::gcd(slotsConstant, kPoolSlotsAtOnce));
       e.store(pooled, out, {t, f});
     });
   });
