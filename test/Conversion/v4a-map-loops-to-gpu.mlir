@@ -48,17 +48,20 @@ func.func @block_per_token(%x: memref<?x8xf32>, %y: memref<?x8xf32>) {
 // -----
 
 // Independent iterations without nested parallelism: one per thread of the
-// whole grid, over the linearized space; the host copy waits for it.
+// whole grid, over the linearized space; the host copy waits for it. The
+// inner extent, known at compile time, is a constant in the kernel, and the
+// never-negative linear index is split by unsigned division.
 // CHECK-LABEL: func.func @elementwise
+// CHECK-NOT: arith.subi
 // CHECK: %[[CEIL:.*]] = arith.ceildivsi %{{.*}}, %c128
 // CHECK: %[[BLOCKS:.*]] = arith.minsi %[[CEIL]], %c1048576
 // CHECK: gpu.launch blocks(%[[BX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[GX:[a-z0-9_]+]] = %[[BLOCKS]], {{.*}} threads(%[[TX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[NT:[a-z0-9_]+]] = {{.*}} function(@elementwise_loops0)
 // CHECK: %[[B:.*]] = arith.muli %{{.*}}, %[[NT]]
 // CHECK: %[[G:.*]] = arith.addi %[[B]], %[[TX]]
 // CHECK: %[[STRIDE:.*]] = arith.muli %[[GX]], %[[NT]]
-// CHECK: scf.for %{{.*}} = %[[G]] to %{{.*}} step %[[STRIDE]]
-// CHECK: arith.remsi
-// CHECK: arith.divsi
+// CHECK: scf.for %[[L:.*]] = %[[G]] to %{{.*}} step %[[STRIDE]]
+// CHECK: arith.remui %[[L]], %[[C64:c64[_0-9]*]]
+// CHECK: arith.divui %[[L]], %[[C64]]
 // CHECK: memref.store
 // CHECK-NOT: gpu.barrier
 // CHECK: gpu.terminator

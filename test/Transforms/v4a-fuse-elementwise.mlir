@@ -123,6 +123,6 @@ func.func @splat_alone(%n: index) -> tensor<?xi64> {
 // FLASH: gpu.launch_func @v4a_gpu::@meta_4_0_1_512_loops2 {{.*}} args(%arg0 : memref<?xi64>, %{{.*}} : memref<?xi64>, %{{.*}} : index)
 // FLASH-LABEL: func.func @step_4_0_1_512_entry(
 // FLASH: gpu.launch_func @v4a_gpu::@step_4_0_1_512_loops3 {{.*}} args(%[[PRODUCT:.*]] : memref<?x2624xf32>,
-// FLASH: gpu.launch_func @v4a_gpu::@step_4_0_1_512_loops7 {{.*}} args(%[[PRODUCT]] : memref<?x2624xf32>, %{{.*}} : index, %{{.*}} : index, %{{.*}} : memref<?x64xf32>, %{{.*}} : index)
+// FLASH: gpu.launch_func @v4a_gpu::@step_4_0_1_512_loops7 {{.*}} args(%[[PRODUCT]] : memref<?x2624xf32>, %{{.*}} : index, %{{.*}} : memref<?x64xf32>, %{{.*}} : index)
 // FLASH-NOT: @step_4_0_1_512_loops
 // FLASH: gpu.launch_func @v4a_gpu::@step_4_0_1_512_indexer0

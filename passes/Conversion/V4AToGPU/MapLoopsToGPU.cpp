@@ -131,12 +131,15 @@ Value constantIndex(OpBuilder &b, Location loc, int64_t value) {
   return arith::ConstantIndexOp::create(b, loc, value);
 }
 
-/// Iterations of [lower, upper) by step.
+/// Iterations of [lower, upper) by step. Folded as it is built: a count
+/// known at compile time becomes a constant that the kernel takes in (and
+/// divides by with shifts or a multiplication), not a 64-bit division by a
+/// kernel argument in every thread.
 Value tripCount(OpBuilder &b, Location loc, Value lower, Value upper,
                 Value step) {
-  Value span = arith::SubIOp::create(b, loc, upper, lower);
-  Value count = arith::CeilDivSIOp::create(b, loc, span, step);
-  return arith::MaxSIOp::create(b, loc, count, constantIndex(b, loc, 0));
+  Value span = b.createOrFold<arith::SubIOp>(loc, upper, lower);
+  Value count = b.createOrFold<arith::CeilDivSIOp>(loc, span, step);
+  return b.createOrFold<arith::MaxSIOp>(loc, count, constantIndex(b, loc, 0));
 }
 
 gpu::LaunchOp KernelMapper::createLaunch(OpBuilder &b, Location loc,
@@ -197,11 +200,13 @@ SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
   SmallVector<Value> ivs(counts.size());
   Value rest = linear;
   for (int64_t d = counts.size() - 1; d >= 0; --d) {
+    // The linear index and the counts are never negative: unsigned
+    // division needs no sign fix-up.
     Value index =
         d == 0 ? rest
-               : arith::RemSIOp::create(b, loc, rest, counts[d]).getResult();
+               : arith::RemUIOp::create(b, loc, rest, counts[d]).getResult();
     if (d > 0)
-      rest = arith::DivSIOp::create(b, loc, rest, counts[d]);
+      rest = arith::DivUIOp::create(b, loc, rest, counts[d]);
     Value scaled =
         arith::MulIOp::create(b, loc, index, loop.getStep()[d]).getResult();
     ivs[d] = arith::AddIOp::create(b, loc, loop.getLowerBound()[d], scaled);
@@ -365,7 +370,7 @@ LogicalResult KernelMapper::distribute(Block &block, LaunchContext &ctx) {
       for (unsigned d = 0; d < loop.getNumLoops(); ++d) {
         counts.push_back(tripCount(b, loc, loop.getLowerBound()[d],
                                    loop.getUpperBound()[d], loop.getStep()[d]));
-        total = arith::MulIOp::create(b, loc, total, counts.back());
+        total = b.createOrFold<arith::MulIOp>(loc, total, counts.back());
       }
       Block *bodyBlock = nullptr;
       stridedLoop(b, loc, ctx.threadId, total, ctx.threads,
@@ -497,7 +502,7 @@ LogicalResult KernelMapper::mapParallel(scf::ParallelOp loop) {
     // One iteration per thread of the whole grid.
     Value total = one;
     for (Value count : counts)
-      total = arith::MulIOp::create(b, loc, total, count);
+      total = b.createOrFold<arith::MulIOp>(loc, total, count);
     Value threads = constantIndex(b, loc, threadCount);
     Value blocks = arith::MinSIOp::create(
         b, loc, arith::CeilDivSIOp::create(b, loc, total, threads),
