@@ -295,7 +295,10 @@ def LowerToGPU : Pass<"v4a-lower-to-gpu", "::mlir::ModuleOp"> {
     and O += P.V with f32 accumulators, an online softmax in base 2 between
     them (P rounded to bf16, denominators in f32), the sink in the
     denominator. Its dynamic shared memory (202.5 KiB at width 512) is part
-    of the launch.
+    of the launch. When the attention's only user is the inverse `rope` of
+    its output (in the same block), that op is the kernel's epilogue: the
+    pairs of the last `rope_dim` dims, rounded to bf16 as a row kernel would
+    read them, turned by the conjugate of the token's angles in f32.
 
     The indexer family (`indexer`): `cache_indexer_score` whose only user is
     a `topk` without candidate blocks (bf16 query and index keys, a head

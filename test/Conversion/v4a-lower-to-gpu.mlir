@@ -199,8 +199,8 @@ func.func @uncovered(%x: tensor<?x12xbf16>, %k: tensor<?x512xbf16>) -> (tensor<?
 // CHECK: gpu.barrier
 // CHECK: arith.cmpi ult, %{{.*}}, %c32
 // CHECK: math.cos
-// CHECK: memref.store %{{.*}}, %[[ANGLES]]
 // CHECK: math.sin
+// CHECK: memref.store %{{.*}}, %[[ANGLES]]
 // CHECK: memref.store %{{.*}}, %[[ANGLES]]
 // CHECK: gpu.barrier
 // CHECK-NOT: math.cos
@@ -262,6 +262,64 @@ func.func @attention(%q: tensor<?x128x512xbf16>, %kv: tensor<?x512xbf16>,
         !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
         tensor<128xf32> -> tensor<?x128x512xbf16>
   return %o : tensor<?x128x512xbf16>
+}
+
+// -----
+
+// The inverse RoPE of the attention's output is its epilogue: the kernel
+// reads the token's position and the frequency table, and only the tile
+// that reaches the last 64 dims turns pairs (bf16 values in f32, the
+// conjugate angle); no row kernel follows.
+// CHECK-LABEL: func.func @attention_inverse_rope
+// CHECK: gpu.launch {{.*}} function(@attention_inverse_rope_attention0)
+// CHECK: arith.sitofp %{{.*}} : i64 to f32
+// CHECK: memref.get_global @v4a_rope_freqs
+// CHECK: scf.if
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: math.cos
+// CHECK: math.sin
+// CHECK: arith.negf
+// CHECK: vector.store
+// CHECK: } else {
+// CHECK-NOT: math.cos
+// CHECK: vector.store
+// CHECK: gpu.terminator
+// CHECK-NOT: gpu.launch
+// CHECK-NOT: v4a.rope
+// CHECK: return
+func.func @attention_inverse_rope(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>,
+    %win: !v4a.kv_cache<bf16, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,
+    %sink: tensor<64xf32>, %pos: tensor<?xi64>) -> tensor<?x64x512xbf16> {
+  %o = v4a.cache_attention %q, %kv window %win[%wrows] sink %sink
+      {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  %r = v4a.rope %o, %pos {inverse, rope_dim = 64 : i64, theta = 1.000000e+04 : f64}
+      : tensor<?x64x512xbf16>, tensor<?xi64>
+  return %r : tensor<?x64x512xbf16>
+}
+
+// -----
+
+// An output read elsewhere too keeps its own inverse RoPE (a row kernel).
+// CHECK-LABEL: func.func @attention_output_kept
+// CHECK: function(@attention_output_kept_attention0)
+// CHECK-NOT: math.cos
+// CHECK: gpu.terminator
+// CHECK: function(@attention_output_kept_rows0)
+func.func @attention_output_kept(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>,
+    %win: !v4a.kv_cache<bf16, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,
+    %sink: tensor<64xf32>, %pos: tensor<?xi64>)
+    -> (tensor<?x64x512xbf16>, tensor<?x64x512xbf16>) {
+  %o = v4a.cache_attention %q, %kv window %win[%wrows] sink %sink
+      {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  %r = v4a.rope %o, %pos {inverse, rope_dim = 64 : i64, theta = 1.000000e+04 : f64}
+      : tensor<?x64x512xbf16>, tensor<?xi64>
+  return %r, %o : tensor<?x64x512xbf16>, tensor<?x64x512xbf16>
 }
 
 // -----

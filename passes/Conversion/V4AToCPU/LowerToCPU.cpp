@@ -1833,7 +1833,8 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
   Value zero = e.index(0), one = e.index(1), r = e.index(ratio);
   Value tokens = e.dim(kv, 0), width = e.dim(kv, 1);
   Value d = overlap ? e.div(width, e.index(2)) : width;
-  Value slotCount = e.index(overlap ? 2 * ratio : ratio);
+  int64_t slots = overlap ? 2 * ratio : ratio;
+  Value slotCount = e.index(slots);
   Value current = overlap ? r : zero;
   auto both = [&](Value x, Value y) {
     return arith::AndIOp::create(b, loc, x, y).getResult();
@@ -1892,7 +1893,6 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     e.ifThen(completes, [&] {
       // A completing token's thread reads every slot of its group (each a
       // chain of step, state and packing loads): several slots at once.
-      int64_t slotsConstant = overlap ? 2 * ratio : ratio;
       Value pooled = pool(
           e, slotCount,
           [&](Value s) {
@@ -1905,7 +1905,7 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
             Value c = e.select(previous, f, e.add(d, f));
             return valueAt(k, g, i, c);
           },
-          std::gcd(slotsConstant, kPoolSlotsAtOnce));
+          std::gcd(slots, kPoolSlotsAtOnce));
       e.store(pooled, out, {t, f});
     });
   });

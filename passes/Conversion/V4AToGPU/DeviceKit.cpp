@@ -5,9 +5,12 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 
 using namespace mlir;
 
@@ -329,6 +332,42 @@ Value cacheBytes(OpBuilder &b, Location loc, Value cache) {
              b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type()),
              cache)
       .getResult(0);
+}
+
+Value constantTable(OpBuilder &b, Location loc, Operation *anchor,
+                    StringRef name, ArrayRef<float> values) {
+  auto module = anchor->getParentOfType<ModuleOp>();
+  auto type =
+      MemRefType::get({static_cast<int64_t>(values.size())}, b.getF32Type());
+  auto tensorType = RankedTensorType::get(type.getShape(), b.getF32Type());
+  OpBuilder detached(module.getContext());
+  auto global = memref::GlobalOp::create(
+      detached, loc, name, detached.getStringAttr("private"), type,
+      DenseElementsAttr::get(tensorType, values), /*constant=*/true,
+      /*alignment=*/IntegerAttr());
+  // Renamed when the name is taken (in creation order: deterministic).
+  SymbolTable(module).insert(global);
+  return memref::GetGlobalOp::create(b, loc, type, global.getSymName());
+}
+
+std::pair<Value, Value> ropeCosSin(OpBuilder &b, Location loc, Value position,
+                                   Value freqs, Value pair) {
+  Value frequency = memref::LoadOp::create(b, loc, freqs, ValueRange{pair});
+  Value angle = arith::MulFOp::create(b, loc, position, frequency);
+  return {math::CosOp::create(b, loc, angle),
+          math::SinOp::create(b, loc, angle)};
+}
+
+std::pair<Value, Value> rotatePair(OpBuilder &b, Location loc, Value re,
+                                   Value im, Value c, Value s, bool inverse) {
+  if (inverse)
+    s = arith::NegFOp::create(b, loc, s);
+  Value reC = arith::MulFOp::create(b, loc, re, c);
+  Value imS = arith::MulFOp::create(b, loc, im, s);
+  Value reS = arith::MulFOp::create(b, loc, re, s);
+  Value imC = arith::MulFOp::create(b, loc, im, c);
+  return {arith::SubFOp::create(b, loc, reC, imS),
+          arith::AddFOp::create(b, loc, reS, imC)};
 }
 
 } // namespace v4a::gpu

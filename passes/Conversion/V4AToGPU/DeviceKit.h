@@ -111,6 +111,24 @@ mlir::gpu::LaunchOp createLaunch(mlir::OpBuilder &b, mlir::Location loc,
 /// n counting the launches of that family the function already has.
 std::string kernelName(mlir::Operation *func, llvm::StringRef family);
 
+/// A private constant f32 table in the module, read in kernels through
+/// memref.get_global (the kernel module gets its own copy).
+mlir::Value constantTable(mlir::OpBuilder &b, mlir::Location loc,
+                          mlir::Operation *anchor, llvm::StringRef name,
+                          llvm::ArrayRef<float> values);
+
+/// The cosine and sine of rope pair `pair` (index) at `position` (f32):
+/// of position * freqs[pair]. Every family computes a rope angle so, so
+/// that the same position and pair give the same bits in every kernel.
+std::pair<mlir::Value, mlir::Value>
+ropeCosSin(mlir::OpBuilder &b, mlir::Location loc, mlir::Value position,
+           mlir::Value freqs, mlir::Value pair);
+/// The pair (re, im) turned by the angle of (c, s), or by its opposite when
+/// `inverse`: (re c - im s, re s + im c), in f32.
+std::pair<mlir::Value, mlir::Value>
+rotatePair(mlir::OpBuilder &b, mlir::Location loc, mlir::Value re,
+           mlir::Value im, mlir::Value c, mlir::Value s, bool inverse);
+
 /// A read-only buffer of a ranked tensor (its shape, identity layout), and
 /// the bytes of a KV cache (memref<?xi8>), for kernels that read them.
 mlir::Value readOnlyBuffer(mlir::OpBuilder &b, mlir::Location loc,

@@ -110,6 +110,15 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
         });
       for (auto [scores, topk] : indexer)
         v4a::gpu::lowerIndexerTopK(rewriter, scores, topk);
+      // An attention and the inverse RoPE of its output are one kernel.
+      SmallVector<std::pair<CacheAttentionOp, RoPEOp>> turned;
+      func.walk([&](CacheAttentionOp op) {
+        if (v4a::gpu::isAttentionCovered(op))
+          if (RoPEOp rope = v4a::gpu::fusedInverseRoPE(op))
+            turned.push_back({op, rope});
+      });
+      for (auto [attention, rope] : turned)
+        v4a::gpu::lowerCacheAttention(rewriter, attention, rope);
       for (ArrayRef<Operation *> unit : kernelUnits(func)) {
         // Taken before the row chains are lowered: that erases their ops.
         SmallVector<CacheAttentionOp> attention;
@@ -120,7 +129,7 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
         for (const RowChain &chain : rowChains(unit))
           v4a::gpu::lowerRowChain(rewriter, chain.ops, chain.store);
         for (CacheAttentionOp op : attention)
-          v4a::gpu::lowerCacheAttention(rewriter, op);
+          v4a::gpu::lowerCacheAttention(rewriter, op, RoPEOp());
       }
     }
   }

@@ -202,24 +202,6 @@ Values applyRMSNorm(RowThread &t, RMSNormOp op, Values v, Value weight) {
   return v;
 }
 
-/// A private constant f32 table in the module, read in kernels through
-/// memref.get_global (the kernel module gets its own copy).
-Value constantTable(OpBuilder &b, Location loc, Operation *anchor,
-                    StringRef name, ArrayRef<float> values) {
-  auto module = anchor->getParentOfType<ModuleOp>();
-  auto type =
-      MemRefType::get({static_cast<int64_t>(values.size())}, b.getF32Type());
-  auto tensorType = RankedTensorType::get(type.getShape(), b.getF32Type());
-  OpBuilder detached(module.getContext());
-  auto global = memref::GlobalOp::create(
-      detached, loc, name, detached.getStringAttr("private"), type,
-      DenseElementsAttr::get(tensorType, values), /*constant=*/true,
-      /*alignment=*/IntegerAttr());
-  // Renamed when the name is taken (in creation order: deterministic).
-  SymbolTable(module).insert(global);
-  return memref::GetGlobalOp::create(b, loc, type, global.getSymName());
-}
-
 /// Where a rope op's cosines and sines come from: its frequency table, and
 /// when the block's rows are heads of one token, the workgroup slots where
 /// the block computed that token's cos (then sin) of every pair once.
@@ -265,17 +247,12 @@ Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
       s = memref::LoadOp::create(t.b, t.loc, angles.shared,
                                  ValueRange{e.add(at, t.index(ropeDim / 2))});
     } else {
-      Value angle =
-          e.mul(position, memref::LoadOp::create(t.b, t.loc, angles.freqs,
-                                                 ValueRange{pair}));
-      c = math::CosOp::create(t.b, t.loc, angle);
-      s = math::SinOp::create(t.b, t.loc, angle);
+      std::tie(c, s) = ropeCosSin(t.b, t.loc, position, angles.freqs, pair);
     }
-    if (op.getInverse())
-      s = arith::NegFOp::create(t.b, t.loc, s);
-    Value re = v[i], im = v[i + 1];
-    out[i] = e.select(inRope, e.sub(e.mul(re, c), e.mul(im, s)), re);
-    out[i + 1] = e.select(inRope, e.add(e.mul(re, s), e.mul(im, c)), im);
+    auto [re, im] =
+        rotatePair(t.b, t.loc, v[i], v[i + 1], c, s, op.getInverse());
+    out[i] = e.select(inRope, re, v[i]);
+    out[i + 1] = e.select(inRope, im, v[i + 1]);
   }
   scf::YieldOp::create(t.b, t.loc, out);
   t.b.setInsertionPointToStart(ifOp.elseBlock());
@@ -297,15 +274,12 @@ void computeSharedAngles(OpBuilder &b, Location loc, RoPEOp op, Value positions,
     cpu::LoopEmitter ne(nb, l);
     Value raw = memref::LoadOp::create(nb, l, positions, ValueRange{token});
     Value position = arith::SIToFPOp::create(nb, l, nb.getF32Type(), raw);
-    Value angle =
-        ne.mul(position, memref::LoadOp::create(nb, l, angles.freqs,
-                                                ValueRange{threadId}));
+    auto [c, s] = ropeCosSin(nb, l, position, angles.freqs, threadId);
     Value at =
         ne.add(threadId, arith::ConstantIndexOp::create(nb, l, angles.at));
-    memref::StoreOp::create(nb, l, math::CosOp::create(nb, l, angle),
-                            angles.shared, ValueRange{at});
+    memref::StoreOp::create(nb, l, c, angles.shared, ValueRange{at});
     memref::StoreOp::create(
-        nb, l, math::SinOp::create(nb, l, angle), angles.shared,
+        nb, l, s, angles.shared,
         ValueRange{ne.add(at, arith::ConstantIndexOp::create(nb, l, half))});
     scf::YieldOp::create(nb, l);
   });
@@ -654,7 +628,8 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
       angles[i].at = sharedFloats;
       sharedFloats += rope.getRopeDim();
     }
-  bool sharesAngles = sharedFloats > partialSlots;
+  bool sharesAngles = llvm::any_of(
+      angles, [](const RopeAngles &rope) { return rope.at >= 0; });
 
   Operation *func = last->getParentOfType<func::FuncOp>();
   mlir::gpu::LaunchOp launch = createLaunch(b, loc, kernelName(func, "rows"),

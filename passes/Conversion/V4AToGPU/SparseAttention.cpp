@@ -42,6 +42,7 @@
 #include "dialects/V4A/IR/V4AOps.h"
 #include "passes/Conversion/V4AToCPU/CacheRows.h"
 #include "passes/Conversion/V4AToCPU/LoopEmitter.h"
+#include "passes/Conversion/V4AToCPU/RoPEFrequencies.h"
 #include "passes/Conversion/V4AToGPU/DeviceKit.h"
 #include "passes/Conversion/V4AToGPU/Warpgroup.h"
 
@@ -379,7 +380,29 @@ bool isAttentionCovered(CacheAttentionOp op) {
   return succeeded(packed) && planShared(width, packed->has_value());
 }
 
-void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
+RoPEOp fusedInverseRoPE(CacheAttentionOp op) {
+  if (!op->hasOneUse())
+    return nullptr;
+  auto rope = dyn_cast<RoPEOp>(*op->getUsers().begin());
+  auto type = cast<RankedTensorType>(op.getType());
+  int64_t width = type.getDimSize(2);
+  if (!rope || !rope.getInverse() || rope.getInput() != op.getResult() ||
+      rope->getBlock() != op->getBlock() || rope.getType() != type)
+    return nullptr;
+  int64_t ropeDim = rope.getRopeDim();
+  return ropeDim > 0 && ropeDim % 2 == 0 && ropeDim <= width ? rope : nullptr;
+}
+
+/// The fused inverse RoPE of an attention's output: the token's position
+/// and the op's frequency table, read in the epilogue.
+struct OutputRoPE {
+  RoPEOp op;
+  Value positions, freqs;
+  int64_t start = 0;
+};
+
+void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
+                         RoPEOp inverseRope) {
   Location loc = op.getLoc();
   OpBuilder &b = rewriter;
   b.setInsertionPoint(op);
@@ -397,6 +420,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     compressedRows = buffer(op.getCompressedRows());
     bases = buffer(op.getBase());
   }
+  std::optional<OutputRoPE> rope;
+  if (inverseRope)
+    rope = OutputRoPE{inverseRope, buffer(inverseRope.getPositions()), Value(),
+                      width - static_cast<int64_t>(inverseRope.getRopeDim())};
   Value tokens = memref::DimOp::create(b, loc, query, 0);
   auto outputType = MemRefType::get(queryType.getShape(), b.getBF16Type());
   Value output =
@@ -1218,33 +1245,101 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op) {
     inverses[half] =
         arith::DivFOp::create(b, loc, k.f32(1.0), denominators[half]);
   }
+  // The fused inverse RoPE turns pairs of the output as the row family would
+  // turn them read back from memory: the bf16 values, in f32, by the
+  // token's angles.
+  Value ropePosition;
+  if (rope) {
+    Value raw = k.load(rope->positions, token);
+    ropePosition = arith::SIToFPOp::create(b, loc, b.getF32Type(), raw);
+    rope->freqs =
+        constantTable(b, loc, func, "v4a_rope_freqs",
+                      ropeFrequencies(rope->op.getRopeDim(),
+                                      rope->op.getTheta().convertToDouble(),
+                                      rope->op.getYarnAttr()));
+  }
+  auto throughBF16 = [&](Value x) {
+    return arith::ExtFOp::create(
+        b, loc, b.getF32Type(),
+        arith::TruncFOp::create(b, loc, b.getBF16Type(), x).getResult());
+  };
   for (int64_t tile = 0; tile < outputTiles; ++tile) {
     SmallVector<Value> o =
         unpackAccumulator(b, loc, byWarpgroup.getResult(tile));
     Value dimBase = k.mul(k.warpgroup, k.index(outputN));
     if (tile > 0)
       dimBase = k.add(dimBase, k.index(tile * tileN));
-    for (size_t r = 0; r < o.size(); r += 2) {
-      int half = static_cast<int>(r % 4) / 2;
-      FragmentPlace at = k.place(r);
-      // -inf marks an empty selection: the result is 0.
-      Value empty = k.isNegInf(denominators[half]);
-      auto value = [&](Value acc) {
-        return k.select(empty, zero, k.mul(acc, inverses[half]));
-      };
-      Value pair = bf16Pair(b, loc, value(o[r]), value(o[r + 1]));
-      k.ifThen(stored[half], [&] {
-        vector::StoreOp::create(
-            b, loc, pair, output,
-            ValueRange{token, head[half], k.add(dimBase, at.column)},
-            /*nontemporal=*/false, llvm::MaybeAlign(4));
-      });
+    // The tile's first column in the last warpgroup, which holds the rope
+    // dims: 8-column chunks before them in every warpgroup turn nothing.
+    int64_t lastBase = (kWarpgroups - 1) * outputN + tile * tileN;
+    auto storeTile = [&](bool turns) {
+      Value c, s;
+      for (size_t r = 0; r < o.size(); r += 2) {
+        int half = static_cast<int>(r % 4) / 2;
+        bool chunkTurns =
+            turns &&
+            lastBase + static_cast<int64_t>(r / 4 + 1) * 8 > rope->start;
+        FragmentPlace at = k.place(r);
+        Value column = k.add(dimBase, at.column);
+        // -inf marks an empty selection: the result is 0.
+        Value empty = k.isNegInf(denominators[half]);
+        auto value = [&](Value acc) {
+          return k.select(empty, zero, k.mul(acc, inverses[half]));
+        };
+        Value x = value(o[r]), y = value(o[r + 1]);
+        if (chunkTurns) {
+          x = throughBF16(x);
+          y = throughBF16(y);
+          Value start = k.index(rope->start);
+          // Both heads of a thread share the column, so the angle.
+          if (half == 0) {
+            Value pair = k.div(
+                k.sub(arith::MaxUIOp::create(b, loc, column, start), start),
+                k.index(2));
+            std::tie(c, s) =
+                ropeCosSin(b, loc, ropePosition, rope->freqs, pair);
+          }
+          auto [re, im] = rotatePair(b, loc, x, y, c, s, /*inverse=*/true);
+          Value inRope = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::uge, column, start);
+          x = k.select(inRope, re, x);
+          y = k.select(inRope, im, y);
+        }
+        Value pair = bf16Pair(b, loc, x, y);
+        k.ifThen(stored[half], [&] {
+          vector::StoreOp::create(b, loc, pair, output,
+                                  ValueRange{token, head[half], column},
+                                  /*nontemporal=*/false, llvm::MaybeAlign(4));
+        });
+      }
+    };
+    if (!rope) {
+      storeTile(false);
+      continue;
     }
+    // Only a tile that reaches the rope dims turns pairs (the condition is
+    // the warpgroup's: no divergence).
+    Value reaches = k.ult(k.index(rope->start), k.add(dimBase, k.index(tileN)));
+    scf::IfOp::create(
+        b, loc, reaches,
+        [&](OpBuilder &, Location) {
+          storeTile(true);
+          scf::YieldOp::create(b, loc);
+        },
+        [&](OpBuilder &, Location) {
+          storeTile(false);
+          scf::YieldOp::create(b, loc);
+        });
   }
 
   b.setInsertionPointAfter(launch);
   Value result = bufferization::ToTensorOp::create(
       b, loc, op.getType(), output, /*restrict=*/true, /*writable=*/true);
+  if (inverseRope) {
+    rewriter.replaceOp(inverseRope, result);
+    rewriter.eraseOp(op);
+    return;
+  }
   rewriter.replaceOp(op, result);
 }
 

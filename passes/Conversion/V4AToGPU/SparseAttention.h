@@ -15,6 +15,7 @@
 
 namespace v4a {
 class CacheAttentionOp;
+class RoPEOp;
 } // namespace v4a
 
 namespace v4a::gpu {
@@ -24,8 +25,16 @@ namespace v4a::gpu {
 /// 512 (its shared memory within the block's limit).
 bool isAttentionCovered(CacheAttentionOp op);
 
-/// Replaces `op` with the family's kernel launch over buffers.
-void lowerCacheAttention(mlir::RewriterBase &rewriter, CacheAttentionOp op);
+/// The inverse RoPE of `op`'s result that the family's epilogue can apply
+/// (the result's only use, in the same block, on its last dims), or null.
+RoPEOp fusedInverseRoPE(CacheAttentionOp op);
+
+/// Replaces `op` with the family's kernel launch over buffers; with an
+/// `inverseRope` (fusedInverseRoPE of it; else null), that op too: the epilogue
+/// turns the output's rope dims back, as the row family would from the stored
+/// bf16 output (the same operations on the same values).
+void lowerCacheAttention(mlir::RewriterBase &rewriter, CacheAttentionOp op,
+                         RoPEOp inverseRope);
 
 } // namespace v4a::gpu
 
