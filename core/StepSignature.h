@@ -160,7 +160,12 @@ struct HostOp {
     Ugt,
     Uge,
   };
-  enum class ParamKind { I64, I32, Buffer };
+  /// A kernel argument: an integer, a buffer the kernel may write, or one
+  /// it only reads (which lets the runtime run it beside other readers).
+  enum class ParamKind { I64, I32, Buffer, ReadBuffer };
+  static bool isBuffer(ParamKind kind) {
+    return kind == ParamKind::Buffer || kind == ParamKind::ReadBuffer;
+  }
   /// Whether an op of `kind` hands its buffers to the device (a host
   /// argument may not be one of them).
   static bool actsOnDevice(Kind kind) {

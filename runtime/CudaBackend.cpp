@@ -7,6 +7,7 @@
 #include "runtime/HostProgram.h"
 #include "runtime/StepGemms.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
@@ -138,6 +139,15 @@ struct CudaBackend::Driver {
   /// own allocations).
   char *temporaries = nullptr;
   int64_t temporaryBytes = 0;
+  /// While a graph is recorded, each host program's ops spread over
+  /// captureStream and these (StreamSchedule), each with a GEMM workspace
+  /// of its own; empty: one stream in program order.
+  bool recording = false;
+  std::vector<CUstream_st *> sideStreams;
+  std::vector<CUdeviceptr> sideWorkspaces;
+  /// Recorded after the ops of a host program (one each), and at its start.
+  std::vector<CUevent_st *> events;
+  CUevent_st *programStart = nullptr;
 
   /// Makes the device's context current on the calling thread (the runtime
   /// uploads weights from several threads).
@@ -222,11 +232,19 @@ CudaBackend::~CudaBackend() {
   for (CUdeviceptr memory : d.retiredRows)
     if (memory)
       d.memFree(memory);
+  for (CUdeviceptr memory : d.sideWorkspaces)
+    if (memory)
+      d.memFree(memory);
   for (CUmod_st *module : d.modules)
     d.moduleUnload(module);
-  if (d.handOver)
-    d.eventDestroy(d.handOver);
-  for (CUstream_st *stream : {d.ownStream, d.captureStream})
+  d.events.push_back(d.handOver);
+  d.events.push_back(d.programStart);
+  for (CUevent_st *event : d.events)
+    if (event)
+      d.eventDestroy(event);
+  d.sideStreams.push_back(d.ownStream);
+  d.sideStreams.push_back(d.captureStream);
+  for (CUstream_st *stream : d.sideStreams)
     if (stream)
       d.streamDestroy(stream);
   if (d.context)
@@ -347,7 +365,10 @@ bool tracing() {
 class CudaHostDevice : public HostDevice {
 public:
   CudaHostDevice(CudaBackend &backend, CudaBackend::Driver &driver)
-      : backend(backend), d(driver) {}
+      : backend(backend), d(driver) {
+    if (d.recording && !d.sideStreams.empty())
+      schedule.emplace(static_cast<int>(d.sideStreams.size()) + 1);
+  }
   void *allocate(int64_t bytes, std::string &error) override;
   void release(void *memory) override {
     if (!d.temporaries)
@@ -359,14 +380,29 @@ public:
                 std::string &error) override;
   bool launchKernel(const std::string &kernel, std::array<unsigned, 3> grid,
                     std::array<unsigned, 3> block, unsigned sharedBytes,
-                    std::vector<void *> params, std::string &error) override;
+                    std::vector<void *> params,
+                    const std::vector<MemoryAccess> &touches,
+                    std::string &error) override;
   bool gemm(const GemmCall &call, bool &done, std::string &error) override;
+  /// Brings the work of every stream the program used back onto the one it
+  /// was given (after a failed step too, so that a recording can end).
+  bool rejoin(std::string &error);
 
 private:
+  /// The stream the next op, which touches `touches`, goes to, after the
+  /// waits the schedule asks for; null with `error`.
+  CUstream_st *streamFor(std::vector<MemoryAccess> touches, std::string &error);
+  /// Marks the end of the op just queued, for ops that may wait for it.
+  bool queued(std::string &error);
+  /// The event recorded after op `op` (created as the program grows).
+  CUevent_st *eventOf(int op, std::string &error);
+
   CudaBackend &backend;
   CudaBackend::Driver &d;
   /// Workspace bytes this run's temporaries take so far.
   int64_t placed = 0;
+  /// Several streams while a graph is recorded (V4A_GRAPH_STREAMS).
+  std::optional<StreamSchedule> schedule;
 };
 
 } // namespace
@@ -389,6 +425,90 @@ static std::optional<unsigned char> temporaryFill() {
   return fill;
 }
 
+/// V4A_GRAPH_STREAMS: how many streams a recorded step's host programs may
+/// spread their ops over (1-8; unset: 1, every op in program order).
+static int graphStreams() {
+  static const int streams = [] {
+    const char *setting = std::getenv("V4A_GRAPH_STREAMS");
+    return setting ? std::clamp(std::atoi(setting), 1, 8) : 1;
+  }();
+  return streams;
+}
+
+CUevent_st *CudaHostDevice::eventOf(int op, std::string &error) {
+  while (static_cast<int>(d.events.size()) <= op) {
+    CUevent_st *event = nullptr;
+    CUresult result = d.eventCreate(&event, kEventNoTiming);
+    if (result != kSuccess) {
+      error = d.describe("cannot create an event on " + d.deviceName, result);
+      return nullptr;
+    }
+    d.events.push_back(event);
+  }
+  return d.events[op];
+}
+
+CUstream_st *CudaHostDevice::streamFor(std::vector<MemoryAccess> touches,
+                                       std::string &error) {
+  if (!schedule)
+    return d.stream;
+  CUresult result = kSuccess;
+  if (schedule->size() == 0)
+    result = d.eventRecord(d.programStart, d.stream);
+  StreamSchedule::Placement placement = schedule->place(std::move(touches));
+  CUstream_st *stream =
+      placement.stream == 0 ? d.stream : d.sideStreams[placement.stream - 1];
+  if (result == kSuccess && placement.joinsStart)
+    result = d.streamWaitEvent(stream, d.programStart, 0);
+  for (int op : placement.waits) {
+    if (result != kSuccess)
+      break;
+    CUevent_st *event = eventOf(op, error);
+    if (!event)
+      return nullptr;
+    result = d.streamWaitEvent(stream, event, 0);
+  }
+  if (result != kSuccess) {
+    error =
+        d.describe("cannot order a step's streams on " + d.deviceName, result);
+    return nullptr;
+  }
+  return stream;
+}
+
+bool CudaHostDevice::queued(std::string &error) {
+  if (!schedule)
+    return true;
+  int op = schedule->size() - 1;
+  CUevent_st *event = eventOf(op, error);
+  if (!event)
+    return false;
+  int on = schedule->stream(op);
+  CUresult result =
+      d.eventRecord(event, on == 0 ? d.stream : d.sideStreams[on - 1]);
+  if (result != kSuccess) {
+    error = d.describe("cannot mark an op's end on " + d.deviceName, result);
+    return false;
+  }
+  return true;
+}
+
+bool CudaHostDevice::rejoin(std::string &error) {
+  if (!schedule)
+    return true;
+  std::vector<int> tails = schedule->rejoin();
+  schedule.reset();
+  for (int op : tails) {
+    CUresult result = d.streamWaitEvent(d.stream, d.events[op], 0);
+    if (result != kSuccess) {
+      error =
+          d.describe("cannot join a step's streams on " + d.deviceName, result);
+      return false;
+    }
+  }
+  return true;
+}
+
 void *CudaHostDevice::allocate(int64_t bytes, std::string &error) {
   if (!d.temporaries)
     return backend.allocate(bytes, error);
@@ -408,23 +528,32 @@ void *CudaHostDevice::allocate(int64_t bytes, std::string &error) {
   std::optional<unsigned char> fill = temporaryFill();
   if (!fill)
     return memory;
+  CUstream_st *stream = streamFor({{memory, size, true}}, error);
+  if (!stream)
+    return nullptr;
   CUresult result = d.memsetD8Async(reinterpret_cast<CUdeviceptr>(memory),
-                                    *fill, static_cast<size_t>(size), d.stream);
+                                    *fill, static_cast<size_t>(size), stream);
   if (result != kSuccess) {
     error = d.describe("cannot fill a temporary on " + d.deviceName, result);
     return nullptr;
   }
-  return memory;
+  return queued(error) ? memory : nullptr;
 }
 
 bool CudaHostDevice::copyOnDevice(void *to, const void *from, int64_t bytes,
                                   std::string &error) {
+  CUstream_st *stream =
+      streamFor({{from, bytes, false}, {to, bytes, true}}, error);
+  if (!stream)
+    return false;
   CUresult result =
       d.memcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(to),
-                        reinterpret_cast<CUdeviceptr>(from), bytes, d.stream);
-  if (result != kSuccess)
+                        reinterpret_cast<CUdeviceptr>(from), bytes, stream);
+  if (result != kSuccess) {
     error = d.describe("cannot copy on " + d.deviceName, result);
-  return result == kSuccess;
+    return false;
+  }
+  return queued(error);
 }
 
 bool CudaHostDevice::readBack(void *host, const void *device, int64_t bytes,
@@ -443,6 +572,7 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
                                   std::array<unsigned, 3> block,
                                   unsigned sharedBytes,
                                   std::vector<void *> params,
+                                  const std::vector<MemoryAccess> &touches,
                                   std::string &error) {
   auto it = d.functions.find(kernel);
   if (it == d.functions.end()) {
@@ -481,14 +611,19 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
   if (trace)
     std::fprintf(stderr, "launch %s grid %u %u %u block %u\n", kernel.c_str(),
                  grid[0], grid[1], grid[2], block[0]);
+  CUstream_st *stream = streamFor(touches, error);
+  if (!stream)
+    return false;
   CUresult result =
       d.launchKernel(it->second, grid[0], grid[1], grid[2], block[0], block[1],
-                     block[2], sharedBytes, d.stream, params.data(), nullptr);
+                     block[2], sharedBytes, stream, params.data(), nullptr);
   if (result == kSuccess && trace)
-    result = d.streamSynchronize(d.stream);
-  if (result != kSuccess)
+    result = d.streamSynchronize(stream);
+  if (result != kSuccess) {
     error = d.describe("cannot launch kernel " + kernel, result);
-  return result == kSuccess;
+    return false;
+  }
+  return queued(error);
 }
 
 /// The GEMM library with its workspace, loaded at its first use; null when
@@ -557,7 +692,16 @@ bool CudaHostDevice::gemm(const GemmCall &call, bool &done,
       return true;
     padded.d = reinterpret_cast<void *>(d.gemmRows);
   }
-  if (!library->run(padded, d.stream, done, error))
+  std::vector<MemoryAccess> touches = gemmTouches(call);
+  if (padded.d != call.d)
+    touches.push_back({padded.d, padded.n * call.m * 2, true});
+  CUstream_st *stream = streamFor(std::move(touches), error);
+  if (!stream)
+    return false;
+  int on = schedule ? schedule->stream(schedule->size() - 1) : 0;
+  void *workspace =
+      on == 0 ? nullptr : reinterpret_cast<void *>(d.sideWorkspaces[on - 1]);
+  if (!library->run(padded, stream, workspace, done, error))
     return false;
   // A shape the load did not prepare and the library refuses is said once.
   if (!done && !call.empty() && d.gemmWarned.insert(describeGemm(call)).second)
@@ -566,9 +710,10 @@ bool CudaHostDevice::gemm(const GemmCall &call, bool &done,
                  "generated kernel runs it\n",
                  describeGemm(call).c_str());
   if (done && padded.d != call.d) {
+    // On the product's stream, right behind it, before its end is marked.
     CUresult result =
         d.memcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(call.d), d.gemmRows,
-                          call.n * call.m * 2, d.stream);
+                          call.n * call.m * 2, stream);
     if (result != kSuccess) {
       error = d.describe("cannot copy a product's rows", result);
       return false;
@@ -580,7 +725,9 @@ bool CudaHostDevice::gemm(const GemmCall &call, bool &done,
                  static_cast<long long>(call.n), static_cast<long long>(call.m),
                  static_cast<long long>(call.k),
                  done ? "cuBLASLt" : "the generated kernel");
-  return true;
+  // Marked also when the library declined and queued nothing: a later wait
+  // on it is then a point of the stream no later than needed.
+  return queued(error);
 }
 
 bool CudaBackend::loadKernels(const std::string &image, std::string &error) {
@@ -607,7 +754,13 @@ bool CudaBackend::run(const step::Function &function,
   }
   driver->bind();
   CudaHostDevice device(*this, *driver);
-  return runHostProgram(function, args, device, error);
+  bool ran = runHostProgram(function, args, device, error);
+  std::string why;
+  if (!device.rejoin(why) && ran) {
+    error = function.name + ": " + why;
+    return false;
+  }
+  return ran;
 }
 
 bool CudaBackend::prepareGemms(const std::vector<GemmCall> &shapes,
@@ -644,7 +797,7 @@ bool CudaBackend::prepareGemms(const std::vector<GemmCall> &shapes,
 bool CudaBackend::gemm(const GemmCall &call, bool &done, std::string &error) {
   driver->bind();
   CudaHostDevice device(*this, *driver);
-  return device.gemm(call, done, error);
+  return device.gemm(call, done, error) && device.rejoin(error);
 }
 
 bool CudaBackend::synchronize(std::string &error) {
@@ -678,9 +831,47 @@ bool CudaBackend::supportsGraphs() const {
   return !tracing() && !comparingGemms();
 }
 
+/// The streams, GEMM workspaces and events a recording spreads its host
+/// programs over (V4A_GRAPH_STREAMS), made before it starts; false leaves
+/// the recording on one stream.
+static bool prepareSideStreams(CudaBackend &backend, CudaBackend::Driver &d) {
+  int wanted = graphStreams() - 1;
+  if (static_cast<int>(d.sideStreams.size()) == wanted)
+    return true;
+  if (!d.programStart &&
+      d.eventCreate(&d.programStart, kEventNoTiming) != kSuccess)
+    return false;
+  bool withGemms = loadGemm(backend, d) != nullptr;
+  while (static_cast<int>(d.sideStreams.size()) < wanted) {
+    CUstream_st *stream = nullptr;
+    std::string why;
+    void *workspace =
+        withGemms ? backend.allocate(CudaGemm::kWorkspaceBytes, why) : nullptr;
+    if ((withGemms && !workspace) ||
+        d.streamCreate(&stream, kStreamNonBlocking) != kSuccess) {
+      if (workspace)
+        backend.release(workspace);
+      return false;
+    }
+    d.sideStreams.push_back(stream);
+    d.sideWorkspaces.push_back(reinterpret_cast<CUdeviceptr>(workspace));
+  }
+  return true;
+}
+
 bool CudaBackend::beginGraph(std::string &error) {
   Driver &d = *driver;
   d.bind();
+  if (!prepareSideStreams(*this, d)) {
+    // Fewer streams than asked for: the step stays correct on one.
+    for (CUstream_st *stream : d.sideStreams)
+      d.streamDestroy(stream);
+    for (CUdeviceptr memory : d.sideWorkspaces)
+      if (memory)
+        d.memFree(memory);
+    d.sideStreams.clear();
+    d.sideWorkspaces.clear();
+  }
   // Recorded on a stream of its own: a caller's stream may get work from
   // other threads meanwhile, which must not become part of the graph.
   d.recordingFrom = d.stream;
@@ -691,6 +882,7 @@ bool CudaBackend::beginGraph(std::string &error) {
     error = d.describe("cannot record a graph on " + d.deviceName, result);
     return false;
   }
+  d.recording = true;
   return true;
 }
 
@@ -700,6 +892,7 @@ void *CudaBackend::endGraph(std::string &error) {
   CUgraph_st *graph = nullptr;
   CUresult result = d.streamEndCapture(d.stream, &graph);
   d.stream = d.recordingFrom;
+  d.recording = false;
   if (result != kSuccess) {
     error = d.describe("cannot record a graph on " + d.deviceName, result);
     return nullptr;

@@ -261,8 +261,8 @@ bool CudaGemm::prepare(const GemmCall &call) {
   return plan && plan->usable;
 }
 
-bool CudaGemm::run(const GemmCall &call, void *stream, bool &done,
-                   std::string &error) {
+bool CudaGemm::run(const GemmCall &call, void *stream, void *workspace,
+                   bool &done, std::string &error) {
   Library &l = *library;
   done = false;
   Plan *found = planOf(l, call);
@@ -275,10 +275,10 @@ bool CudaGemm::run(const GemmCall &call, void *stream, bool &done,
     return false;
   }
   float alpha = 1.0f, beta = 0.0f;
-  Status status =
-      l.matmul(l.handle, plan.desc, &alpha, call.a, plan.a, call.b, plan.b,
-               &beta, call.d, plan.d, call.d, plan.d, &plan.algo, l.workspace,
-               static_cast<size_t>(l.workspaceBytes), stream);
+  Status status = l.matmul(l.handle, plan.desc, &alpha, call.a, plan.a, call.b,
+                           plan.b, &beta, call.d, plan.d, call.d, plan.d,
+                           &plan.algo, workspace ? workspace : l.workspace,
+                           static_cast<size_t>(l.workspaceBytes), stream);
   // A product the library turns down when it runs (it writes nothing then)
   // goes to the generated kernel, now and for the rest of the run.
   if (status != kOk) {

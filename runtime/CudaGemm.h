@@ -29,8 +29,11 @@ public:
   ~CudaGemm();
 
   /// Queues `call` on `stream` and sets `done`, or leaves `done` false when
-  /// the library has no algorithm for the shape.
-  bool run(const GemmCall &call, void *stream, bool &done, std::string &error);
+  /// the library has no algorithm for the shape. `workspace`: device memory
+  /// of kWorkspaceBytes for this stream's products (null: the one given to
+  /// load; two streams may not share one).
+  bool run(const GemmCall &call, void *stream, void *workspace, bool &done,
+           std::string &error);
   /// Chooses the algorithm of `call`'s shape now (a shape first seen by run
   /// is planned there); false when the library has none.
   bool prepare(const GemmCall &call);

@@ -118,7 +118,7 @@ bool checkShape(const Op &op, std::string &why) {
       return false;
     for (int64_t kind : op.data)
       if (!need(kind >= 0 &&
-                    kind <= static_cast<int64_t>(Op::ParamKind::Buffer),
+                    kind <= static_cast<int64_t>(Op::ParamKind::ReadBuffer),
                 "unknown kernel argument kind"))
         return false;
     return true;
@@ -155,9 +155,8 @@ bool operandIsBuffer(const Op &op, size_t i) {
   case Kind::Load:
     return i == 0;
   case Kind::Launch:
-    return i >= Op::kLaunchExtents &&
-           op.data[i - Op::kLaunchExtents] ==
-               static_cast<int64_t>(Op::ParamKind::Buffer);
+    return i >= Op::kLaunchExtents && Op::isBuffer(static_cast<Op::ParamKind>(
+                                          op.data[i - Op::kLaunchExtents]));
   default:
     return false;
   }
@@ -497,6 +496,7 @@ bool Interpreter::launch(size_t at, const Op &op) {
   std::vector<int64_t> storage;
   storage.reserve(slots);
   std::vector<void *> params;
+  std::vector<MemoryAccess> touches;
   auto push = [&](int64_t value) {
     storage.push_back(value);
     params.push_back(&storage.back());
@@ -504,7 +504,7 @@ bool Interpreter::launch(size_t at, const Op &op) {
   for (size_t i = Op::kLaunchExtents; i < op.operands.size(); ++i) {
     const Value &v = values[op.operands[i]];
     auto kind = static_cast<Op::ParamKind>(op.data[i - Op::kLaunchExtents]);
-    if (kind != Op::ParamKind::Buffer) {
+    if (!Op::isBuffer(kind)) {
       if (kind == Op::ParamKind::I32) {
         int32_t narrow = static_cast<int32_t>(v.scalar);
         int64_t slot = 0;
@@ -515,6 +515,8 @@ bool Interpreter::launch(size_t at, const Op &op) {
       }
       continue;
     }
+    touches.push_back(
+        {v.base, v.elements() * v.elementBytes, kind == Op::ParamKind::Buffer});
     // The memref descriptor, expanded: allocated and aligned pointers,
     // offset, sizes, row-major strides.
     push(reinterpret_cast<int64_t>(v.base));
@@ -538,7 +540,7 @@ bool Interpreter::launch(size_t at, const Op &op) {
            static_cast<unsigned>(extents[2])},
           {static_cast<unsigned>(extents[3]), static_cast<unsigned>(extents[4]),
            static_cast<unsigned>(extents[5])},
-          static_cast<unsigned>(sharedBytes), params, why))
+          static_cast<unsigned>(sharedBytes), params, touches, why))
     return fail(at, why);
   return true;
 }

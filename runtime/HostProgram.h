@@ -13,6 +13,7 @@
 #define V4A_RUNTIME_HOSTPROGRAM_H
 
 #include "runtime/Backend.h"
+#include "runtime/StreamSchedule.h"
 
 #include <array>
 #include <string>
@@ -32,10 +33,14 @@ public:
   /// GEMM comparison does: a host program never reads the device).
   virtual bool readBack(void *host, const void *device, int64_t bytes,
                         std::string &error) = 0;
+  /// `touches`: the buffers the kernel may read and write (its own
+  /// arguments' bytes), for a device that runs ops side by side.
   virtual bool launchKernel(const std::string &kernel,
                             std::array<unsigned, 3> grid,
                             std::array<unsigned, 3> block, unsigned sharedBytes,
-                            std::vector<void *> params, std::string &error) = 0;
+                            std::vector<void *> params,
+                            const std::vector<MemoryAccess> &touches,
+                            std::string &error) = 0;
   /// Runs a checked Gemm op (core/StepSignature.h) on a GEMM library and
   /// sets `done`, or leaves `done` false for the program's own kernel (no
   /// library, or a shape it refuses). False only on a failure after the

@@ -24,7 +24,9 @@ public:
     return address;
   }
   void release(void *) override {}
-  bool copyOnDevice(void *, const void *, int64_t, std::string &) override {
+  bool copyOnDevice(void *to, const void *from, int64_t bytes,
+                    std::string &) override {
+    queue({{from, bytes, false}, {to, bytes, true}});
     return true;
   }
   bool readBack(void *host, const void *, int64_t bytes,
@@ -34,10 +36,13 @@ public:
   }
   bool launchKernel(const std::string &, std::array<unsigned, 3>,
                     std::array<unsigned, 3>, unsigned, std::vector<void *>,
+                    const std::vector<MemoryAccess> &touches,
                     std::string &) override {
+    queue(touches);
     return true;
   }
   bool gemm(const GemmCall &call, bool &done, std::string &) override {
+    queue(gemmTouches(call));
     GemmCall shape = call;
     shape.a = shape.b = shape.aScale = shape.bScale = nullptr;
     shape.d = nullptr;
@@ -51,8 +56,28 @@ public:
   uintptr_t next = uintptr_t(1) << 40;
   /// Workspace bytes of the allocations so far.
   int64_t placed = 0;
+  /// With a schedule: the ops as it places them, and per op the longest
+  /// chain of waiting ops that ends with it.
+  StreamSchedule *schedule = nullptr;
+  std::vector<int64_t> depths;
 
 private:
+  void queue(const std::vector<MemoryAccess> &touches) {
+    if (!schedule)
+      return;
+    int64_t before = 0;
+    // The op follows the last one on its stream and those it waits for.
+    StreamSchedule::Placement placement = schedule->place(touches);
+    for (int op = schedule->size() - 2; op >= 0; --op)
+      if (schedule->stream(op) == placement.stream) {
+        before = depths[op];
+        break;
+      }
+    for (int op : placement.waits)
+      before = std::max(before, depths[op]);
+    depths.push_back(before + 1);
+  }
+
   std::vector<GemmCall> &calls;
 };
 
@@ -111,6 +136,22 @@ bool stepTemporaryBytes(const step::Function &function, int64_t tokens,
   return true;
 }
 
+bool stepGraphShape(const step::Function &function, int64_t tokens,
+                    int64_t context, int streams, GraphShape &shape,
+                    std::string &error) {
+  std::vector<GemmCall> calls;
+  RecordingDevice device(calls);
+  StreamSchedule schedule(streams);
+  device.schedule = &schedule;
+  if (!recordStep(function, tokens, context, device, error))
+    return false;
+  shape.ops = static_cast<int64_t>(device.depths.size());
+  shape.depth = device.depths.empty() ? 0
+                                      : *std::max_element(device.depths.begin(),
+                                                          device.depths.end());
+  return true;
+}
+
 bool sameGemmShape(const GemmCall &a, const GemmCall &b) {
   auto key = [](const GemmCall &c) {
     return std::make_tuple(c.type, c.m, c.n, c.k, c.lda, c.ldb, c.ldd, c.batch,
@@ -147,6 +188,43 @@ bool distinctStepProducts(const std::vector<step::Function> &functions,
     }
   }
   return true;
+}
+
+/// The bytes `rows` rows of `cols` elements, `ld` apart, in `batch` batches
+/// `stride` apart, span from their first.
+static int64_t stridedBytes(int64_t batch, int64_t stride, int64_t rows,
+                            int64_t ld, int64_t cols, int64_t elementBytes) {
+  if (batch == 0 || rows == 0 || cols == 0)
+    return 0;
+  return ((batch - 1) * stride + (rows - 1) * ld + cols) * elementBytes;
+}
+
+std::vector<MemoryAccess> gemmTouches(const GemmCall &call) {
+  bool fp8 = call.type == step::HostOp::GemmType::FP8;
+  int64_t inputBytes = fp8 ? 1 : 2;
+  int64_t resultBytes = call.type == step::HostOp::GemmType::BF16F32 ? 4 : 2;
+  int64_t rowsB = fp8 ? (call.n + 3) / 4 * 4 : call.n;
+  std::vector<MemoryAccess> touches = {
+      {call.a,
+       stridedBytes(call.batch, call.strideA, call.m, call.lda, call.k,
+                    inputBytes),
+       false},
+      {call.b,
+       stridedBytes(call.batch, call.strideB, rowsB, call.ldb, call.k,
+                    inputBytes),
+       false},
+      {call.d,
+       stridedBytes(call.batch, call.strideD, call.n, call.ldd, call.m,
+                    resultBytes),
+       true}};
+  if (fp8) {
+    int64_t kBlocks = (call.k + 127) / 128;
+    touches.push_back({call.aScale,
+                       (call.m + 127) / 128 * ((kBlocks + 3) / 4 * 4) * 4,
+                       false});
+    touches.push_back({call.bScale, kBlocks * rowsB * 4, false});
+  }
+  return touches;
 }
 
 std::string describeGemm(const GemmCall &c) {

@@ -53,6 +53,20 @@ bool distinctStepProducts(const std::vector<step::Function> &functions,
 /// "bf16 gemm BATCH x TOKENS x OUT x IN" (fp8, bf16-f32 likewise).
 std::string describeGemm(const GemmCall &call);
 
+/// What a library product reads (A, B, the fp8 scales) and writes (D).
+std::vector<MemoryAccess> gemmTouches(const GemmCall &call);
+
+/// A recorded graph of a step function: its device ops (launches, library
+/// GEMMs, copies) and the longest chain of them that wait for one another
+/// when a StreamSchedule spreads them over `streams` streams.
+struct GraphShape {
+  int64_t ops = 0;
+  int64_t depth = 0;
+};
+bool stepGraphShape(const step::Function &function, int64_t tokens,
+                    int64_t context, int streams, GraphShape &shape,
+                    std::string &error);
+
 } // namespace v4a::rt
 
 #endif // V4A_RUNTIME_STEPGEMMS_H

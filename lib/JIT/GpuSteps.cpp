@@ -2,6 +2,7 @@
 
 #include "lib/JIT/GpuSteps.h"
 
+#include "lib/JIT/KernelAccess.h"
 #include "lib/JIT/StepJit.h"
 #include "passes/Passes.h"
 
@@ -331,9 +332,16 @@ LogicalResult HostProgramBuilder::addLaunch(gpu::LaunchFuncOp launch) {
   } else {
     extents.push_back(constant(0));
   }
+  auto kernel = SymbolTable::lookupNearestSymbolFrom<gpu::GPUFuncOp>(
+      launch, launch.getKernel());
+  if (!kernel)
+    return launch.emitError("v4a host program: no kernel ")
+           << launch.getKernel();
+  SmallVector<bool> readOnly = readOnlyArguments(kernel);
   SmallVector<Value> operands;
   std::vector<int64_t> kinds;
-  for (Value arg : launch.getKernelOperands()) {
+  for (auto [arg, onlyRead] :
+       llvm::zip_equal(launch.getKernelOperands(), readOnly)) {
     Type type = arg.getType();
     if (type.isIndex() || type.isInteger(64)) {
       kinds.push_back(static_cast<int64_t>(step::HostOp::ParamKind::I64));
@@ -343,7 +351,9 @@ LogicalResult HostProgramBuilder::addLaunch(gpu::LaunchFuncOp launch) {
       if (!memref.getLayout().isIdentity())
         return launch.emitError("v4a host program: a kernel buffer with a "
                                 "layout");
-      kinds.push_back(static_cast<int64_t>(step::HostOp::ParamKind::Buffer));
+      kinds.push_back(
+          static_cast<int64_t>(onlyRead ? step::HostOp::ParamKind::ReadBuffer
+                                        : step::HostOp::ParamKind::Buffer));
     } else {
       return launch.emitError("v4a host program: a kernel argument of type ")
              << type;

@@ -35,6 +35,7 @@ public:
     std::array<unsigned, 3> grid, block;
     unsigned sharedBytes = 0;
     std::vector<int64_t> params;
+    std::vector<rt::MemoryAccess> touches;
   };
   std::vector<Launch> launches;
   std::map<std::string, std::function<void(const std::vector<int64_t> &)>>
@@ -87,8 +88,10 @@ public:
   }
   bool launchKernel(const std::string &kernel, std::array<unsigned, 3> grid,
                     std::array<unsigned, 3> block, unsigned sharedBytes,
-                    std::vector<void *> params, std::string &error) override {
-    Launch launch{kernel, grid, block, sharedBytes, {}};
+                    std::vector<void *> params,
+                    const std::vector<rt::MemoryAccess> &touches,
+                    std::string &error) override {
+    Launch launch{kernel, grid, block, sharedBytes, {}, touches};
     for (void *param : params)
       launch.params.push_back(*static_cast<int64_t *>(param));
     launches.push_back(launch);
@@ -115,6 +118,7 @@ Op op(Kind kind, int result, std::vector<int> operands,
 
 int64_t arith(Op::Arith code) { return static_cast<int64_t>(code); }
 constexpr int64_t kBuffer = static_cast<int64_t>(Op::ParamKind::Buffer);
+constexpr int64_t kReadBuffer = static_cast<int64_t>(Op::ParamKind::ReadBuffer);
 constexpr int64_t kI64 = static_cast<int64_t>(Op::ParamKind::I64);
 
 /// f(x [T, 4] f32) -> y [T, 4] f32: a temporary [T, 4] filled by kernel
@@ -136,7 +140,7 @@ step::Function twiceFunction() {
       op(Kind::Alloc, tmp, {t}, {4, 2, -1, 4}),
       op(Kind::Const, shared, {}, {0}),
       op(Kind::Launch, -1, {grid, one, one, c128, one, one, shared, 0, tmp, t},
-         {kBuffer, kBuffer, kI64}, "twice"),
+         {kReadBuffer, kBuffer, kI64}, "twice"),
       op(Kind::Copy, -1, {tmp, 1}, {}),
   };
   return f;
@@ -171,6 +175,15 @@ TEST(HostProgram, RunsSizesTemporariesLaunchesAndCopies) {
                                  launch.params.begin() + 7),
             (std::vector<int64_t>{0, 300, 4, 4, 1}));
   EXPECT_EQ(launch.params[14], 300);
+  // What the launch touches: x read, tmp written, each whole.
+  ASSERT_EQ(launch.touches.size(), 2u);
+  EXPECT_EQ(launch.touches[0].begin, x.data());
+  EXPECT_EQ(launch.touches[0].bytes, 300 * 4 * 4);
+  EXPECT_FALSE(launch.touches[0].writes);
+  EXPECT_EQ(launch.touches[1].begin,
+            reinterpret_cast<void *>(launch.params[8]));
+  EXPECT_EQ(launch.touches[1].bytes, 300 * 4 * 4);
+  EXPECT_TRUE(launch.touches[1].writes);
   for (size_t i = 0; i < y.size(); ++i)
     ASSERT_EQ(y[i], 2.0f * i) << i;
   EXPECT_EQ(device.live, 0) << "temporaries are released";

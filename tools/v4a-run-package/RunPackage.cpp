@@ -55,6 +55,7 @@
 #include "runtime/Weights.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -145,6 +146,45 @@ DeviceWork deviceWorkOf(const step::HostProgram &host) {
   return work;
 }
 
+/// How deep a recorded decode step is (128 tokens at 64K of context, or the
+/// planned context if less): the longest chain of its ops that wait for
+/// one another, on one stream (every op) and over the streams
+/// V4A_GRAPH_STREAMS may give it (StreamSchedule).
+bool describeGraphDepths(const pkg::Package &p, std::string &error) {
+  constexpr int64_t kTokens = 128;
+  constexpr int kStreams[] = {1, 2, 4};
+  int64_t context = std::min<int64_t>(65536, p.planOptions.contextTokens);
+  std::vector<std::array<rt::GraphShape, 3>> shapes(p.functions.size());
+  for (size_t f = 0; f < p.functions.size(); ++f) {
+    if (p.functions[f].host.ops.empty())
+      continue;
+    for (int i = 0; i < 3; ++i)
+      if (!rt::stepGraphShape(p.functions[f], kTokens, context, kStreams[i],
+                              shapes[f][i], error))
+        return false;
+  }
+  std::array<int64_t, 3> total = {0, 0, 0};
+  for (const step::Call &call : p.calls)
+    for (int i = 0; i < 3; ++i)
+      total[i] += shapes[call.function][i].depth;
+  std::printf("graph depth of a decode step (%lld tokens, context %lld; "
+              "longest chain of waiting nodes on 1 / 2 / 4 streams):\n",
+              static_cast<long long>(kTokens), static_cast<long long>(context));
+  for (size_t f = 0; f < p.functions.size(); ++f)
+    if (!p.functions[f].host.ops.empty())
+      std::printf("  %s: %lld nodes, %lld / %lld / %lld deep\n",
+                  p.functions[f].name.c_str(),
+                  static_cast<long long>(shapes[f][0].ops),
+                  static_cast<long long>(shapes[f][0].depth),
+                  static_cast<long long>(shapes[f][1].depth),
+                  static_cast<long long>(shapes[f][2].depth));
+  std::printf("  a step of every layer: %lld / %lld / %lld deep\n",
+              static_cast<long long>(total[0]),
+              static_cast<long long>(total[1]),
+              static_cast<long long>(total[2]));
+  return true;
+}
+
 /// --info: what a package holds, without weights or a GPU.
 int describePackage(const std::string &path) {
   std::string error;
@@ -201,6 +241,8 @@ int describePackage(const std::string &path) {
               static_cast<long long>(step.launches),
               static_cast<long long>(step.gemms),
               static_cast<long long>(step.copies));
+  if (!describeGraphDepths(p, error))
+    return fail(error);
   std::printf("kernels: PTX %zu bytes, cubin %s\n", p.ptx.size(),
               p.cubin.empty()
                   ? "none (the driver compiles the PTX)"

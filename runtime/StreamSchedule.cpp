@@ -1,0 +1,89 @@
+//===- StreamSchedule.cpp - a host program's ops over a few streams -------===//
+
+#include "runtime/StreamSchedule.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace v4a::rt {
+
+namespace {
+
+bool overlap(const MemoryAccess &a, const MemoryAccess &b) {
+  auto begin = [](const MemoryAccess &m) {
+    return reinterpret_cast<uintptr_t>(m.begin);
+  };
+  return a.bytes > 0 && b.bytes > 0 &&
+         begin(a) < begin(b) + static_cast<uintptr_t>(b.bytes) &&
+         begin(b) < begin(a) + static_cast<uintptr_t>(a.bytes);
+}
+
+} // namespace
+
+bool conflicts(const std::vector<MemoryAccess> &a,
+               const std::vector<MemoryAccess> &b) {
+  // An op that names no memory may touch any: it keeps its place.
+  if (a.empty() || b.empty())
+    return true;
+  for (const MemoryAccess &x : a)
+    for (const MemoryAccess &y : b)
+      if ((x.writes || y.writes) && overlap(x, y))
+        return true;
+  return false;
+}
+
+StreamSchedule::StreamSchedule(int streams)
+    : streamCount(std::max(streams, 1)),
+      clocks(streamCount, std::vector<int>(streamCount, 0)),
+      last(streamCount, -1) {}
+
+StreamSchedule::Placement
+StreamSchedule::place(std::vector<MemoryAccess> accesses) {
+  // The earlier ops this one must follow, latest first.
+  std::vector<int> after;
+  for (int j = size() - 1; j >= 0; --j)
+    if (conflicts(ops[j].accesses, accesses))
+      after.push_back(j);
+  Placement placement;
+  auto chainEnd = std::find_if(after.begin(), after.end(),
+                               [&](int j) { return last[ops[j].stream] == j; });
+  if (chainEnd != after.end()) {
+    // Right behind the latest op it needs that still ends its stream: that
+    // chain goes on without a wait and without following unrelated work.
+    placement.stream = ops[*chainEnd].stream;
+  } else {
+    // Otherwise (a second reader of one result, or no dependence at all)
+    // on the stream idle longest, an unused one first.
+    placement.stream = static_cast<int>(
+        std::min_element(last.begin(), last.end()) - last.begin());
+  }
+  int s = placement.stream;
+  placement.joinsStart = s != 0 && last[s] < 0;
+  std::vector<int> &clock = clocks[s];
+  for (int j : after) {
+    const Op &before = ops[j];
+    if (clock[before.stream] >= before.sequence)
+      continue; // Already behind it, through its stream or another wait.
+    placement.waits.push_back(j);
+    for (int k = 0; k < streamCount; ++k)
+      clock[k] = std::max(clock[k], before.clock[k]);
+  }
+  Op op;
+  op.stream = s;
+  op.sequence = ++clock[s];
+  op.accesses = std::move(accesses);
+  op.clock = clock;
+  last[s] = size();
+  ops.push_back(std::move(op));
+  return placement;
+}
+
+std::vector<int> StreamSchedule::rejoin() const {
+  std::vector<int> tails;
+  for (int s = 1; s < streamCount; ++s)
+    if (last[s] >= 0 && clocks[0][s] < ops[last[s]].sequence)
+      tails.push_back(last[s]);
+  return tails;
+}
+
+} // namespace v4a::rt
