@@ -831,6 +831,8 @@ bool CudaBackend::supportsGraphs() const {
   return !tracing() && !comparingGemms();
 }
 
+constexpr size_t kEventsAhead = 128;
+
 /// The streams, GEMM workspaces and events a recording spreads its host
 /// programs over (V4A_GRAPH_STREAMS), made before it starts; false leaves
 /// the recording on one stream.
@@ -841,6 +843,14 @@ static bool prepareSideStreams(CudaBackend &backend, CudaBackend::Driver &d) {
   if (!d.programStart &&
       d.eventCreate(&d.programStart, kEventNoTiming) != kSuccess)
     return false;
+  // Events for the ops of a host program, made before the recording (a
+  // longer program makes more as it goes).
+  while (d.events.size() < kEventsAhead) {
+    CUevent_st *event = nullptr;
+    if (d.eventCreate(&event, kEventNoTiming) != kSuccess)
+      return false;
+    d.events.push_back(event);
+  }
   bool withGemms = loadGemm(backend, d) != nullptr;
   while (static_cast<int>(d.sideStreams.size()) < wanted) {
     CUstream_st *stream = nullptr;
