@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <tuple>
 
 namespace v4a::rt {
 
@@ -44,19 +45,24 @@ StreamSchedule::place(std::vector<MemoryAccess> accesses) {
   for (int j = size() - 1; j >= 0; --j)
     if (conflicts(ops[j].accesses, accesses))
       after.push_back(j);
+  // Counted in ops, it can start once the deepest of them is done; it goes
+  // where it starts soonest: on a stream whose last op is no deeper, one
+  // that ends with an op it needs (no wait) first, then the deepest such
+  // (emptier streams stay free for work that can start sooner).
+  int needed = 0;
+  for (int j : after)
+    needed = std::max(needed, ops[j].depth);
+  auto tailDepth = [&](int s) { return last[s] < 0 ? 0 : ops[last[s]].depth; };
+  auto rank = [&](int s) {
+    bool continues = last[s] >= 0 && std::find(after.begin(), after.end(),
+                                               last[s]) != after.end();
+    return std::make_tuple(std::max(tailDepth(s), needed), !continues,
+                           -tailDepth(s), s);
+  };
   Placement placement;
-  auto chainEnd = std::find_if(after.begin(), after.end(),
-                               [&](int j) { return last[ops[j].stream] == j; });
-  if (chainEnd != after.end()) {
-    // Right behind the latest op it needs that still ends its stream: that
-    // chain goes on without a wait and without following unrelated work.
-    placement.stream = ops[*chainEnd].stream;
-  } else {
-    // Otherwise (a second reader of one result, or no dependence at all)
-    // on the stream idle longest, an unused one first.
-    placement.stream = static_cast<int>(
-        std::min_element(last.begin(), last.end()) - last.begin());
-  }
+  for (int s = 1; s < streamCount; ++s)
+    if (rank(s) < rank(placement.stream))
+      placement.stream = s;
   int s = placement.stream;
   placement.joinsStart = s != 0 && last[s] < 0;
   std::vector<int> &clock = clocks[s];
@@ -70,6 +76,7 @@ StreamSchedule::place(std::vector<MemoryAccess> accesses) {
   }
   Op op;
   op.stream = s;
+  op.depth = std::max(tailDepth(s), needed) + 1;
   op.sequence = ++clock[s];
   op.accesses = std::move(accesses);
   op.clock = clock;

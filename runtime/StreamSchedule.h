@@ -1,14 +1,15 @@
-//===- StreamSchedule.h - a host program's ops over a few streams -*- C++
-//-*-===//
+//===- StreamSchedule.h - a host program's ops over streams -----*- C++ -*-===//
 //
 // Places the device ops of one host program on a few streams: an op waits
 // only for the earlier ops whose memory it conflicts with (one of the two
 // writes bytes the other touches), so that independent chains (a layer's
 // compressors, its indexer and its query path) run side by side in a
-// recorded graph. Stream 0 is the one the program was given; the others
-// start from its state at the program's start and rejoin it at the end, so
-// that to the work before and after, the program is one op as before.
-// Plain C++: the device records and waits on events where it says.
+// recorded graph. Each op goes where it can start soonest, counted in ops
+// (a graph's launch gaps are per node). Stream 0 is the one the program
+// was given; the others start from its state at the program's start and
+// rejoin it at the end, so that to the work before and after, the program
+// is one op as before. Plain C++: the device records and waits on events
+// where it says.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,6 +61,8 @@ private:
   struct Op {
     int stream = 0;
     int sequence = 0;
+    /// Ops on the longest chain of waits that ends with this one.
+    int depth = 0;
     std::vector<MemoryAccess> accesses;
     /// Per stream, how many of its ops are done when this one is.
     std::vector<int> clock;

@@ -84,11 +84,11 @@ TEST(StreamScheduleTest, IndependentChainsRunSideBySideAndJoin) {
   EXPECT_EQ(b1.stream, b0.stream);
   EXPECT_TRUE(a1.waits.empty());
   EXPECT_TRUE(b1.waits.empty());
-  // Behind the later chain, waiting for the other.
+  // Behind one chain (the first stream of the two), waiting for the other.
   auto join = schedule.place({reads(1088, 64), reads(2112, 64)});
-  EXPECT_EQ(join.stream, b1.stream);
-  EXPECT_EQ(join.waits, std::vector<int>{2});
-  EXPECT_EQ(schedule.rejoin(), std::vector<int>{4});
+  EXPECT_EQ(join.stream, a1.stream);
+  EXPECT_EQ(join.waits, std::vector<int>{3});
+  EXPECT_TRUE(schedule.rejoin().empty());
 }
 
 TEST(StreamScheduleTest, ReadersShareAndAWriterWaitsForThemAll) {
@@ -101,11 +101,29 @@ TEST(StreamScheduleTest, ReadersShareAndAWriterWaitsForThemAll) {
   EXPECT_NE(r2.stream, 0);
   EXPECT_EQ(r2.waits, std::vector<int>{0});
   // Overwriting the read bytes must wait for both readers.
-  // Behind the later reader, and a wait for the other.
+  // Behind one reader, and a wait for the other.
   auto w = schedule.place({writes(64, 128)});
-  EXPECT_EQ(w.stream, r2.stream);
-  EXPECT_EQ(w.waits, std::vector<int>{1});
-  EXPECT_EQ(schedule.rejoin(), std::vector<int>{3});
+  EXPECT_EQ(w.stream, r1.stream);
+  EXPECT_EQ(w.waits, std::vector<int>{2});
+  EXPECT_TRUE(schedule.rejoin().empty());
+}
+
+TEST(StreamScheduleTest, AnOpGoesWhereItStartsSoonest) {
+  StreamSchedule schedule(2);
+  auto a = schedule.place({writes(0, 64)});
+  auto b0 = schedule.place({writes(256, 64)});
+  auto b1 = schedule.place({reads(256, 64), writes(320, 64)});
+  auto b2 = schedule.place({reads(320, 64), writes(384, 64)});
+  EXPECT_NE(b0.stream, a.stream);
+  EXPECT_EQ(b2.stream, b0.stream);
+  auto other = schedule.place({writes(1024, 64)});
+  EXPECT_EQ(other.stream, a.stream);
+  // It needs only `a`: behind `other` (two ops deep), not behind the
+  // three-op chain on the stream that was used longest ago.
+  auto reader = schedule.place({reads(0, 64), writes(2048, 64)});
+  EXPECT_EQ(reader.stream, a.stream);
+  EXPECT_TRUE(reader.waits.empty());
+  (void)b1;
 }
 
 TEST(StreamScheduleTest, AnOpWithoutAccessesIsABarrier) {
