@@ -148,6 +148,10 @@ struct CudaBackend::Driver {
   /// Recorded after the ops of a host program (one each), and at its start.
   std::vector<CUevent_st *> events;
   CUevent_st *programStart = nullptr;
+  /// Recorded at a side stream's end when a program rejoins it.
+  std::vector<CUevent_st *> streamEnds;
+  /// The side streams could not be made (said once; not tried again).
+  bool sideStreamsRefused = false;
 
   /// Makes the device's context current on the calling thread (the runtime
   /// uploads weights from several threads).
@@ -239,6 +243,7 @@ CudaBackend::~CudaBackend() {
     d.moduleUnload(module);
   d.events.push_back(d.handOver);
   d.events.push_back(d.programStart);
+  d.events.insert(d.events.end(), d.streamEnds.begin(), d.streamEnds.end());
   for (CUevent_st *event : d.events)
     if (event)
       d.eventDestroy(event);
@@ -497,9 +502,17 @@ bool CudaHostDevice::rejoin(std::string &error) {
   if (!schedule)
     return true;
   std::vector<int> tails = schedule->rejoin();
+  std::vector<int> streams;
+  for (int op : tails)
+    streams.push_back(schedule->stream(op));
   schedule.reset();
-  for (int op : tails) {
-    CUresult result = d.streamWaitEvent(d.stream, d.events[op], 0);
+  // A fresh mark at each stream's end, not its last op's event: after a
+  // failed op that event may not have been recorded in this program.
+  for (int s : streams) {
+    CUevent_st *end = d.streamEnds[s - 1];
+    CUresult result = d.eventRecord(end, d.sideStreams[s - 1]);
+    if (result == kSuccess)
+      result = d.streamWaitEvent(d.stream, end, 0);
     if (result != kSuccess) {
       error =
           d.describe("cannot join a step's streams on " + d.deviceName, result);
@@ -797,7 +810,13 @@ bool CudaBackend::prepareGemms(const std::vector<GemmCall> &shapes,
 bool CudaBackend::gemm(const GemmCall &call, bool &done, std::string &error) {
   driver->bind();
   CudaHostDevice device(*this, *driver);
-  return device.gemm(call, done, error) && device.rejoin(error);
+  bool ran = device.gemm(call, done, error);
+  std::string why;
+  if (!device.rejoin(why) && ran) {
+    error = why;
+    return false;
+  }
+  return ran;
 }
 
 bool CudaBackend::synchronize(std::string &error) {
@@ -838,7 +857,7 @@ constexpr size_t kEventsAhead = 128;
 /// the recording on one stream.
 static bool prepareSideStreams(CudaBackend &backend, CudaBackend::Driver &d) {
   int wanted = graphStreams() - 1;
-  if (static_cast<int>(d.sideStreams.size()) == wanted)
+  if (static_cast<int>(d.sideStreams.size()) == wanted || d.sideStreamsRefused)
     return true;
   if (!d.programStart &&
       d.eventCreate(&d.programStart, kEventNoTiming) != kSuccess)
@@ -865,6 +884,10 @@ static bool prepareSideStreams(CudaBackend &backend, CudaBackend::Driver &d) {
     }
     d.sideStreams.push_back(stream);
     d.sideWorkspaces.push_back(reinterpret_cast<CUdeviceptr>(workspace));
+    CUevent_st *end = nullptr;
+    if (d.eventCreate(&end, kEventNoTiming) != kSuccess)
+      return false;
+    d.streamEnds.push_back(end);
   }
   return true;
 }
@@ -874,13 +897,24 @@ bool CudaBackend::beginGraph(std::string &error) {
   d.bind();
   if (!prepareSideStreams(*this, d)) {
     // Fewer streams than asked for: the step stays correct on one.
+    d.sideStreamsRefused = true;
+    std::fprintf(stderr,
+                 "v4a: warning: V4A_GRAPH_STREAMS=%d: cannot make %d more "
+                 "streams with a %lld MiB GEMM workspace each on %s; graphs "
+                 "record on one stream\n",
+                 graphStreams(), graphStreams() - 1,
+                 static_cast<long long>(CudaGemm::kWorkspaceBytes >> 20),
+                 d.deviceName.c_str());
     for (CUstream_st *stream : d.sideStreams)
       d.streamDestroy(stream);
     for (CUdeviceptr memory : d.sideWorkspaces)
       if (memory)
         d.memFree(memory);
+    for (CUevent_st *end : d.streamEnds)
+      d.eventDestroy(end);
     d.sideStreams.clear();
     d.sideWorkspaces.clear();
+    d.streamEnds.clear();
   }
   // Recorded on a stream of its own: a caller's stream may get work from
   // other threads meanwhile, which must not become part of the graph.

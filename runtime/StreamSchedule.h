@@ -40,7 +40,7 @@ public:
   struct Placement {
     int stream = 0;
     /// Earlier ops (by the index `place` returned) the stream must wait for
-    /// before this op; each is recorded after it ran (`recordsAfter`).
+    /// before this op (the device marks each op's end once it is queued).
     std::vector<int> waits;
     /// Whether the stream, not yet used by this program, must first wait
     /// for stream 0's state at the program's start.
