@@ -228,6 +228,21 @@ struct CudaBackend::Driver {
 
 CudaBackend::CudaBackend() : driver(std::make_unique<Driver>()) {}
 
+/// Destroys the side streams of recordings, their GEMM workspaces and end
+/// marks.
+static void releaseSideStreams(CudaBackend::Driver &d) {
+  for (CUstream_st *stream : d.sideStreams)
+    d.streamDestroy(stream);
+  for (CUdeviceptr memory : d.sideWorkspaces)
+    if (memory)
+      d.memFree(memory);
+  for (CUevent_st *end : d.streamEnds)
+    d.eventDestroy(end);
+  d.sideStreams.clear();
+  d.sideWorkspaces.clear();
+  d.streamEnds.clear();
+}
+
 CudaBackend::~CudaBackend() {
   Driver &d = *driver;
   d.gemm.reset();
@@ -236,20 +251,15 @@ CudaBackend::~CudaBackend() {
   for (CUdeviceptr memory : d.retiredRows)
     if (memory)
       d.memFree(memory);
-  for (CUdeviceptr memory : d.sideWorkspaces)
-    if (memory)
-      d.memFree(memory);
+  releaseSideStreams(d);
   for (CUmod_st *module : d.modules)
     d.moduleUnload(module);
   d.events.push_back(d.handOver);
   d.events.push_back(d.programStart);
-  d.events.insert(d.events.end(), d.streamEnds.begin(), d.streamEnds.end());
   for (CUevent_st *event : d.events)
     if (event)
       d.eventDestroy(event);
-  d.sideStreams.push_back(d.ownStream);
-  d.sideStreams.push_back(d.captureStream);
-  for (CUstream_st *stream : d.sideStreams)
+  for (CUstream_st *stream : {d.ownStream, d.captureStream})
     if (stream)
       d.streamDestroy(stream);
   if (d.context)
@@ -905,16 +915,7 @@ bool CudaBackend::beginGraph(std::string &error) {
                  graphStreams(), graphStreams() - 1,
                  static_cast<long long>(CudaGemm::kWorkspaceBytes >> 20),
                  d.deviceName.c_str());
-    for (CUstream_st *stream : d.sideStreams)
-      d.streamDestroy(stream);
-    for (CUdeviceptr memory : d.sideWorkspaces)
-      if (memory)
-        d.memFree(memory);
-    for (CUevent_st *end : d.streamEnds)
-      d.eventDestroy(end);
-    d.sideStreams.clear();
-    d.sideWorkspaces.clear();
-    d.streamEnds.clear();
+    releaseSideStreams(d);
   }
   // Recorded on a stream of its own: a caller's stream may get work from
   // other threads meanwhile, which must not become part of the graph.
