@@ -411,6 +411,10 @@ private:
   bool queued(std::string &error);
   /// The event recorded after op `op` (created as the program grows).
   CUevent_st *eventOf(int op, std::string &error);
+  /// Stream `s` of the schedule: 0 the program's own, then the side ones.
+  CUstream_st *streamOf(int s) const {
+    return s == 0 ? d.stream : d.sideStreams[s - 1];
+  }
 
   CudaBackend &backend;
   CudaBackend::Driver &d;
@@ -471,8 +475,7 @@ CUstream_st *CudaHostDevice::streamFor(std::vector<MemoryAccess> touches,
   if (schedule->size() == 0)
     result = d.eventRecord(d.programStart, d.stream);
   StreamSchedule::Placement placement = schedule->place(std::move(touches));
-  CUstream_st *stream =
-      placement.stream == 0 ? d.stream : d.sideStreams[placement.stream - 1];
+  CUstream_st *stream = streamOf(placement.stream);
   if (result == kSuccess && placement.joinsStart)
     result = d.streamWaitEvent(stream, d.programStart, 0);
   for (int op : placement.waits) {
@@ -498,9 +501,7 @@ bool CudaHostDevice::queued(std::string &error) {
   CUevent_st *event = eventOf(op, error);
   if (!event)
     return false;
-  int on = schedule->stream(op);
-  CUresult result =
-      d.eventRecord(event, on == 0 ? d.stream : d.sideStreams[on - 1]);
+  CUresult result = d.eventRecord(event, streamOf(schedule->stream(op)));
   if (result != kSuccess) {
     error = d.describe("cannot mark an op's end on " + d.deviceName, result);
     return false;
@@ -520,7 +521,7 @@ bool CudaHostDevice::rejoin(std::string &error) {
   // failed op that event may not have been recorded in this program.
   for (int s : streams) {
     CUevent_st *end = d.streamEnds[s - 1];
-    CUresult result = d.eventRecord(end, d.sideStreams[s - 1]);
+    CUresult result = d.eventRecord(end, streamOf(s));
     if (result == kSuccess)
       result = d.streamWaitEvent(d.stream, end, 0);
     if (result != kSuccess) {

@@ -628,8 +628,8 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
       angles[i].at = sharedFloats;
       sharedFloats += rope.getRopeDim();
     }
-  bool sharesAngles = llvm::any_of(
-      angles, [](const RopeAngles &rope) { return rope.at >= 0; });
+  bool sharesAngles =
+      llvm::any_of(angles, [](const RopeAngles &rope) { return rope.at >= 0; });
 
   Operation *func = last->getParentOfType<func::FuncOp>();
   mlir::gpu::LaunchOp launch = createLaunch(b, loc, kernelName(func, "rows"),

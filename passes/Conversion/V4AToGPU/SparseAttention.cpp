@@ -383,12 +383,11 @@ bool isAttentionCovered(CacheAttentionOp op) {
 RoPEOp fusedInverseRoPE(CacheAttentionOp op) {
   if (!op->hasOneUse())
     return nullptr;
+  // Its only user; the rope's positions are i64, so the output is its input.
   auto rope = dyn_cast<RoPEOp>(*op->getUsers().begin());
-  auto type = cast<RankedTensorType>(op.getType());
-  int64_t width = type.getDimSize(2);
-  if (!rope || !rope.getInverse() || rope.getInput() != op.getResult() ||
-      rope->getBlock() != op->getBlock() || rope.getType() != type)
+  if (!rope || !rope.getInverse() || rope->getBlock() != op->getBlock())
     return nullptr;
+  int64_t width = cast<RankedTensorType>(op.getType()).getDimSize(2);
   int64_t ropeDim = rope.getRopeDim();
   return ropeDim > 0 && ropeDim % 2 == 0 && ropeDim <= width ? rope : nullptr;
 }
@@ -1313,7 +1312,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
         });
       }
     };
-    if (!rope) {
+    // A tile whose columns lie before the rope dims in every warpgroup
+    // stores as it is.
+    if (!rope || lastBase + tileN <= rope->start) {
       storeTile(false);
       continue;
     }
