@@ -8,6 +8,9 @@
 #   bench/ab-kernels.sh A.v4apkg B.v4apkg REGEX [LAYERS]
 #                         (on the GPU machine; carry build/bin and both
 #                         packages; LAYERS default 0,2,3)
+#   A_RUN / B_RUN: the v4a-run-package of one side (default build/bin's),
+#   for a package of an older format version that only its own runtime
+#   loads.
 #
 # Writes the per-kernel CSVs into $OUT (or a temporary folder, printed).
 set -uo pipefail
@@ -17,14 +20,17 @@ b=$(realpath "${2:?$usage}") || exit 1
 regex=${3:?$usage}
 layers=${4:-0,2,3}
 out=$(realpath "${OUT:-$(mktemp -d)}") || exit 1
+default_run=$(dirname "$0")/../build/bin/v4a-run-package
+run_a=$(realpath "${A_RUN:-$default_run}") || exit 1
+run_b=$(realpath "${B_RUN:-$default_run}") || exit 1
 cd "$(dirname "$0")/.."
-run=build/bin/v4a-run-package
 status=0
 echo "ab-kernels.sh: A $(basename "$a"), B $(basename "$b"), kernels /$regex/"
 for lengths in "260,129,1 260" "3000,1700,1 3000"; do
   read -r list prompt <<< "$lengths"
   for side in a b; do
-    timeout 180 "$run" "${!side}" --random-weights 1 --prompt-len "$prompt" \
+    runner=run_$side
+    timeout 180 "${!runner}" "${!side}" --random-weights 1 --prompt-len "$prompt" \
       --lengths "$list" --decode-steps 2 --layers "$layers" \
       --outputs "$out/outputs-$side.safetensors" > /dev/null 2>&1 ||
       echo "lengths $list: $side failed to run"
@@ -40,9 +46,10 @@ done
 for shape in "128 65536 1" "1 0 8192"; do
   read -r batch context tokens <<< "$shape"
   for side in a b; do
+    runner=run_$side
     timeout 240 ncu --clock-control none --kernel-name "regex:$regex" \
       --metrics gpu__time_duration.sum --csv --print-units base \
-      "$run" "${!side}" --random-weights 1 --layers "$layers" --bench \
+      "${!runner}" "${!side}" --random-weights 1 --layers "$layers" --bench \
       --batch "$batch" --context "$context" --tokens "$tokens" --repeat 1 \
       --graphs off 2> /dev/null | grep gpu__time_duration \
       > "$out/kernels-$side-b$batch-t$tokens.csv"

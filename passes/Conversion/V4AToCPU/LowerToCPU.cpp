@@ -1932,34 +1932,45 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
         e.store(kvValue, state, {e.add(k.base, at)});
         e.store(scoreValue, state, {e.add(k.scoreBase, at)});
       };
+      // Rows in groups of `unroll`, their loads out together before their
+      // stores: a row's stores change no row a later load reads (the
+      // previous rows read their own places or the current rows, the
+      // current rows their own places or the step's).
+      int64_t unroll = std::gcd(ratio, kStateRowsAtOnce);
+      auto rowsInChunks = [&](auto valueOfRow, auto writeRow) {
+        e.loop(zero, e.index(ratio / unroll), [&](Value chunk) {
+          SmallVector<std::tuple<Value, Value, Value>> rows;
+          for (int64_t u = 0; u < unroll; ++u) {
+            Value i = e.add(e.mul(chunk, e.index(unroll)), e.index(u));
+            auto [kvValue, scoreValue] = valueOfRow(i);
+            rows.push_back({i, kvValue, scoreValue});
+          }
+          for (auto &[i, kvValue, scoreValue] : rows)
+            writeRow(i, kvValue, scoreValue);
+        });
+      };
       auto ifOp = scf::IfOp::create(b, loc, completed, /*withElseRegion=*/true);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
       // The completed group becomes the previous one; it reads the current
       // rows, so it goes first.
       if (overlap)
-        e.loop(zero, r, [&](Value i) {
-          auto previous = valueAt(k, e.sub(group, one), i, c);
-          Value before = e.add(e.mul(i, width), c);
-          e.store(previous.first, state, {e.add(k.base, before)});
-          e.store(previous.second, state, {e.add(k.scoreBase, before)});
-        });
+        rowsInChunks(
+            [&](Value i) { return valueAt(k, e.sub(group, one), i, c); },
+            [&](Value i, Value kvValue, Value scoreValue) {
+              Value before = e.add(e.mul(i, width), c);
+              e.store(kvValue, state, {e.add(k.base, before)});
+              e.store(scoreValue, state, {e.add(k.scoreBase, before)});
+            });
       // Every current row: the step's up to the last token, reset after.
-      // Rows in groups of `unroll`: their loads go out together before the
-      // stores.
-      int64_t unroll = std::gcd(ratio, kStateRowsAtOnce);
-      e.loop(zero, e.index(ratio / unroll), [&](Value chunk) {
-        SmallVector<std::tuple<Value, Value, Value>> rows;
-        for (int64_t u = 0; u < unroll; ++u) {
-          Value i = e.add(e.mul(chunk, e.index(unroll)), e.index(u));
-          Value seen = e.cmp(IP::sle, e.add(groupStart, i), k.p);
-          auto [curKv, curScore] = valueAt(k, group, i, c);
-          rows.push_back({i, e.select(seen, curKv, e.f32(0.0)),
-                          e.select(seen, curScore, e.f32(kNegInf))});
-        }
-        for (auto &row : rows)
-          storeRow(std::get<0>(row), std::get<1>(row), std::get<2>(row));
-      });
+      rowsInChunks(
+          [&](Value i) {
+            Value seen = e.cmp(IP::sle, e.add(groupStart, i), k.p);
+            auto [curKv, curScore] = valueAt(k, group, i, c);
+            return std::pair{e.select(seen, curKv, e.f32(0.0)),
+                             e.select(seen, curScore, e.f32(kNegInf))};
+          },
+          storeRow);
       // Else the rows of this step's tokens in the group: from the first
       // one to the last token's. When the position before the last token's
       // is not in the step (a decode step), the first is the last: no
