@@ -399,11 +399,15 @@ public:
                     const std::vector<MemoryAccess> &touches,
                     std::string &error) override;
   bool gemm(const GemmCall &call, bool &done, std::string &error) override;
-  /// Brings the work of every stream the program used back onto the one it
-  /// was given (after a failed step too, so that a recording can end).
-  bool rejoin(std::string &error);
+  /// `ran` once the side streams are rejoined (after a failed op too, so
+  /// that a recording can end); a rejoin that fails after an op that ran
+  /// is the error, after `context`.
+  bool finish(bool ran, const std::string &context, std::string &error);
 
 private:
+  /// Brings the work of every stream the program used back onto the one it
+  /// was given.
+  bool rejoin(std::string &error);
   /// The stream the next op, which touches `touches`, goes to, after the
   /// waits the schedule asks for; null with `error`.
   CUstream_st *streamFor(std::vector<MemoryAccess> touches, std::string &error);
@@ -531,6 +535,15 @@ bool CudaHostDevice::rejoin(std::string &error) {
     }
   }
   return true;
+}
+
+bool CudaHostDevice::finish(bool ran, const std::string &context,
+                            std::string &error) {
+  std::string why;
+  if (rejoin(why) || !ran)
+    return ran;
+  error = context + why;
+  return false;
 }
 
 void *CudaHostDevice::allocate(int64_t bytes, std::string &error) {
@@ -779,12 +792,7 @@ bool CudaBackend::run(const step::Function &function,
   driver->bind();
   CudaHostDevice device(*this, *driver);
   bool ran = runHostProgram(function, args, device, error);
-  std::string why;
-  if (!device.rejoin(why) && ran) {
-    error = function.name + ": " + why;
-    return false;
-  }
-  return ran;
+  return device.finish(ran, function.name + ": ", error);
 }
 
 bool CudaBackend::prepareGemms(const std::vector<GemmCall> &shapes,
@@ -822,12 +830,7 @@ bool CudaBackend::gemm(const GemmCall &call, bool &done, std::string &error) {
   driver->bind();
   CudaHostDevice device(*this, *driver);
   bool ran = device.gemm(call, done, error);
-  std::string why;
-  if (!device.rejoin(why) && ran) {
-    error = why;
-    return false;
-  }
-  return ran;
+  return device.finish(ran, "", error);
 }
 
 bool CudaBackend::synchronize(std::string &error) {
