@@ -358,6 +358,16 @@ std::pair<Value, Value> ropeCosSin(OpBuilder &b, Location loc, Value position,
           math::SinOp::create(b, loc, angle)};
 }
 
+RopeColumn ropeColumn(OpBuilder &b, Location loc, Value column, int64_t start) {
+  Value first = arith::ConstantIndexOp::create(b, loc, start);
+  Value offset = arith::SubIOp::create(
+      b, loc, arith::MaxUIOp::create(b, loc, column, first), first);
+  return {
+      arith::DivUIOp::create(b, loc, offset,
+                             arith::ConstantIndexOp::create(b, loc, 2)),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, column, first)};
+}
+
 std::pair<Value, Value> rotatePair(OpBuilder &b, Location loc, Value re,
                                    Value im, Value c, Value s, bool inverse) {
   if (inverse)

@@ -123,6 +123,14 @@ mlir::Value constantTable(mlir::OpBuilder &b, mlir::Location loc,
 std::pair<mlir::Value, mlir::Value>
 ropeCosSin(mlir::OpBuilder &b, mlir::Location loc, mlir::Value position,
            mlir::Value freqs, mlir::Value pair);
+/// Where column `column` (index) of a row lies against rope dims that
+/// start at column `start`: its pair among them (0 before them) and
+/// whether it is one of them.
+struct RopeColumn {
+  mlir::Value pair, inRope;
+};
+RopeColumn ropeColumn(mlir::OpBuilder &b, mlir::Location loc,
+                      mlir::Value column, int64_t start);
 /// The pair (re, im) turned by the angle of (c, s), or by its opposite when
 /// `inverse`: (re c - im s, re s + im c), in f32.
 std::pair<mlir::Value, mlir::Value>

@@ -236,10 +236,8 @@ Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
   }
   Values out(v);
   for (int64_t i = 0; i < kChunk; i += 2) {
-    Value col = e.add(t.column, t.index(i));
-    Value inRope = e.cmp(arith::CmpIPredicate::sge, col, t.index(start));
-    Value pair =
-        e.div(e.max(e.sub(col, t.index(start)), t.index(0)), t.index(2));
+    auto [pair, inRope] =
+        ropeColumn(t.b, t.loc, e.add(t.column, t.index(i)), start);
     Value c, s;
     if (angles.shared) {
       Value at = e.add(pair, t.index(angles.at));

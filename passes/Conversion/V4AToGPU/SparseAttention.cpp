@@ -1289,20 +1289,14 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
         if (chunkTurns) {
           x = throughBF16(x);
           y = throughBF16(y);
-          Value start = k.index(rope->start);
+          RopeColumn place = ropeColumn(b, loc, column, rope->start);
           // Both heads of a thread share the column, so the angle.
-          if (half == 0) {
-            Value pair = k.div(
-                k.sub(arith::MaxUIOp::create(b, loc, column, start), start),
-                k.index(2));
+          if (half == 0)
             std::tie(c, s) =
-                ropeCosSin(b, loc, ropePosition, rope->freqs, pair);
-          }
+                ropeCosSin(b, loc, ropePosition, rope->freqs, place.pair);
           auto [re, im] = rotatePair(b, loc, x, y, c, s, /*inverse=*/true);
-          Value inRope = arith::CmpIOp::create(
-              b, loc, arith::CmpIPredicate::uge, column, start);
-          x = k.select(inRope, re, x);
-          y = k.select(inRope, im, y);
+          x = k.select(place.inRope, re, x);
+          y = k.select(place.inRope, im, y);
         }
         Value pair = bf16Pair(b, loc, x, y);
         k.ifThen(stored[half], [&] {
