@@ -302,6 +302,85 @@ func.func @attention_inverse_rope(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xb
 
 // -----
 
+// The head norm and rope of the query (in a fused region, as v4a-fuse
+// leaves them) are the attention's prologue: the math warpgroups read q
+// before them, sum each head row's squares across a team of 64 lanes
+// (warp partials through shared memory, between named barriers of the 256
+// math threads), turn the rope lanes' pairs by angles computed once, and
+// store the bf16 chunks into the query tile; no row kernel before it.
+// CHECK-LABEL: func.func @attention_query_norm
+// CHECK-NOT: gpu.launch
+// CHECK: gpu.launch {{.*}} function(@attention_query_norm_attention0)
+// CHECK: nvvm.setmaxregister increase
+// CHECK-NOT: nvvm.cp.async.shared.global
+// CHECK: memref.get_global @v4a_rope_freqs
+// CHECK: math.cos
+// CHECK: math.sin
+// CHECK: vector.load
+// CHECK: gpu.shuffle xor
+// CHECK: nvvm.barrier id = {{.*}} number_of_threads = %c256
+// CHECK: math.sqrt
+// CHECK: llvm.store {{.*}} : vector<8xbf16>, !llvm.ptr<3>
+// CHECK: gpu.terminator
+// CHECK-NOT: v4a.rms_norm
+// CHECK-NOT: v4a.rope
+// CHECK: return
+func.func @attention_query_norm(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>,
+    %win: !v4a.kv_cache<bf16, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,
+    %sink: tensor<64xf32>, %pos: tensor<?xi64>) -> tensor<?x64x512xbf16> {
+  %qr = v4a.fused "rms_norm_rope" (%q, %pos)
+      : (tensor<?x64x512xbf16>, tensor<?xi64>) -> tensor<?x64x512xbf16> {
+  ^bb0(%x: tensor<?x64x512xbf16>, %p: tensor<?xi64>):
+    %n = v4a.rms_norm %x {eps = 1.0e-06 : f64} : tensor<?x64x512xbf16>
+    %r = v4a.rope %n, %p {rope_dim = 64 : i64, theta = 1.000000e+04 : f64}
+        : tensor<?x64x512xbf16>, tensor<?xi64>
+    v4a.yield %r : tensor<?x64x512xbf16>
+  }
+  %o = v4a.cache_attention %qr, %kv window %win[%wrows] sink %sink
+      {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  return %o : tensor<?x64x512xbf16>
+}
+
+// -----
+
+// A query whose normed rows are read elsewhere too, or whose norm has a
+// weight, keeps its row kernel.
+// CHECK-LABEL: func.func @attention_query_kept
+// CHECK: function(@attention_query_kept_rows0)
+// CHECK: function(@attention_query_kept_rows1)
+// CHECK: function(@attention_query_kept_attention0)
+// CHECK: nvvm.cp.async.shared.global
+// CHECK: function(@attention_query_kept_attention1)
+// CHECK: nvvm.cp.async.shared.global
+func.func @attention_query_kept(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>,
+    %win: !v4a.kv_cache<bf16, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,
+    %sink: tensor<64xf32>, %pos: tensor<?xi64>, %w: tensor<512xbf16>)
+    -> (tensor<?x64x512xbf16>, tensor<?x64x512xbf16>, tensor<?x64x512xbf16>) {
+  %n = v4a.rms_norm %q {eps = 1.0e-06 : f64} : tensor<?x64x512xbf16>
+  %r = v4a.rope %n, %pos {rope_dim = 64 : i64, theta = 1.000000e+04 : f64}
+      : tensor<?x64x512xbf16>, tensor<?xi64>
+  %nw = v4a.rms_norm %q weight %w {eps = 1.0e-06 : f64}
+      : tensor<?x64x512xbf16>, tensor<512xbf16>
+  %rw = v4a.rope %nw, %pos {rope_dim = 64 : i64, theta = 1.000000e+04 : f64}
+      : tensor<?x64x512xbf16>, tensor<?xi64>
+  %o = v4a.cache_attention %r, %kv window %win[%wrows] sink %sink
+      {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  %ow = v4a.cache_attention %rw, %kv window %win[%wrows] sink %sink
+      {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  return %o, %r, %ow : tensor<?x64x512xbf16>, tensor<?x64x512xbf16>, tensor<?x64x512xbf16>
+}
+
+// -----
+
 // An output read elsewhere too keeps its own inverse RoPE (a row kernel).
 // CHECK-LABEL: func.func @attention_output_kept
 // CHECK: function(@attention_output_kept_attention0)

@@ -72,7 +72,8 @@ Value reduceLanes(OpBuilder &b, Location loc, Value value, int64_t lanes,
 }
 
 Value reduceTeam(OpBuilder &b, Location loc, Value value, int64_t lanes,
-                 Combine how, Value threadId, Value partials) {
+                 Combine how, Value threadId, Value partials,
+                 function_ref<void()> barrier) {
   if (lanes <= kWarpLanes)
     return reduceLanes(b, loc, value, lanes, how);
   assert(llvm::isPowerOf2_64(lanes));
@@ -82,13 +83,19 @@ Value reduceTeam(OpBuilder &b, Location loc, Value value, int64_t lanes,
   Value lane = arith::RemUIOp::create(b, loc, threadId, lanesC);
   Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
                                         constantIndex(b, loc, 0));
+  auto synchronize = [&] {
+    if (barrier)
+      barrier();
+    else
+      mlir::gpu::BarrierOp::create(b, loc);
+  };
   // The slot of the previous reduction may still be read.
-  mlir::gpu::BarrierOp::create(b, loc);
+  synchronize();
   scf::IfOp::create(b, loc, isFirst, [&](OpBuilder &nb, Location l) {
     memref::StoreOp::create(nb, l, warpValue, partials, ValueRange{warp});
     scf::YieldOp::create(nb, l);
   });
-  mlir::gpu::BarrierOp::create(b, loc);
+  synchronize();
   int64_t warps = lanes / kWarpLanes;
   Value firstWarp = arith::MulIOp::create(
       b, loc,
@@ -102,6 +109,27 @@ Value reduceTeam(OpBuilder &b, Location loc, Value value, int64_t lanes,
     total = total ? combine(b, loc, how, total, partial) : partial;
   }
   return total;
+}
+
+Value sumOfSquares(OpBuilder &b, Location loc, ValueRange values) {
+  Value sum = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  for (Value x : values)
+    sum =
+        arith::AddFOp::create(b, loc, sum, arith::MulFOp::create(b, loc, x, x));
+  return sum;
+}
+
+Value rmsFactor(OpBuilder &b, Location loc, Value sum, int64_t width,
+                double eps) {
+  auto f32 = [&](double v) {
+    return arith::ConstantOp::create(b, loc,
+                                     b.getF32FloatAttr(static_cast<float>(v)));
+  };
+  Value mean = arith::DivFOp::create(b, loc, sum, f32(width));
+  return arith::DivFOp::create(
+      b, loc, f32(1.0),
+      math::SqrtOp::create(b, loc,
+                           arith::AddFOp::create(b, loc, mean, f32(eps))));
 }
 
 SmallVector<Value> loadChunk(OpBuilder &b, Location loc, Value buffer,

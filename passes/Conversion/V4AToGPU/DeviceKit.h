@@ -44,10 +44,21 @@ mlir::Value reduceLanes(mlir::OpBuilder &b, mlir::Location loc,
 /// power of two): each warp reduces, its lane 0 writes the partial to
 /// `partials` (workgroup memory, a slot per warp of the block), and every
 /// thread adds its team's partials in warp order. Every thread of the block
-/// must call it (it holds barriers).
+/// must call it (it holds barriers); with `barrier`, every thread that
+/// `barrier` (which builds one) waits for, `threadId` counting from 0 there.
 mlir::Value reduceTeam(mlir::OpBuilder &b, mlir::Location loc,
                        mlir::Value value, int64_t lanes, Combine how,
-                       mlir::Value threadId, mlir::Value partials);
+                       mlir::Value threadId, mlir::Value partials,
+                       llvm::function_ref<void()> barrier = nullptr);
+
+/// The sum of the squares of `values` (f32), in order from 0, and the
+/// rms_norm factor 1 / sqrt(sum / width + eps) of a row whose squares sum
+/// to `sum`: every family computes a row's norm so, so that a row gives
+/// the same bits in every kernel.
+mlir::Value sumOfSquares(mlir::OpBuilder &b, mlir::Location loc,
+                         mlir::ValueRange values);
+mlir::Value rmsFactor(mlir::OpBuilder &b, mlir::Location loc, mlir::Value sum,
+                      int64_t width, double eps);
 
 /// Loads `count` consecutive elements at `indices` (the last index the
 /// first element) as f32 values, in 16-byte accesses; with `valid` false

@@ -110,16 +110,34 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
         });
       for (auto [scores, topk] : indexer)
         v4a::gpu::lowerIndexerTopK(rewriter, scores, topk);
-      // An attention and the inverse RoPE of its output are one kernel.
-      SmallVector<std::pair<CacheAttentionOp, RoPEOp>> turned;
+      // An attention, the head norm and rope of its query and the inverse
+      // RoPE of its output are one kernel, launched where the attention is
+      // (after the products the query is read from); the ops it takes in
+      // are no kernel of their own.
+      SmallVector<SmallVector<Operation *>> units = kernelUnits(func);
+      llvm::DenseMap<Operation *, v4a::gpu::QueryNorm> queries;
+      llvm::DenseMap<Operation *, RoPEOp> inverses;
+      llvm::DenseSet<Operation *> takenIn;
       func.walk([&](CacheAttentionOp op) {
-        if (v4a::gpu::isAttentionCovered(op))
-          if (RoPEOp rope = v4a::gpu::fusedInverseRoPE(op))
-            turned.push_back({op, rope});
+        if (!v4a::gpu::isAttentionCovered(op))
+          return;
+        if (v4a::gpu::QueryNorm query = v4a::gpu::fusedQueryNorm(op)) {
+          queries[op] = query;
+          takenIn.insert(query.norm);
+          takenIn.insert(query.rope);
+        }
+        if (RoPEOp rope = v4a::gpu::fusedInverseRoPE(op)) {
+          inverses[op] = rope;
+          takenIn.insert(rope);
+        }
       });
-      for (auto [attention, rope] : turned)
-        v4a::gpu::lowerCacheAttention(rewriter, attention, rope);
-      for (ArrayRef<Operation *> unit : kernelUnits(func)) {
+      for (ArrayRef<Operation *> all : units) {
+        // Without the ops an attention took in (erased with it, if it came
+        // first: compared, never read).
+        SmallVector<Operation *> unit;
+        for (Operation *op : all)
+          if (!takenIn.contains(op))
+            unit.push_back(op);
         // Taken before the row chains are lowered: that erases their ops.
         SmallVector<CacheAttentionOp> attention;
         for (Operation *op : unit)
@@ -129,7 +147,8 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
         for (const RowChain &chain : rowChains(unit))
           v4a::gpu::lowerRowChain(rewriter, chain.ops, chain.store);
         for (CacheAttentionOp op : attention)
-          v4a::gpu::lowerCacheAttention(rewriter, op, RoPEOp());
+          v4a::gpu::lowerCacheAttention(rewriter, op, inverses.lookup(op),
+                                        queries.lookup(op));
       }
     }
   }

@@ -182,14 +182,10 @@ Values roundAll(RowThread &t, Values values, Type element) {
 
 Values applyRMSNorm(RowThread &t, RMSNormOp op, Values v, Value weight) {
   cpu::LoopEmitter e(t.b, t.loc);
-  Value local = t.f32(0.0);
-  for (Value x : v)
-    local = e.add(local, e.mul(x, x));
-  Value sum = reduceTeam(t.b, t.loc, local, t.team, Combine::Add, t.threadId,
-                         t.partials);
-  Value mean = e.div(sum, t.f32(static_cast<double>(t.width)));
-  Value inv = e.div(t.f32(1.0),
-                    e.sqrt(e.add(mean, t.f32(op.getEps().convertToDouble()))));
+  Value sum = reduceTeam(t.b, t.loc, sumOfSquares(t.b, t.loc, v), t.team,
+                         Combine::Add, t.threadId, t.partials);
+  Value inv =
+      rmsFactor(t.b, t.loc, sum, t.width, op.getEps().convertToDouble());
   Values w;
   if (weight)
     w = loadChunk(t.b, t.loc, weight, ValueRange{t.column}, kChunk,
@@ -495,17 +491,8 @@ void storeToCache(RowThread &t, CacheRows &cache, const Values &v, Value id,
   storeBytes(b, loc, halves, cache.bytes(), cache.rawOffset(values, t.column));
 }
 
-/// Columns of a merged product that a chain reads in place: the product
-/// [T, W] and where the chain's rows start in a row of it. Row r of a
-/// rank-3 input [T, H, D] is then columns begin + h*D.. of product row t.
-struct ColumnWindow {
-  Value product;
-  int64_t begin = 0;
-};
+} // namespace
 
-/// The window of `rows` when it is a part of v4a.split_columns (or that
-/// part viewed as heads) of the part's element type, with every row and
-/// part start at a 16-byte boundary (the family's vector accesses).
 std::optional<ColumnWindow> columnWindowOf(Value rows) {
   Value part = rows;
   if (auto expand = rows.getDefiningOp<tensor::ExpandShapeOp>()) {
@@ -535,7 +522,21 @@ std::optional<ColumnWindow> columnWindowOf(Value rows) {
   return ColumnWindow{split.getInput(), begin};
 }
 
-} // namespace
+void releaseColumnWindow(RewriterBase &rewriter, Value rows) {
+  Operation *def = rows.getDefiningOp();
+  auto split = dyn_cast<SplitColumnsOp>(def);
+  if (!split) {
+    split = def->getOperand(0).getDefiningOp<SplitColumnsOp>();
+    if (def->use_empty())
+      rewriter.eraseOp(def);
+  }
+  // Sizes taken of the parts for the views go with them.
+  for (Operation *user : llvm::make_early_inc_range(split->getUsers()))
+    if (isOpTriviallyDead(user))
+      rewriter.eraseOp(user);
+  if (split->use_empty())
+    rewriter.eraseOp(split);
+}
 
 void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
                    Operation *storeOp) {
@@ -743,23 +744,8 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
   }
   for (Operation *op : llvm::reverse(chain))
     rewriter.eraseOp(op);
-  // The heads view of a part read in place, and the split once no part of
-  // it is read any more.
-  if (window) {
-    Operation *def = rowsIn.getDefiningOp();
-    auto split = dyn_cast<SplitColumnsOp>(def);
-    if (!split) {
-      split = def->getOperand(0).getDefiningOp<SplitColumnsOp>();
-      if (def->use_empty())
-        rewriter.eraseOp(def);
-    }
-    // Sizes taken of the parts for the views go with them.
-    for (Operation *user : llvm::make_early_inc_range(split->getUsers()))
-      if (isOpTriviallyDead(user))
-        rewriter.eraseOp(user);
-    if (split->use_empty())
-      rewriter.eraseOp(split);
-  }
+  if (window)
+    releaseColumnWindow(rewriter, rowsIn);
 }
 
 } // namespace v4a::gpu

@@ -44,6 +44,7 @@
 #include "passes/Conversion/V4AToCPU/LoopEmitter.h"
 #include "passes/Conversion/V4AToCPU/RoPEFrequencies.h"
 #include "passes/Conversion/V4AToGPU/DeviceKit.h"
+#include "passes/Conversion/V4AToGPU/RowRegions.h"
 #include "passes/Conversion/V4AToGPU/Warpgroup.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -319,6 +320,113 @@ Value bf16Pair(OpBuilder &b, Location loc, Value x, Value y) {
                  arith::TruncFOp::create(b, loc, b.getBF16Type(), y)});
 }
 
+/// Query head rows whose loads a math thread has in flight at once.
+constexpr int64_t kQueryRowsAtOnce = 8;
+
+/// The query tile of the block's heads from q before its head norm and
+/// rope (`chain`), as the row family computes them: the math warpgroups
+/// take a head row as a team of one lane per 8-dim chunk (the same sums in
+/// the same order), each op rounding to bf16; a lane that reaches the rope
+/// dims computes the angles of its pairs once (every row is a head of the
+/// token). Heads past the head count are zeros. q is `query` [T, H, D], or
+/// with a `window` columns of the product `query` [T, W]. Every math thread
+/// calls it.
+void fillNormalizedQuery(Kernel &k, QueryNorm chain, Value query,
+                         std::optional<ColumnWindow> window, Value positions,
+                         Value token, Value headBase, int64_t heads,
+                         Operation *func) {
+  OpBuilder &b = k.b;
+  Location loc = k.loc;
+  Type f32 = b.getF32Type(), bf16 = b.getBF16Type();
+  int64_t width = k.plan.width;
+  int64_t lanes = width / kChunk;
+  int64_t teams = kMathThreads / lanes;
+  Value lane = k.rem(k.thread, k.index(lanes));
+  Value team = k.div(k.thread, k.index(lanes));
+  Value column = k.mul(lane, k.index(kChunk));
+
+  RoPEOp rope = chain.rope;
+  int64_t start = width - static_cast<int64_t>(rope.getRopeDim());
+  Value freqs = constantTable(b, loc, func, "v4a_rope_freqs",
+                              ropeFrequencies(rope.getRopeDim(),
+                                              rope.getTheta().convertToDouble(),
+                                              rope.getYarnAttr()));
+  Value touches = k.ult(k.index(start), k.add(column, k.index(kChunk)));
+  // Cosine and sine of each pair of the lane's chunk.
+  SmallVector<Type> angleTypes(kChunk, f32);
+  auto angles = scf::IfOp::create(b, loc, angleTypes, touches,
+                                  /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(angles.thenBlock());
+    Value position =
+        arith::SIToFPOp::create(b, loc, f32, k.load(positions, token));
+    SmallVector<Value> values;
+    for (int64_t i = 0; i < kChunk; i += 2) {
+      RopeColumn place = ropeColumn(b, loc, k.add(column, k.index(i)), start);
+      auto [c, s] = ropeCosSin(b, loc, position, freqs, place.pair);
+      values.append({c, s});
+    }
+    scf::YieldOp::create(b, loc, values);
+    b.setInsertionPointToStart(angles.elseBlock());
+    scf::YieldOp::create(b, loc, SmallVector<Value>(kChunk, k.f32(0.0)));
+  }
+
+  auto turn = [&](SmallVector<Value> v) {
+    auto turned = scf::IfOp::create(b, loc, TypeRange(ValueRange(v)), touches,
+                                    /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(turned.thenBlock());
+    SmallVector<Value> out(v);
+    for (int64_t i = 0; i < kChunk; i += 2) {
+      RopeColumn place = ropeColumn(b, loc, k.add(column, k.index(i)), start);
+      auto [re, im] = rotatePair(b, loc, v[i], v[i + 1], angles.getResult(i),
+                                 angles.getResult(i + 1), /*inverse=*/false);
+      out[i] = k.select(place.inRope, re, v[i]);
+      out[i + 1] = k.select(place.inRope, im, v[i + 1]);
+    }
+    scf::YieldOp::create(b, loc, out);
+    b.setInsertionPointToStart(turned.elseBlock());
+    scf::YieldOp::create(b, loc, v);
+    return SmallVector<Value>(turned.getResults());
+  };
+
+  auto mathBarrier = [&] { syncThreads(b, loc, kMathBarrier, kMathThreads); };
+  double eps = chain.norm.getEps().convertToDouble();
+  Value tile = k.at(k.plan.query);
+  int64_t rowsPerTeam = kMmaM / teams;
+  for (int64_t first = 0; first < rowsPerTeam; first += kQueryRowsAtOnce) {
+    int64_t last = std::min(first + kQueryRowsAtOnce, rowsPerTeam);
+    // The rows' loads first, all in flight together.
+    SmallVector<std::pair<Value, SmallVector<Value>>> rows;
+    for (int64_t j = first; j < last; ++j) {
+      Value row = k.add(k.index(j * teams), team);
+      Value head = k.add(headBase, row);
+      SmallVector<Value> indices{token, head, column};
+      if (window)
+        indices = {token, k.add(k.index(window->begin),
+                                k.add(k.mul(head, k.index(width)), column))};
+      rows.push_back({row, loadChunk(b, loc, query, indices, kChunk,
+                                     k.ult(head, k.index(heads)))});
+    }
+    for (auto &[row, v] : rows) {
+      Value sum = reduceTeam(b, loc, sumOfSquares(b, loc, v), lanes,
+                             Combine::Add, k.thread, k.exchange, mathBarrier);
+      Value factor = rmsFactor(b, loc, sum, width, eps);
+      for (Value &x : v)
+        x = roundTo(b, loc, k.mul(x, factor), bf16);
+      SmallVector<Value> narrow;
+      for (Value x : turn(v))
+        narrow.push_back(arith::TruncFOp::create(b, loc, bf16, x));
+      Value chunk = vector::FromElementsOp::create(
+          b, loc, VectorType::get({kChunk}, bf16), narrow);
+      Value at =
+          k.add(tile, k.toI64(swizzledOffset(b, loc, row, lane, k.rowAtoms())));
+      storeShared(b, loc, at, chunk, kChunkBytes);
+    }
+  }
+}
+
 /// A warpgroup's running softmax state: O over its half of the dims, and
 /// per head (of its two fragment rows) the running maximum (raw: -inf
 /// before any row) and its share of the denominator.
@@ -392,6 +500,41 @@ RoPEOp fusedInverseRoPE(CacheAttentionOp op) {
   return ropeDim > 0 && ropeDim % 2 == 0 && ropeDim <= width ? rope : nullptr;
 }
 
+namespace {
+
+/// Whether the math warpgroups can take a query head row of `width` dims
+/// as teams of lanes of a chunk each: whole teams, whole rows per team.
+bool splitsIntoTeams(int64_t width) {
+  int64_t lanes = width / kChunk;
+  return width % kChunk == 0 && llvm::isPowerOf2_64(lanes) &&
+         kMathThreads % lanes == 0 && kMmaM % (kMathThreads / lanes) == 0;
+}
+
+/// rope(rms_norm(x)) of one use each in `block`, or null ops.
+QueryNorm queryChainOf(Value query, Block *block) {
+  auto rope = query.getDefiningOp<RoPEOp>();
+  if (!rope || rope.getInverse() || !rope->hasOneUse() ||
+      rope->getBlock() != block)
+    return {};
+  auto norm = rope.getInput().getDefiningOp<RMSNormOp>();
+  if (!norm || norm.getWeight() || !norm->hasOneUse() ||
+      norm->getBlock() != block || norm.getInput().getType() != query.getType())
+    return {};
+  auto type = cast<RankedTensorType>(query.getType());
+  int64_t width = type.getDimSize(2);
+  int64_t ropeDim = rope.getRopeDim();
+  if (type.getRank() != 3 || !splitsIntoTeams(width) || ropeDim <= 0 ||
+      ropeDim % 2 != 0 || ropeDim > width)
+    return {};
+  return {norm, rope};
+}
+
+} // namespace
+
+QueryNorm fusedQueryNorm(CacheAttentionOp op) {
+  return queryChainOf(op.getQuery(), op->getBlock());
+}
+
 /// The fused inverse RoPE of an attention's output: the token's position
 /// and the op's frequency table, read in the epilogue.
 struct OutputRoPE {
@@ -401,7 +544,7 @@ struct OutputRoPE {
 };
 
 void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
-                         RoPEOp inverseRope) {
+                         RoPEOp inverseRope, QueryNorm queryNorm) {
   Location loc = op.getLoc();
   OpBuilder &b = rewriter;
   b.setInsertionPoint(op);
@@ -410,7 +553,15 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   std::optional<layout::RowLayout> packedRows = *packedLayoutOf(op, width);
   SharedPlan plan = *planShared(width, packedRows.has_value());
   auto buffer = [&](Value tensor) { return readOnlyBuffer(b, loc, tensor); };
-  Value query = buffer(op.getQuery()), kv = buffer(op.getKv());
+  // With the query's norm and rope in the prologue, q before them (in
+  // place when it is columns of a merged product).
+  Value rawQuery = queryNorm ? queryNorm.norm.getInput() : Value();
+  std::optional<ColumnWindow> queryWindow =
+      rawQuery ? columnWindowOf(rawQuery) : std::nullopt;
+  Value query = buffer(queryWindow ? queryWindow->product
+                       : rawQuery  ? rawQuery
+                                   : op.getQuery());
+  Value kv = buffer(op.getKv());
   Value windowRows = buffer(op.getWindowRows()), sink = buffer(op.getSink());
   Value windowBytes = cacheBytes(b, loc, op.getWindow());
   Value compressedBytes, compressedRows, bases;
@@ -419,6 +570,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
     compressedRows = buffer(op.getCompressedRows());
     bases = buffer(op.getBase());
   }
+  Value queryPositions =
+      queryNorm ? buffer(queryNorm.rope.getPositions()) : Value();
   std::optional<OutputRoPE> rope;
   if (inverseRope)
     rope = OutputRoPE{inverseRope, buffer(inverseRope.getPositions()), Value(),
@@ -956,16 +1109,19 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   NVVM::SetMaxRegisterOp::create(b, loc, copies.mathRegisters,
                                  NVVM::SetMaxRegisterAction::increase);
   Value queryTile = k.at(plan.query);
-  copyTileAsync(
-      b, loc, queryTile, kMmaM, plan.chunks, kMathThreads, k.thread,
-      [&](Value row) -> std::pair<Value, Value> {
-        Value head = k.add(headBase, row);
-        Value valid = k.ult(head, k.index(heads));
-        Value element =
-            k.mul(k.add(k.mul(token, k.index(heads)), head), k.index(width));
-        return {k.add(queryAddress, k.mul(k.toI64(element), k.i64(2))), valid};
-      },
-      queryAddress);
+  auto queryRow = [&](Value row) -> std::pair<Value, Value> {
+    Value head = k.add(headBase, row);
+    Value valid = k.ult(head, k.index(heads));
+    Value element =
+        k.mul(k.add(k.mul(token, k.index(heads)), head), k.index(width));
+    return {k.add(queryAddress, k.mul(k.toI64(element), k.i64(2))), valid};
+  };
+  if (queryNorm)
+    fillNormalizedQuery(k, queryNorm, query, queryWindow, queryPositions, token,
+                        headBase, heads, func);
+  else
+    copyTileAsync(b, loc, queryTile, kMmaM, plan.chunks, kMathThreads, k.thread,
+                  queryRow, queryAddress);
   commitCopies(b, loc);
   waitCopies(b, loc, 0);
   fenceSharedForMma(b, loc);
@@ -1333,9 +1489,15 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   if (inverseRope) {
     rewriter.replaceOp(inverseRope, result);
     rewriter.eraseOp(op);
-    return;
+  } else {
+    rewriter.replaceOp(op, result);
   }
-  rewriter.replaceOp(op, result);
+  if (queryNorm) {
+    rewriter.eraseOp(queryNorm.rope);
+    rewriter.eraseOp(queryNorm.norm);
+    if (queryWindow)
+      releaseColumnWindow(rewriter, rawQuery);
+  }
 }
 
 } // namespace v4a::gpu
