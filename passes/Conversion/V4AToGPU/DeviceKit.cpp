@@ -71,13 +71,18 @@ Value reduceLanes(OpBuilder &b, Location loc, Value value, int64_t lanes,
   return value;
 }
 
-Value reduceTeam(OpBuilder &b, Location loc, Value value, int64_t lanes,
-                 Combine how, Value threadId, Value partials,
-                 function_ref<void()> barrier) {
+SmallVector<Value> reduceTeams(OpBuilder &b, Location loc, ValueRange values,
+                               int64_t lanes, Combine how, Value threadId,
+                               Value partials, int64_t blockWarps,
+                               function_ref<void()> barrier) {
+  SmallVector<Value> warpValues;
+  for (Value value : values)
+    warpValues.push_back(
+        reduceLanes(b, loc, value, std::min(lanes, kWarpLanes), how));
   if (lanes <= kWarpLanes)
-    return reduceLanes(b, loc, value, lanes, how);
+    return warpValues;
   assert(llvm::isPowerOf2_64(lanes));
-  Value warpValue = reduceLanes(b, loc, value, kWarpLanes, how);
+  assert((values.size() == 1 || blockWarps > 0) && "slots of each value");
   Value lanesC = constantIndex(b, loc, kWarpLanes);
   Value warp = arith::DivUIOp::create(b, loc, threadId, lanesC);
   Value lane = arith::RemUIOp::create(b, loc, threadId, lanesC);
@@ -89,10 +94,16 @@ Value reduceTeam(OpBuilder &b, Location loc, Value value, int64_t lanes,
     else
       mlir::gpu::BarrierOp::create(b, loc);
   };
-  // The slot of the previous reduction may still be read.
+  auto slotOf = [&](size_t k, Value w) {
+    return arith::AddIOp::create(
+        b, loc, w, constantIndex(b, loc, static_cast<int64_t>(k) * blockWarps));
+  };
+  // The slots of the previous reduction may still be read.
   synchronize();
   scf::IfOp::create(b, loc, isFirst, [&](OpBuilder &nb, Location l) {
-    memref::StoreOp::create(nb, l, warpValue, partials, ValueRange{warp});
+    for (auto [k, warpValue] : llvm::enumerate(warpValues))
+      memref::StoreOp::create(nb, l, warpValue, partials,
+                              ValueRange{slotOf(k, warp)});
     scf::YieldOp::create(nb, l);
   });
   synchronize();
@@ -101,14 +112,27 @@ Value reduceTeam(OpBuilder &b, Location loc, Value value, int64_t lanes,
       b, loc,
       arith::DivUIOp::create(b, loc, warp, constantIndex(b, loc, warps)),
       constantIndex(b, loc, warps));
-  Value total;
-  for (int64_t w = 0; w < warps; ++w) {
-    Value slot =
-        arith::AddIOp::create(b, loc, firstWarp, constantIndex(b, loc, w));
-    Value partial = memref::LoadOp::create(b, loc, partials, ValueRange{slot});
-    total = total ? combine(b, loc, how, total, partial) : partial;
+  SmallVector<Value> totals;
+  for (size_t k = 0; k < warpValues.size(); ++k) {
+    Value total;
+    for (int64_t w = 0; w < warps; ++w) {
+      Value slot = slotOf(k, arith::AddIOp::create(b, loc, firstWarp,
+                                                   constantIndex(b, loc, w)));
+      Value partial =
+          memref::LoadOp::create(b, loc, partials, ValueRange{slot});
+      total = total ? combine(b, loc, how, total, partial) : partial;
+    }
+    totals.push_back(total);
   }
-  return total;
+  return totals;
+}
+
+Value reduceTeam(OpBuilder &b, Location loc, Value value, int64_t lanes,
+                 Combine how, Value threadId, Value partials,
+                 function_ref<void()> barrier) {
+  return reduceTeams(b, loc, value, lanes, how, threadId, partials,
+                     /*blockWarps=*/0, barrier)
+      .front();
 }
 
 Value sumOfSquares(OpBuilder &b, Location loc, ValueRange values) {

@@ -50,6 +50,14 @@ mlir::Value reduceTeam(mlir::OpBuilder &b, mlir::Location loc,
                        mlir::Value value, int64_t lanes, Combine how,
                        mlir::Value threadId, mlir::Value partials,
                        llvm::function_ref<void()> barrier = nullptr);
+/// Several such reductions between one pair of barriers: value k's warp
+/// partials go to slots k * blockWarps + warp (the block's warps counted
+/// from `threadId` 0), each reduced as reduceTeam would.
+llvm::SmallVector<mlir::Value>
+reduceTeams(mlir::OpBuilder &b, mlir::Location loc, mlir::ValueRange values,
+            int64_t lanes, Combine how, mlir::Value threadId,
+            mlir::Value partials, int64_t blockWarps,
+            llvm::function_ref<void()> barrier = nullptr);
 
 /// The sum of the squares of `values` (f32), in order from 0, and the
 /// rms_norm factor 1 / sqrt(sum / width + eps) of a row whose squares sum

@@ -409,9 +409,15 @@ void fillNormalizedQuery(Kernel &k, QueryNorm chain, Value query,
       rows.push_back({row, loadChunk(b, loc, query, indices, kChunk,
                                      k.ult(head, k.index(heads)))});
     }
-    for (auto &[row, v] : rows) {
-      Value sum = reduceTeam(b, loc, sumOfSquares(b, loc, v), lanes,
-                             Combine::Add, k.thread, k.exchange, mathBarrier);
+    // The rows' sums between one pair of barriers (a slot per row and warp).
+    SmallVector<Value> squares;
+    for (auto &entry : rows)
+      squares.push_back(sumOfSquares(b, loc, entry.second));
+    SmallVector<Value> sums =
+        reduceTeams(b, loc, squares, lanes, Combine::Add, k.thread, k.exchange,
+                    kMathThreads / kWarpLanes, mathBarrier);
+    for (auto [entry, sum] : llvm::zip_equal(rows, sums)) {
+      auto &[row, v] = entry;
       Value factor = rmsFactor(b, loc, sum, width, eps);
       for (Value &x : v)
         x = roundTo(b, loc, k.mul(x, factor), bf16);
