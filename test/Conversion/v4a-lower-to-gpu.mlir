@@ -346,6 +346,38 @@ func.func @attention_query_norm(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf1
 
 // -----
 
+// A query that is columns of a merged product (as the ratio-4 layers' wq_b
+// merged with the indexer's) is read in place by the prologue: row t of
+// the product at the part's first column + h * 512; the split goes away.
+// CHECK-LABEL: func.func @attention_query_columns
+// CHECK-NOT: v4a.split_columns
+// CHECK: %[[P:.*]] = bufferization.to_buffer %arg0 read_only : tensor<?x33280xbf16> to memref<?x33280xbf16>
+// CHECK-NOT: function(@attention_query_columns_rows
+// CHECK: function(@attention_query_columns_attention0)
+// CHECK: nvvm.setmaxregister increase
+// CHECK: vector.load %[[P]][{{.*}}] {alignment = 16 : i64} : memref<?x33280xbf16>, vector<8xbf16>
+// CHECK-NOT: v4a.split_columns
+// CHECK: return
+func.func @attention_query_columns(%y: tensor<?x33280xbf16>, %kv: tensor<?x512xbf16>,
+    %win: !v4a.kv_cache<bf16, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,
+    %sink: tensor<64xf32>, %pos: tensor<?xi64>) -> tensor<?x64x512xbf16> {
+  %a, %b = v4a.split_columns %y : tensor<?x33280xbf16> -> tensor<?x512xbf16>, tensor<?x32768xbf16>
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %b, %c0 : tensor<?x32768xbf16>
+  %q = tensor.expand_shape %b [[0], [1, 2]] output_shape [%t, 64, 512] : tensor<?x32768xbf16> into tensor<?x64x512xbf16>
+  %n = v4a.rms_norm %q {eps = 1.0e-06 : f64} : tensor<?x64x512xbf16>
+  %r = v4a.rope %n, %pos {rope_dim = 64 : i64, theta = 1.000000e+04 : f64}
+      : tensor<?x64x512xbf16>, tensor<?xi64>
+  %o = v4a.cache_attention %r, %kv window %win[%wrows] sink %sink
+      {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  return %o : tensor<?x64x512xbf16>
+}
+
+// -----
+
 // A query whose normed rows are read elsewhere too, or whose norm has a
 // weight, keeps its row kernel.
 // CHECK-LABEL: func.func @attention_query_kept

@@ -82,7 +82,8 @@ SmallVector<Value> reduceTeams(OpBuilder &b, Location loc, ValueRange values,
   if (lanes <= kWarpLanes)
     return warpValues;
   assert(llvm::isPowerOf2_64(lanes));
-  assert((values.size() == 1 || blockWarps > 0) && "slots of each value");
+  assert((values.size() == 1 || blockWarps >= lanes / kWarpLanes) &&
+         "slots of each value");
   Value lanesC = constantIndex(b, loc, kWarpLanes);
   Value warp = arith::DivUIOp::create(b, loc, threadId, lanesC);
   Value lane = arith::RemUIOp::create(b, loc, threadId, lanesC);

@@ -94,10 +94,20 @@ SmallVector<RowChain> rowChains(ArrayRef<Operation *> unit) {
   return chains;
 }
 
+/// Remembers the ops a rewriter erases.
+struct ErasedOps : public RewriterBase::Listener {
+  llvm::DenseSet<Operation *> ops;
+  void notifyOperationErased(Operation *op) override { ops.insert(op); }
+};
+
 struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
   using LowerToGPUBase::LowerToGPUBase;
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
+    // Ops a lowering erased (an attention's inverse RoPE, the sizes of a
+    // split's parts) may still stand in a later unit: compared, never read.
+    ErasedOps erased;
+    rewriter.setListener(&erased);
     for (auto func : llvm::to_vector(getOperation().getOps<func::FuncOp>())) {
       if (func.isExternal())
         continue;
@@ -132,11 +142,10 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
         }
       });
       for (ArrayRef<Operation *> all : units) {
-        // Without the ops an attention took in (erased with it, if it came
-        // first: compared, never read).
+        // Without the ops an attention took in and those already erased.
         SmallVector<Operation *> unit;
         for (Operation *op : all)
-          if (!takenIn.contains(op))
+          if (!takenIn.contains(op) && !erased.ops.contains(op))
             unit.push_back(op);
         // Taken before the row chains are lowered: that erases their ops.
         SmallVector<CacheAttentionOp> attention;

@@ -31,7 +31,10 @@
 // tensor cores. At the end the denominators are summed across lanes and
 // warpgroups in a fixed order, the sink joins them, and heads past the
 // head count are never stored. A token's result depends only on its own
-// slots, never on the batch around it.
+// slots, never on the batch around it. With the query's head norm and
+// rope in the kernel, the math warpgroups fill the query tile from q
+// before them (fillNormalizedQuery); with the output's inverse RoPE, the
+// epilogue turns the output's rope dims back.
 //
 //===----------------------------------------------------------------------===//
 
@@ -320,76 +323,100 @@ Value bf16Pair(OpBuilder &b, Location loc, Value x, Value y) {
                  arith::TruncFOp::create(b, loc, b.getBF16Type(), y)});
 }
 
-/// Query head rows whose loads a math thread has in flight at once.
+/// Query head rows whose loads a math thread has in flight at once; their
+/// partial sums take a slot per row and math warp in the exchange area.
 constexpr int64_t kQueryRowsAtOnce = 8;
+static_assert(kQueryRowsAtOnce * kMathThreads / kWarpLanes <=
+                  2 * kWarpgroups * kMmaM,
+              "the query rows' partials fit the exchange slots");
+
+/// A math thread's place in a query head row: its chunk's first column,
+/// and per pair of the chunk whether it is a rope dim and which pair.
+struct QueryLane {
+  Value column, touchesRope;
+  SmallVector<RopeColumn> pairs;
+};
+
+/// The cosine and sine of each pair of the lane's chunk at the token's
+/// position (zeros for a lane with no rope dims): every row of the tile is
+/// a head of the token, so a lane computes them once.
+SmallVector<Value> laneAngles(Kernel &k, RoPEOp rope, const QueryLane &lane,
+                              Value positions, Value token, Operation *func) {
+  OpBuilder &b = k.b;
+  Location loc = k.loc;
+  Type f32 = b.getF32Type();
+  Value freqs = constantTable(b, loc, func, "v4a_rope_freqs",
+                              ropeFrequencies(rope.getRopeDim(),
+                                              rope.getTheta().convertToDouble(),
+                                              rope.getYarnAttr()));
+  auto angles = scf::IfOp::create(b, loc, SmallVector<Type>(kChunk, f32),
+                                  lane.touchesRope, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(angles.thenBlock());
+  Value position =
+      arith::SIToFPOp::create(b, loc, f32, k.load(positions, token));
+  SmallVector<Value> values;
+  for (const RopeColumn &pair : lane.pairs) {
+    auto [c, s] = ropeCosSin(b, loc, position, freqs, pair.pair);
+    values.append({c, s});
+  }
+  scf::YieldOp::create(b, loc, values);
+  b.setInsertionPointToStart(angles.elseBlock());
+  scf::YieldOp::create(b, loc, SmallVector<Value>(kChunk, k.f32(0.0)));
+  return SmallVector<Value>(angles.getResults());
+}
+
+/// The lane's values `v` with their rope pairs turned by `angles`.
+SmallVector<Value> turnLanePairs(Kernel &k, const QueryLane &lane,
+                                 ArrayRef<Value> v, ArrayRef<Value> angles) {
+  OpBuilder &b = k.b;
+  Location loc = k.loc;
+  auto turned = scf::IfOp::create(b, loc, TypeRange(ValueRange(v)),
+                                  lane.touchesRope, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(turned.thenBlock());
+  SmallVector<Value> out(v);
+  for (auto [p, pair] : llvm::enumerate(lane.pairs)) {
+    size_t i = 2 * p;
+    auto [re, im] = rotatePair(b, loc, v[i], v[i + 1], angles[i], angles[i + 1],
+                               /*inverse=*/false);
+    out[i] = k.select(pair.inRope, re, v[i]);
+    out[i + 1] = k.select(pair.inRope, im, v[i + 1]);
+  }
+  scf::YieldOp::create(b, loc, out);
+  b.setInsertionPointToStart(turned.elseBlock());
+  scf::YieldOp::create(b, loc, v);
+  return SmallVector<Value>(turned.getResults());
+}
 
 /// The query tile of the block's heads from q before its head norm and
 /// rope (`chain`), as the row family computes them: the math warpgroups
 /// take a head row as a team of one lane per 8-dim chunk (the same sums in
-/// the same order), each op rounding to bf16; a lane that reaches the rope
-/// dims computes the angles of its pairs once (every row is a head of the
-/// token). Heads past the head count are zeros. q is `query` [T, H, D], or
-/// with a `window` columns of the product `query` [T, W]. Every math thread
-/// calls it.
+/// the same order), each op rounding to bf16, and store each chunk into its
+/// swizzled place. Heads past the head count are zeros. q is `query` [T,
+/// H, D], or with a `window` columns of the product `query` [T, W]. Every
+/// math thread calls it (it holds named barriers of the math threads).
 void fillNormalizedQuery(Kernel &k, QueryNorm chain, Value query,
                          std::optional<ColumnWindow> window, Value positions,
                          Value token, Value headBase, int64_t heads,
                          Operation *func) {
   OpBuilder &b = k.b;
   Location loc = k.loc;
-  Type f32 = b.getF32Type(), bf16 = b.getBF16Type();
+  Type bf16 = b.getBF16Type();
   int64_t width = k.plan.width;
   int64_t lanes = width / kChunk;
   int64_t teams = kMathThreads / lanes;
-  Value lane = k.rem(k.thread, k.index(lanes));
+  Value laneIndex = k.rem(k.thread, k.index(lanes));
   Value team = k.div(k.thread, k.index(lanes));
-  Value column = k.mul(lane, k.index(kChunk));
-
-  RoPEOp rope = chain.rope;
-  int64_t start = width - static_cast<int64_t>(rope.getRopeDim());
-  Value freqs = constantTable(b, loc, func, "v4a_rope_freqs",
-                              ropeFrequencies(rope.getRopeDim(),
-                                              rope.getTheta().convertToDouble(),
-                                              rope.getYarnAttr()));
-  Value touches = k.ult(k.index(start), k.add(column, k.index(kChunk)));
-  // Cosine and sine of each pair of the lane's chunk.
-  SmallVector<Type> angleTypes(kChunk, f32);
-  auto angles = scf::IfOp::create(b, loc, angleTypes, touches,
-                                  /*withElseRegion=*/true);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(angles.thenBlock());
-    Value position =
-        arith::SIToFPOp::create(b, loc, f32, k.load(positions, token));
-    SmallVector<Value> values;
-    for (int64_t i = 0; i < kChunk; i += 2) {
-      RopeColumn place = ropeColumn(b, loc, k.add(column, k.index(i)), start);
-      auto [c, s] = ropeCosSin(b, loc, position, freqs, place.pair);
-      values.append({c, s});
-    }
-    scf::YieldOp::create(b, loc, values);
-    b.setInsertionPointToStart(angles.elseBlock());
-    scf::YieldOp::create(b, loc, SmallVector<Value>(kChunk, k.f32(0.0)));
-  }
-
-  auto turn = [&](SmallVector<Value> v) {
-    auto turned = scf::IfOp::create(b, loc, TypeRange(ValueRange(v)), touches,
-                                    /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(turned.thenBlock());
-    SmallVector<Value> out(v);
-    for (int64_t i = 0; i < kChunk; i += 2) {
-      RopeColumn place = ropeColumn(b, loc, k.add(column, k.index(i)), start);
-      auto [re, im] = rotatePair(b, loc, v[i], v[i + 1], angles.getResult(i),
-                                 angles.getResult(i + 1), /*inverse=*/false);
-      out[i] = k.select(place.inRope, re, v[i]);
-      out[i + 1] = k.select(place.inRope, im, v[i + 1]);
-    }
-    scf::YieldOp::create(b, loc, out);
-    b.setInsertionPointToStart(turned.elseBlock());
-    scf::YieldOp::create(b, loc, v);
-    return SmallVector<Value>(turned.getResults());
-  };
+  int64_t start = width - static_cast<int64_t>(chain.rope.getRopeDim());
+  QueryLane lane;
+  lane.column = k.mul(laneIndex, k.index(kChunk));
+  lane.touchesRope = k.ult(k.index(start), k.add(lane.column, k.index(kChunk)));
+  for (int64_t i = 0; i < kChunk; i += 2)
+    lane.pairs.push_back(
+        ropeColumn(b, loc, k.add(lane.column, k.index(i)), start));
+  SmallVector<Value> angles =
+      laneAngles(k, chain.rope, lane, positions, token, func);
 
   auto mathBarrier = [&] { syncThreads(b, loc, kMathBarrier, kMathThreads); };
   double eps = chain.norm.getEps().convertToDouble();
@@ -402,14 +429,15 @@ void fillNormalizedQuery(Kernel &k, QueryNorm chain, Value query,
     for (int64_t j = first; j < last; ++j) {
       Value row = k.add(k.index(j * teams), team);
       Value head = k.add(headBase, row);
-      SmallVector<Value> indices{token, head, column};
+      SmallVector<Value> indices{token, head, lane.column};
       if (window)
-        indices = {token, k.add(k.index(window->begin),
-                                k.add(k.mul(head, k.index(width)), column))};
+        indices = {token,
+                   k.add(k.index(window->begin),
+                         k.add(k.mul(head, k.index(width)), lane.column))};
       rows.push_back({row, loadChunk(b, loc, query, indices, kChunk,
                                      k.ult(head, k.index(heads)))});
     }
-    // The rows' sums between one pair of barriers (a slot per row and warp).
+    // The rows' sums between one pair of barriers.
     SmallVector<Value> squares;
     for (auto &entry : rows)
       squares.push_back(sumOfSquares(b, loc, entry.second));
@@ -422,12 +450,12 @@ void fillNormalizedQuery(Kernel &k, QueryNorm chain, Value query,
       for (Value &x : v)
         x = roundTo(b, loc, k.mul(x, factor), bf16);
       SmallVector<Value> narrow;
-      for (Value x : turn(v))
+      for (Value x : turnLanePairs(k, lane, v, angles))
         narrow.push_back(arith::TruncFOp::create(b, loc, bf16, x));
       Value chunk = vector::FromElementsOp::create(
           b, loc, VectorType::get({kChunk}, bf16), narrow);
-      Value at =
-          k.add(tile, k.toI64(swizzledOffset(b, loc, row, lane, k.rowAtoms())));
+      Value at = k.add(
+          tile, k.toI64(swizzledOffset(b, loc, row, laneIndex, k.rowAtoms())));
       storeShared(b, loc, at, chunk, kChunkBytes);
     }
   }
@@ -524,13 +552,12 @@ QueryNorm queryChainOf(Value query, Block *block) {
     return {};
   auto norm = rope.getInput().getDefiningOp<RMSNormOp>();
   if (!norm || norm.getWeight() || !norm->hasOneUse() ||
-      norm->getBlock() != block || norm.getInput().getType() != query.getType())
+      norm->getBlock() != block)
     return {};
-  auto type = cast<RankedTensorType>(query.getType());
-  int64_t width = type.getDimSize(2);
+  int64_t width = cast<RankedTensorType>(query.getType()).getDimSize(2);
   int64_t ropeDim = rope.getRopeDim();
-  if (type.getRank() != 3 || !splitsIntoTeams(width) || ropeDim <= 0 ||
-      ropeDim % 2 != 0 || ropeDim > width)
+  if (!splitsIntoTeams(width) || ropeDim <= 0 || ropeDim % 2 != 0 ||
+      ropeDim > width)
     return {};
   return {norm, rope};
 }
@@ -1114,20 +1141,23 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   b.setInsertionPointToStart(roles.elseBlock());
   NVVM::SetMaxRegisterOp::create(b, loc, copies.mathRegisters,
                                  NVVM::SetMaxRegisterAction::increase);
-  Value queryTile = k.at(plan.query);
-  auto queryRow = [&](Value row) -> std::pair<Value, Value> {
-    Value head = k.add(headBase, row);
-    Value valid = k.ult(head, k.index(heads));
-    Value element =
-        k.mul(k.add(k.mul(token, k.index(heads)), head), k.index(width));
-    return {k.add(queryAddress, k.mul(k.toI64(element), k.i64(2))), valid};
-  };
-  if (queryNorm)
+  if (queryNorm) {
     fillNormalizedQuery(k, queryNorm, query, queryWindow, queryPositions, token,
                         headBase, heads, func);
-  else
-    copyTileAsync(b, loc, queryTile, kMmaM, plan.chunks, kMathThreads, k.thread,
-                  queryRow, queryAddress);
+  } else {
+    copyTileAsync(
+        b, loc, k.at(plan.query), kMmaM, plan.chunks, kMathThreads, k.thread,
+        [&](Value row) -> std::pair<Value, Value> {
+          Value head = k.add(headBase, row);
+          Value valid = k.ult(head, k.index(heads));
+          Value element =
+              k.mul(k.add(k.mul(token, k.index(heads)), head), k.index(width));
+          return {k.add(queryAddress, k.mul(k.toI64(element), k.i64(2))),
+                  valid};
+        },
+        queryAddress);
+  }
+  // (Without copies in flight, as with the prologue, the wait is none.)
   commitCopies(b, loc);
   waitCopies(b, loc, 0);
   fenceSharedForMma(b, loc);
