@@ -307,16 +307,20 @@ func.func @attention_inverse_rope(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xb
 // before them, sum each head row's squares across a team of 64 lanes
 // (warp partials through shared memory, between named barriers of the 256
 // math threads), turn the rope lanes' pairs by angles computed once, and
-// store the bf16 chunks into the query tile; no row kernel before it.
+// store the bf16 chunks into the query tile; no row kernel before it. The
+// rows' loads go out first, then the lane's four frequencies' together,
+// then the sines.
 // CHECK-LABEL: func.func @attention_query_norm
 // CHECK-NOT: gpu.launch
 // CHECK: gpu.launch {{.*}} function(@attention_query_norm_attention0)
 // CHECK: nvvm.setmaxregister increase
 // CHECK-NOT: nvvm.cp.async.shared.global
-// CHECK: memref.get_global @v4a_rope_freqs
-// CHECK: math.cos
-// CHECK: math.sin
 // CHECK: vector.load
+// CHECK: memref.get_global @v4a_rope_freqs
+// CHECK-COUNT-4: memref.load {{.*}} : memref<32xf32>
+// CHECK-NEXT: arith.mulf
+// CHECK-NEXT: math.cos
+// CHECK-NEXT: math.sin
 // CHECK: gpu.shuffle xor
 // CHECK: nvvm.barrier id = {{.*}} number_of_threads = %c256
 // CHECK: math.sqrt

@@ -405,10 +405,23 @@ Value constantTable(OpBuilder &b, Location loc, Operation *anchor,
 
 std::pair<Value, Value> ropeCosSin(OpBuilder &b, Location loc, Value position,
                                    Value freqs, Value pair) {
-  Value frequency = memref::LoadOp::create(b, loc, freqs, ValueRange{pair});
-  Value angle = arith::MulFOp::create(b, loc, position, frequency);
-  return {math::CosOp::create(b, loc, angle),
-          math::SinOp::create(b, loc, angle)};
+  return ropeCosSins(b, loc, position, freqs, pair).front();
+}
+
+SmallVector<std::pair<Value, Value>> ropeCosSins(OpBuilder &b, Location loc,
+                                                 Value position, Value freqs,
+                                                 ValueRange pairs) {
+  SmallVector<Value> frequencies;
+  for (Value pair : pairs)
+    frequencies.push_back(
+        memref::LoadOp::create(b, loc, freqs, ValueRange{pair}));
+  SmallVector<std::pair<Value, Value>> cosSins;
+  for (Value frequency : frequencies) {
+    Value angle = arith::MulFOp::create(b, loc, position, frequency);
+    cosSins.push_back({math::CosOp::create(b, loc, angle),
+                       math::SinOp::create(b, loc, angle)});
+  }
+  return cosSins;
 }
 
 RopeColumn ropeColumn(OpBuilder &b, Location loc, Value column, int64_t start) {

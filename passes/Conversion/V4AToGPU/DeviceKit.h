@@ -143,6 +143,12 @@ mlir::Value constantTable(mlir::OpBuilder &b, mlir::Location loc,
 std::pair<mlir::Value, mlir::Value>
 ropeCosSin(mlir::OpBuilder &b, mlir::Location loc, mlir::Value position,
            mlir::Value freqs, mlir::Value pair);
+/// ropeCosSin of each of `pairs`, with every frequency loaded before the
+/// first sine: a sine's slow path (stores to local memory) would hold each
+/// later load behind it, a round trip each.
+llvm::SmallVector<std::pair<mlir::Value, mlir::Value>>
+ropeCosSins(mlir::OpBuilder &b, mlir::Location loc, mlir::Value position,
+            mlir::Value freqs, mlir::ValueRange pairs);
 /// Where column `column` (index) of a row lies against rope dims that
 /// start at column `start`: its pair among them (0 before them) and
 /// whether it is one of them.

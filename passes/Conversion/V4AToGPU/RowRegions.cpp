@@ -230,23 +230,34 @@ Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
                                        ValueRange{t.lead.front()});
     position = arith::SIToFPOp::create(t.b, t.loc, t.b.getF32Type(), raw);
   }
-  Values out(v);
+  SmallVector<RopeColumn> columns;
+  SmallVector<Value> pairs;
   for (int64_t i = 0; i < kChunk; i += 2) {
-    auto [pair, inRope] =
-        ropeColumn(t.b, t.loc, e.add(t.column, t.index(i)), start);
-    Value c, s;
-    if (angles.shared) {
+    columns.push_back(
+        ropeColumn(t.b, t.loc, e.add(t.column, t.index(i)), start));
+    pairs.push_back(columns.back().pair);
+  }
+  SmallVector<std::pair<Value, Value>> cosSins;
+  if (angles.shared) {
+    for (Value pair : pairs) {
       Value at = e.add(pair, t.index(angles.at));
-      c = memref::LoadOp::create(t.b, t.loc, angles.shared, ValueRange{at});
-      s = memref::LoadOp::create(t.b, t.loc, angles.shared,
-                                 ValueRange{e.add(at, t.index(ropeDim / 2))});
-    } else {
-      std::tie(c, s) = ropeCosSin(t.b, t.loc, position, angles.freqs, pair);
+      cosSins.push_back(
+          {memref::LoadOp::create(t.b, t.loc, angles.shared, ValueRange{at}),
+           memref::LoadOp::create(
+               t.b, t.loc, angles.shared,
+               ValueRange{e.add(at, t.index(ropeDim / 2))})});
     }
+  } else {
+    cosSins = ropeCosSins(t.b, t.loc, position, angles.freqs, pairs);
+  }
+  Values out(v);
+  for (auto [p, column] : llvm::enumerate(columns)) {
+    size_t i = 2 * p;
+    auto [c, s] = cosSins[p];
     auto [re, im] =
         rotatePair(t.b, t.loc, v[i], v[i + 1], c, s, op.getInverse());
-    out[i] = e.select(inRope, re, v[i]);
-    out[i + 1] = e.select(inRope, im, v[i + 1]);
+    out[i] = e.select(column.inRope, re, v[i]);
+    out[i + 1] = e.select(column.inRope, im, v[i + 1]);
   }
   scf::YieldOp::create(t.b, t.loc, out);
   t.b.setInsertionPointToStart(ifOp.elseBlock());

@@ -323,9 +323,11 @@ Value bf16Pair(OpBuilder &b, Location loc, Value x, Value y) {
                  arith::TruncFOp::create(b, loc, b.getBF16Type(), y)});
 }
 
-/// Query head rows whose loads a math thread has in flight at once; their
-/// partial sums take a slot per row and math warp in the exchange area.
-constexpr int64_t kQueryRowsAtOnce = 8;
+/// Query head rows whose loads a math thread has in flight at once (all
+/// of a 512-dim row's 16 per thread: each round trip of the prologue
+/// waits behind the copy warpgroup's gathers); their partial sums take a
+/// slot per row and math warp in the exchange area.
+constexpr int64_t kQueryRowsAtOnce = 16;
 static_assert(kQueryRowsAtOnce * kMathThreads / kWarpLanes <=
                   2 * kWarpgroups * kMmaM,
               "the query rows' partials fit the exchange slots");
@@ -355,11 +357,12 @@ SmallVector<Value> laneAngles(Kernel &k, RoPEOp rope, const QueryLane &lane,
   b.setInsertionPointToStart(angles.thenBlock());
   Value position =
       arith::SIToFPOp::create(b, loc, f32, k.load(positions, token));
+  SmallVector<Value> pairs;
+  for (const RopeColumn &pair : lane.pairs)
+    pairs.push_back(pair.pair);
   SmallVector<Value> values;
-  for (const RopeColumn &pair : lane.pairs) {
-    auto [c, s] = ropeCosSin(b, loc, position, freqs, pair.pair);
+  for (auto [c, s] : ropeCosSins(b, loc, position, freqs, pairs))
     values.append({c, s});
-  }
   scf::YieldOp::create(b, loc, values);
   b.setInsertionPointToStart(angles.elseBlock());
   scf::YieldOp::create(b, loc, SmallVector<Value>(kChunk, k.f32(0.0)));
@@ -415,13 +418,12 @@ void fillNormalizedQuery(Kernel &k, QueryNorm chain, Value query,
   for (int64_t i = 0; i < kChunk; i += 2)
     lane.pairs.push_back(
         ropeColumn(b, loc, k.add(lane.column, k.index(i)), start));
-  SmallVector<Value> angles =
-      laneAngles(k, chain.rope, lane, positions, token, func);
 
   auto mathBarrier = [&] { syncThreads(b, loc, kMathBarrier, kMathThreads); };
   double eps = chain.norm.getEps().convertToDouble();
   Value tile = k.at(k.plan.query);
   int64_t rowsPerTeam = kMmaM / teams;
+  SmallVector<Value> angles;
   for (int64_t first = 0; first < rowsPerTeam; first += kQueryRowsAtOnce) {
     int64_t last = std::min(first + kQueryRowsAtOnce, rowsPerTeam);
     // The rows' loads first, all in flight together.
@@ -437,6 +439,9 @@ void fillNormalizedQuery(Kernel &k, QueryNorm chain, Value query,
       rows.push_back({row, loadChunk(b, loc, query, indices, kChunk,
                                      k.ult(head, k.index(heads)))});
     }
+    // The angles' loads go out behind the first rows', not before them.
+    if (angles.empty())
+      angles = laneAngles(k, chain.rope, lane, positions, token, func);
     // The rows' sums between one pair of barriers.
     SmallVector<Value> squares;
     for (auto &entry : rows)
