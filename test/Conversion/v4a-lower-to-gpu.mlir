@@ -303,28 +303,35 @@ func.func @attention_inverse_rope(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xb
 // -----
 
 // The head norm and rope of the query (in a fused region, as v4a-fuse
-// leaves them) are the attention's prologue: the math warpgroups read q
-// before them, sum each head row's squares across a team of 64 lanes
-// (warp partials through shared memory, between named barriers of the 256
-// math threads), turn the rope lanes' pairs by angles computed once, and
-// store the bf16 chunks into the query tile; no row kernel before it. The
-// rows' loads go out first, then the lane's four frequencies' together,
-// then the sines.
+// leaves them) are the attention's prologue: the math warpgroups copy q
+// before them into the query tile as they copy a query without them, the
+// first 32 math threads write the token's angles (a pair each) into the
+// exchange area, then a loop over a team's rows (four a trip) sums each
+// row's squares over its warp (the partials into the exchange area), and
+// after a barrier of the 256 math threads a second loop combines each
+// row's two warp partials, normalizes it, turns the rope lanes' pairs and
+// stores the bf16 chunks in place; no row kernel before it.
 // CHECK-LABEL: func.func @attention_query_norm
 // CHECK-NOT: gpu.launch
 // CHECK: gpu.launch {{.*}} function(@attention_query_norm_attention0)
 // CHECK: nvvm.setmaxregister increase
-// CHECK-NOT: nvvm.cp.async.shared.global
-// CHECK: vector.load
+// CHECK: nvvm.cp.async.shared.global
 // CHECK: memref.get_global @v4a_rope_freqs
-// CHECK-COUNT-4: memref.load {{.*}} : memref<32xf32>
-// CHECK-NEXT: arith.mulf
-// CHECK-NEXT: math.cos
+// CHECK: math.cos
 // CHECK-NEXT: math.sin
-// CHECK: gpu.shuffle xor
+// CHECK: memref.store {{.*}} : memref<256xf32, #gpu.address_space<workgroup>>
+// CHECK: nvvm.cp.async.wait.group 0
 // CHECK: nvvm.barrier id = {{.*}} number_of_threads = %c256
+// CHECK: scf.for {{.*}} to %c4{{(_[0-9]+)?}} step
+// CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> vector<8xbf16>
+// CHECK: gpu.shuffle xor
+// CHECK: memref.store {{.*}} : memref<256xf32, #gpu.address_space<workgroup>>
+// CHECK: nvvm.barrier id = {{.*}} number_of_threads = %c256
+// CHECK: scf.for {{.*}} to %c4{{(_[0-9]+)?}} step
+// CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> vector<8xbf16>
 // CHECK: math.sqrt
 // CHECK: llvm.store {{.*}} : vector<8xbf16>, !llvm.ptr<3>
+// CHECK: nvvm.wgmma.mma_async
 // CHECK: gpu.terminator
 // CHECK-NOT: v4a.rms_norm
 // CHECK-NOT: v4a.rope
@@ -358,8 +365,13 @@ func.func @attention_query_norm(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf1
 // CHECK: %[[P:.*]] = bufferization.to_buffer %arg0 read_only : tensor<?x33280xbf16> to memref<?x33280xbf16>
 // CHECK-NOT: function(@attention_query_columns_rows
 // CHECK: function(@attention_query_columns_attention0)
+// CHECK: memref.extract_aligned_pointer_as_index %[[P]]
 // CHECK: nvvm.setmaxregister increase
-// CHECK: vector.load %[[P]][{{.*}}] {alignment = 16 : i64} : memref<?x33280xbf16>, vector<8xbf16>
+// CHECK: %[[HEAD:.*]] = arith.muli %{{.*}}, %c512
+// CHECK: %[[COLUMN:.*]] = arith.addi %c512{{.*}}, %[[HEAD]]
+// CHECK: %[[ROW:.*]] = arith.muli %{{.*}}, %c33280
+// CHECK: arith.addi %[[ROW]], %[[COLUMN]]
+// CHECK: nvvm.cp.async.shared.global
 // CHECK-NOT: v4a.split_columns
 // CHECK: return
 func.func @attention_query_columns(%y: tensor<?x33280xbf16>, %kv: tensor<?x512xbf16>,

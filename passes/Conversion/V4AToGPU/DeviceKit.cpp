@@ -71,6 +71,42 @@ Value reduceLanes(OpBuilder &b, Location loc, Value value, int64_t lanes,
   return value;
 }
 
+void offerWarpPartial(OpBuilder &b, Location loc, Value warpValue,
+                      Value slotBase, Value threadId, Value partials) {
+  Value lanesC = constantIndex(b, loc, kWarpLanes);
+  Value warp = arith::DivUIOp::create(b, loc, threadId, lanesC);
+  Value lane = arith::RemUIOp::create(b, loc, threadId, lanesC);
+  Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
+                                        constantIndex(b, loc, 0));
+  scf::IfOp::create(b, loc, isFirst, [&](OpBuilder &nb, Location l) {
+    memref::StoreOp::create(
+        nb, l, warpValue, partials,
+        ValueRange{arith::AddIOp::create(nb, l, warp, slotBase)});
+    scf::YieldOp::create(nb, l);
+  });
+}
+
+Value teamTotal(OpBuilder &b, Location loc, Value slotBase, int64_t lanes,
+                Combine how, Value threadId, Value partials) {
+  int64_t warps = lanes / kWarpLanes;
+  Value warp = arith::DivUIOp::create(b, loc, threadId,
+                                      constantIndex(b, loc, kWarpLanes));
+  Value firstWarp = arith::MulIOp::create(
+      b, loc,
+      arith::DivUIOp::create(b, loc, warp, constantIndex(b, loc, warps)),
+      constantIndex(b, loc, warps));
+  Value total;
+  for (int64_t w = 0; w < warps; ++w) {
+    Value slot = arith::AddIOp::create(
+        b, loc,
+        arith::AddIOp::create(b, loc, firstWarp, constantIndex(b, loc, w)),
+        slotBase);
+    Value partial = memref::LoadOp::create(b, loc, partials, ValueRange{slot});
+    total = total ? combine(b, loc, how, total, partial) : partial;
+  }
+  return total;
+}
+
 SmallVector<Value> reduceTeams(OpBuilder &b, Location loc, ValueRange values,
                                int64_t lanes, Combine how, Value threadId,
                                Value partials, int64_t blockWarps,
@@ -84,47 +120,24 @@ SmallVector<Value> reduceTeams(OpBuilder &b, Location loc, ValueRange values,
   assert(llvm::isPowerOf2_64(lanes));
   assert((values.size() == 1 || blockWarps >= lanes / kWarpLanes) &&
          "slots of each value");
-  Value lanesC = constantIndex(b, loc, kWarpLanes);
-  Value warp = arith::DivUIOp::create(b, loc, threadId, lanesC);
-  Value lane = arith::RemUIOp::create(b, loc, threadId, lanesC);
-  Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
-                                        constantIndex(b, loc, 0));
   auto synchronize = [&] {
     if (barrier)
       barrier();
     else
       mlir::gpu::BarrierOp::create(b, loc);
   };
-  auto slotOf = [&](size_t k, Value w) {
-    return arith::AddIOp::create(
-        b, loc, w, constantIndex(b, loc, static_cast<int64_t>(k) * blockWarps));
+  auto slotBase = [&](size_t k) {
+    return constantIndex(b, loc, static_cast<int64_t>(k) * blockWarps);
   };
   // The slots of the previous reduction may still be read.
   synchronize();
-  scf::IfOp::create(b, loc, isFirst, [&](OpBuilder &nb, Location l) {
-    for (auto [k, warpValue] : llvm::enumerate(warpValues))
-      memref::StoreOp::create(nb, l, warpValue, partials,
-                              ValueRange{slotOf(k, warp)});
-    scf::YieldOp::create(nb, l);
-  });
+  for (auto [k, warpValue] : llvm::enumerate(warpValues))
+    offerWarpPartial(b, loc, warpValue, slotBase(k), threadId, partials);
   synchronize();
-  int64_t warps = lanes / kWarpLanes;
-  Value firstWarp = arith::MulIOp::create(
-      b, loc,
-      arith::DivUIOp::create(b, loc, warp, constantIndex(b, loc, warps)),
-      constantIndex(b, loc, warps));
   SmallVector<Value> totals;
-  for (size_t k = 0; k < warpValues.size(); ++k) {
-    Value total;
-    for (int64_t w = 0; w < warps; ++w) {
-      Value slot = slotOf(k, arith::AddIOp::create(b, loc, firstWarp,
-                                                   constantIndex(b, loc, w)));
-      Value partial =
-          memref::LoadOp::create(b, loc, partials, ValueRange{slot});
-      total = total ? combine(b, loc, how, total, partial) : partial;
-    }
-    totals.push_back(total);
-  }
+  for (size_t k = 0; k < warpValues.size(); ++k)
+    totals.push_back(
+        teamTotal(b, loc, slotBase(k), lanes, how, threadId, partials));
   return totals;
 }
 
@@ -422,6 +435,26 @@ SmallVector<std::pair<Value, Value>> ropeCosSins(OpBuilder &b, Location loc,
                        math::SinOp::create(b, loc, angle)});
   }
   return cosSins;
+}
+
+void storeRopeAngles(OpBuilder &b, Location loc, int64_t ropeDim,
+                     Value positions, Value token, Value threadId, Value freqs,
+                     Value shared, int64_t at) {
+  int64_t half = ropeDim / 2;
+  Value writes = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                       threadId, constantIndex(b, loc, half));
+  scf::IfOp::create(b, loc, writes, [&](OpBuilder &nb, Location l) {
+    Value raw = memref::LoadOp::create(nb, l, positions, ValueRange{token});
+    Value position = arith::SIToFPOp::create(nb, l, nb.getF32Type(), raw);
+    auto [c, s] = ropeCosSin(nb, l, position, freqs, threadId);
+    Value cosAt =
+        arith::AddIOp::create(nb, l, threadId, constantIndex(nb, l, at));
+    memref::StoreOp::create(nb, l, c, shared, ValueRange{cosAt});
+    memref::StoreOp::create(nb, l, s, shared,
+                            ValueRange{arith::AddIOp::create(
+                                nb, l, cosAt, constantIndex(nb, l, half))});
+    scf::YieldOp::create(nb, l);
+  });
 }
 
 RopeColumn ropeColumn(OpBuilder &b, Location loc, Value column, int64_t start) {

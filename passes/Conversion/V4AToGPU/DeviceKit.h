@@ -60,6 +60,17 @@ reduceTeams(mlir::OpBuilder &b, mlir::Location loc, mlir::ValueRange values,
             mlir::Value partials, int64_t blockWarps,
             llvm::function_ref<void()> barrier = nullptr);
 
+/// The two halves of reduceTeams, for a value whose slots a loop picks:
+/// the warp's lane 0 stores `warpValue` (its reduceLanes over the warp) in
+/// slot `slotBase` + warp; after a barrier, the team's total is its warps'
+/// slots combined in warp order.
+void offerWarpPartial(mlir::OpBuilder &b, mlir::Location loc,
+                      mlir::Value warpValue, mlir::Value slotBase,
+                      mlir::Value threadId, mlir::Value partials);
+mlir::Value teamTotal(mlir::OpBuilder &b, mlir::Location loc,
+                      mlir::Value slotBase, int64_t lanes, Combine how,
+                      mlir::Value threadId, mlir::Value partials);
+
 /// The sum of the squares of `values` (f32), in order from 0, and the
 /// rms_norm factor 1 / sqrt(sum / width + eps) of a row whose squares sum
 /// to `sum`: every family computes a row's norm so, so that a row gives
@@ -149,6 +160,13 @@ ropeCosSin(mlir::OpBuilder &b, mlir::Location loc, mlir::Value position,
 llvm::SmallVector<std::pair<mlir::Value, mlir::Value>>
 ropeCosSins(mlir::OpBuilder &b, mlir::Location loc, mlir::Value position,
             mlir::Value freqs, mlir::ValueRange pairs);
+/// Thread p < ropeDim / 2 stores the cos and sin of rope pair p at
+/// `token`'s position (positions[token]) in slots `at` + p and `at` +
+/// ropeDim / 2 + p of `shared` (f32), as ropeCosSin computes them.
+void storeRopeAngles(mlir::OpBuilder &b, mlir::Location loc, int64_t ropeDim,
+                     mlir::Value positions, mlir::Value token,
+                     mlir::Value threadId, mlir::Value freqs,
+                     mlir::Value shared, int64_t at);
 /// Where column `column` (index) of a row lies against rope dims that
 /// start at column `start`: its pair among them (0 before them) and
 /// whether it is one of them.

@@ -265,31 +265,6 @@ Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
   return Values(ifOp.getResults());
 }
 
-/// Thread p < ropeDim / 2 of the block writes the cos and sin of pair p at
-/// `token`'s position into the workgroup slots of `angles`, as applyRoPE
-/// would compute them (the same operations on the same values).
-void computeSharedAngles(OpBuilder &b, Location loc, RoPEOp op, Value positions,
-                         Value token, Value threadId,
-                         const RopeAngles &angles) {
-  cpu::LoopEmitter e(b, loc);
-  int64_t half = op.getRopeDim() / 2;
-  Value writes = e.cmp(arith::CmpIPredicate::ult, threadId,
-                       arith::ConstantIndexOp::create(b, loc, half));
-  scf::IfOp::create(b, loc, writes, [&](OpBuilder &nb, Location l) {
-    cpu::LoopEmitter ne(nb, l);
-    Value raw = memref::LoadOp::create(nb, l, positions, ValueRange{token});
-    Value position = arith::SIToFPOp::create(nb, l, nb.getF32Type(), raw);
-    auto [c, s] = ropeCosSin(nb, l, position, angles.freqs, threadId);
-    Value at =
-        ne.add(threadId, arith::ConstantIndexOp::create(nb, l, angles.at));
-    memref::StoreOp::create(nb, l, c, angles.shared, ValueRange{at});
-    memref::StoreOp::create(
-        nb, l, s, angles.shared,
-        ValueRange{ne.add(at, arith::ConstantIndexOp::create(nb, l, half))});
-    scf::YieldOp::create(nb, l);
-  });
-}
-
 /// The scale of the block this thread's values belong to: the block's
 /// maximum |value| (at least `floor`) over its `lanes` lanes, times 1/fmax,
 /// rounded up to a power of two with `pow2`. Every lane of the warp must
@@ -721,8 +696,9 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
           mlir::gpu::BarrierOp::create(nb, l);
           for (auto [i, op] : llvm::enumerate(chain))
             if (angles[i].shared)
-              computeSharedAngles(nb, l, cast<RoPEOp>(op), extras[i], token,
-                                  threadId, angles[i]);
+              storeRopeAngles(nb, l, cast<RoPEOp>(op).getRopeDim(), extras[i],
+                              token, threadId, angles[i].freqs,
+                              angles[i].shared, angles[i].at);
           mlir::gpu::BarrierOp::create(nb, l);
         }
         for (auto [i, op] : llvm::enumerate(chain))

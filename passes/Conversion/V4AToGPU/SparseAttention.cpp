@@ -94,6 +94,8 @@ struct CopyTeam {
 constexpr CopyTeam kBF16RowCopies{1, 72, 216}, kPackedRowCopies{2, 40, 216};
 static_assert(kBF16RowCopies.fits() && kPackedRowCopies.fits());
 constexpr int64_t kChunkBytes = 16;
+/// The f32 slots of the exchange area.
+constexpr int64_t kExchangeSlots = 2 * kWarpgroups * kMmaM;
 /// An mbarrier's bytes.
 constexpr int64_t kBarrierBytes = 8;
 constexpr double kLog2E = 1.4426950408889634;
@@ -140,7 +142,7 @@ std::optional<SharedPlan> planShared(int64_t width, bool packedRows) {
   plan.probabilities[1] = 3 * tile + pTile;
   plan.addresses = 3 * tile + 2 * pTile;
   plan.exchange = plan.addresses + 2 * kSlotsPerBlock * 8;
-  plan.masks = plan.exchange + 2 * kWarpgroups * kMmaM * 4;
+  plan.masks = plan.exchange + kExchangeSlots * 4;
   plan.barriers = plan.masks + 2 * 2 * 4;
   plan.scales = plan.barriers + 2 * 4 * kBarrierBytes;
   plan.kinds = plan.scales + (packedRows ? 2 * kSlotsPerBlock * 8 : 0);
@@ -323,15 +325,6 @@ Value bf16Pair(OpBuilder &b, Location loc, Value x, Value y) {
                  arith::TruncFOp::create(b, loc, b.getBF16Type(), y)});
 }
 
-/// Query head rows whose loads a math thread has in flight at once (all
-/// of a 512-dim row's 16 per thread: each round trip of the prologue
-/// waits behind the copy warpgroup's gathers); their partial sums take a
-/// slot per row and math warp in the exchange area.
-constexpr int64_t kQueryRowsAtOnce = 16;
-static_assert(kQueryRowsAtOnce * kMathThreads / kWarpLanes <=
-                  2 * kWarpgroups * kMmaM,
-              "the query rows' partials fit the exchange slots");
-
 /// A math thread's place in a query head row: its chunk's first column,
 /// and per pair of the chunk whether it is a rope dim and which pair.
 struct QueryLane {
@@ -339,30 +332,44 @@ struct QueryLane {
   SmallVector<RopeColumn> pairs;
 };
 
-/// The cosine and sine of each pair of the lane's chunk at the token's
-/// position (zeros for a lane with no rope dims): every row of the tile is
-/// a head of the token, so a lane computes them once.
-SmallVector<Value> laneAngles(Kernel &k, RoPEOp rope, const QueryLane &lane,
-                              Value positions, Value token, Operation *func) {
-  OpBuilder &b = k.b;
-  Location loc = k.loc;
-  Type f32 = b.getF32Type();
-  Value freqs = constantTable(b, loc, func, "v4a_rope_freqs",
+/// Query head rows a math thread normalizes a trip of the prologue's
+/// loops: their chains side by side, in a fraction of the unrolled code.
+constexpr int64_t kQueryRowsPerTrip = 4;
+
+/// Where the prologue keeps the token's rope angles in the exchange area:
+/// after the query rows' warp partials.
+int64_t queryAnglesSlot(int64_t width) {
+  return kMmaM * (width / kChunk) / kWarpLanes;
+}
+
+/// The token's rope angles into the exchange area, a pair a math thread
+/// (storeRopeAngles): one sine's code in the kernel, not a lane's four.
+void storeQueryAngles(Kernel &k, RoPEOp rope, Value positions, Value token,
+                      Operation *func) {
+  Value freqs = constantTable(k.b, k.loc, func, "v4a_rope_freqs",
                               ropeFrequencies(rope.getRopeDim(),
                                               rope.getTheta().convertToDouble(),
                                               rope.getYarnAttr()));
-  auto angles = scf::IfOp::create(b, loc, SmallVector<Type>(kChunk, f32),
-                                  lane.touchesRope, /*withElseRegion=*/true);
+  storeRopeAngles(k.b, k.loc, rope.getRopeDim(), positions, token, k.thread,
+                  freqs, k.exchange, queryAnglesSlot(k.plan.width));
+}
+
+/// The cosine and sine of each pair of the lane's chunk, as
+/// storeQueryAngles left them (zeros for a lane with no rope dims).
+SmallVector<Value> laneAngles(Kernel &k, RoPEOp rope, const QueryLane &lane) {
+  OpBuilder &b = k.b;
+  Location loc = k.loc;
+  auto angles =
+      scf::IfOp::create(b, loc, SmallVector<Type>(kChunk, b.getF32Type()),
+                        lane.touchesRope, /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(angles.thenBlock());
-  Value position =
-      arith::SIToFPOp::create(b, loc, f32, k.load(positions, token));
-  SmallVector<Value> pairs;
-  for (const RopeColumn &pair : lane.pairs)
-    pairs.push_back(pair.pair);
+  Value cosines = k.index(queryAnglesSlot(k.plan.width));
+  Value sines = k.add(cosines, k.index(rope.getRopeDim() / 2));
   SmallVector<Value> values;
-  for (auto [c, s] : ropeCosSins(b, loc, position, freqs, pairs))
-    values.append({c, s});
+  for (const RopeColumn &pair : lane.pairs)
+    values.append({k.load(k.exchange, k.add(cosines, pair.pair)),
+                   k.load(k.exchange, k.add(sines, pair.pair))});
   scf::YieldOp::create(b, loc, values);
   b.setInsertionPointToStart(angles.elseBlock());
   scf::YieldOp::create(b, loc, SmallVector<Value>(kChunk, k.f32(0.0)));
@@ -392,78 +399,125 @@ SmallVector<Value> turnLanePairs(Kernel &k, const QueryLane &lane,
   return SmallVector<Value>(turned.getResults());
 }
 
-/// The query tile of the block's heads from q before its head norm and
-/// rope (`chain`), as the row family computes them: the math warpgroups
-/// take a head row as a team of one lane per 8-dim chunk (the same sums in
-/// the same order), each op rounding to bf16, and store each chunk into its
-/// swizzled place. Heads past the head count are zeros. q is `query` [T,
-/// H, D], or with a `window` columns of the product `query` [T, W]. Every
-/// math thread calls it (it holds named barriers of the math threads).
-void fillNormalizedQuery(Kernel &k, QueryNorm chain, Value query,
-                         std::optional<ColumnWindow> window, Value positions,
-                         Value token, Value headBase, int64_t heads,
-                         Operation *func) {
+/// A math thread's lane in a query head row of the block's tile: one lane
+/// per 8-dim chunk, a team of them per row, four teams at width 512.
+QueryLane queryLaneOf(Kernel &k, QueryNorm chain) {
+  int64_t width = k.plan.width;
+  int64_t start = width - static_cast<int64_t>(chain.rope.getRopeDim());
+  QueryLane lane;
+  lane.column =
+      k.mul(k.rem(k.thread, k.index(width / kChunk)), k.index(kChunk));
+  lane.touchesRope = k.ult(k.index(start), k.add(lane.column, k.index(kChunk)));
+  for (int64_t i = 0; i < kChunk; i += 2)
+    lane.pairs.push_back(
+        ropeColumn(k.b, k.loc, k.add(lane.column, k.index(i)), start));
+  return lane;
+}
+
+/// The query tile, holding q before its head norm and rope (`chain`),
+/// normalized and turned in place as the row family computes it: a head
+/// row is a team of lanes (the same sums in the same order), each op
+/// rounding to bf16, the rope pairs turned by the angles storeQueryAngles
+/// left. Heads past the head count hold zeros and stay zeros. Every math
+/// thread calls it (named barriers of the math threads), after the tile
+/// and the angles have landed and the math threads have met. Loops over a
+/// team's rows, not unrolled: the unrolled prologue (~2,800 instructions,
+/// a lane's four sines among them) took the kernel's code past the
+/// instruction cache, and the loop after it waited on fetches.
+void normalizeQueryTile(Kernel &k, QueryNorm chain) {
   OpBuilder &b = k.b;
   Location loc = k.loc;
   Type bf16 = b.getBF16Type();
   int64_t width = k.plan.width;
   int64_t lanes = width / kChunk;
   int64_t teams = kMathThreads / lanes;
+  int64_t mathWarps = kMathThreads / kWarpLanes;
   Value laneIndex = k.rem(k.thread, k.index(lanes));
   Value team = k.div(k.thread, k.index(lanes));
-  int64_t start = width - static_cast<int64_t>(chain.rope.getRopeDim());
-  QueryLane lane;
-  lane.column = k.mul(laneIndex, k.index(kChunk));
-  lane.touchesRope = k.ult(k.index(start), k.add(lane.column, k.index(kChunk)));
-  for (int64_t i = 0; i < kChunk; i += 2)
-    lane.pairs.push_back(
-        ropeColumn(b, loc, k.add(lane.column, k.index(i)), start));
-
-  auto mathBarrier = [&] { syncThreads(b, loc, kMathBarrier, kMathThreads); };
   double eps = chain.norm.getEps().convertToDouble();
   Value tile = k.at(k.plan.query);
+  // kQueryRowsPerTrip rows a trip, each phase over all of them before the
+  // next (their chains side by side).
   int64_t rowsPerTeam = kMmaM / teams;
-  SmallVector<Value> angles;
-  for (int64_t first = 0; first < rowsPerTeam; first += kQueryRowsAtOnce) {
-    int64_t last = std::min(first + kQueryRowsAtOnce, rowsPerTeam);
-    // The rows' loads first, all in flight together.
-    SmallVector<std::pair<Value, SmallVector<Value>>> rows;
-    for (int64_t j = first; j < last; ++j) {
-      Value row = k.add(k.index(j * teams), team);
-      Value head = k.add(headBase, row);
-      SmallVector<Value> indices{token, head, lane.column};
-      if (window)
-        indices = {token,
-                   k.add(k.index(window->begin),
-                         k.add(k.mul(head, k.index(width)), lane.column))};
-      rows.push_back({row, loadChunk(b, loc, query, indices, kChunk,
-                                     k.ult(head, k.index(heads)))});
+  int64_t perTrip = std::min(kQueryRowsPerTrip, rowsPerTeam);
+  using Rows = SmallVector<std::pair<Value, Value>>; // (row j, its address)
+  auto forEachTrip = [&](function_ref<void(const Rows &)> body) {
+    scf::ForOp::create(
+        b, loc, k.index(0), k.index(rowsPerTeam / perTrip), k.index(1),
+        ValueRange{}, [&](OpBuilder &, Location, Value trip, ValueRange) {
+          Rows rows;
+          for (int64_t u = 0; u < perTrip; ++u) {
+            Value j = k.add(k.mul(trip, k.index(perTrip)), k.index(u));
+            Value row = k.add(k.mul(j, k.index(teams)), team);
+            rows.push_back(
+                {j, k.add(tile, k.toI64(swizzledOffset(b, loc, row, laneIndex,
+                                                       k.rowAtoms())))});
+          }
+          body(rows);
+          scf::YieldOp::create(b, loc);
+        });
+  };
+  auto rowValues = [&](const Rows &rows) {
+    SmallVector<Value> chunks;
+    for (auto [j, at] : rows)
+      chunks.push_back(
+          loadShared(b, loc, at, VectorType::get({kChunk}, bf16), kChunkBytes));
+    SmallVector<SmallVector<Value>> values;
+    for (Value chunk : chunks) {
+      SmallVector<Value> &v = values.emplace_back();
+      for (int64_t i = 0; i < kChunk; ++i)
+        v.push_back(arith::ExtFOp::create(
+            b, loc, b.getF32Type(),
+            vector::ExtractOp::create(b, loc, chunk, i).getResult()));
     }
-    // The angles' loads go out behind the first rows', not before them.
-    if (angles.empty())
-      angles = laneAngles(k, chain.rope, lane, positions, token, func);
-    // The rows' sums between one pair of barriers.
-    SmallVector<Value> squares;
-    for (auto &entry : rows)
-      squares.push_back(sumOfSquares(b, loc, entry.second));
-    SmallVector<Value> sums =
-        reduceTeams(b, loc, squares, lanes, Combine::Add, k.thread, k.exchange,
-                    kMathThreads / kWarpLanes, mathBarrier);
-    for (auto [entry, sum] : llvm::zip_equal(rows, sums)) {
-      auto &[row, v] = entry;
+    return values;
+  };
+  auto warpSums = [&](const Rows &rows) {
+    SmallVector<Value> sums;
+    for (const SmallVector<Value> &v : rowValues(rows))
+      sums.push_back(sumOfSquares(b, loc, v));
+    for (Value &sum : sums)
+      sum = reduceLanes(b, loc, sum, std::min(lanes, kWarpLanes), Combine::Add);
+    return sums;
+  };
+  auto slotBase = [&](Value j) { return k.mul(j, k.index(mathWarps)); };
+  // Past a warp, each row's warp sums go to slots j * warps + warp first.
+  bool acrossWarps = lanes > kWarpLanes;
+  if (acrossWarps) {
+    forEachTrip([&](const Rows &rows) {
+      for (auto [row, sum] : llvm::zip_equal(rows, warpSums(rows)))
+        offerWarpPartial(b, loc, sum, slotBase(row.first), k.thread,
+                         k.exchange);
+    });
+  }
+  syncThreads(b, loc, kMathBarrier, kMathThreads);
+  QueryLane lane = queryLaneOf(k, chain);
+  SmallVector<Value> angles = laneAngles(k, chain.rope, lane);
+  forEachTrip([&](const Rows &rows) {
+    SmallVector<Value> sums;
+    if (acrossWarps) {
+      for (auto [j, at] : rows)
+        sums.push_back(teamTotal(b, loc, slotBase(j), lanes, Combine::Add,
+                                 k.thread, k.exchange));
+    } else {
+      sums = warpSums(rows);
+    }
+    SmallVector<SmallVector<Value>> values = rowValues(rows);
+    for (auto [v, sum] : llvm::zip_equal(values, sums)) {
       Value factor = rmsFactor(b, loc, sum, width, eps);
       for (Value &x : v)
         x = roundTo(b, loc, k.mul(x, factor), bf16);
+    }
+    for (auto [row, v] : llvm::zip_equal(rows, values)) {
       SmallVector<Value> narrow;
       for (Value x : turnLanePairs(k, lane, v, angles))
         narrow.push_back(arith::TruncFOp::create(b, loc, bf16, x));
-      Value chunk = vector::FromElementsOp::create(
-          b, loc, VectorType::get({kChunk}, bf16), narrow);
-      Value at = k.add(
-          tile, k.toI64(swizzledOffset(b, loc, row, laneIndex, k.rowAtoms())));
-      storeShared(b, loc, at, chunk, kChunkBytes);
+      storeShared(b, loc, row.second,
+                  vector::FromElementsOp::create(
+                      b, loc, VectorType::get({kChunk}, bf16), narrow),
+                  kChunkBytes);
     }
-  }
+  });
 }
 
 /// A warpgroup's running softmax state: O over its half of the dims, and
@@ -562,7 +616,7 @@ QueryNorm queryChainOf(Value query, Block *block) {
   int64_t width = cast<RankedTensorType>(query.getType()).getDimSize(2);
   int64_t ropeDim = rope.getRopeDim();
   if (!splitsIntoTeams(width) || ropeDim <= 0 || ropeDim % 2 != 0 ||
-      ropeDim > width)
+      ropeDim > width || queryAnglesSlot(width) + ropeDim > kExchangeSlots)
     return {};
   return {norm, rope};
 }
@@ -646,7 +700,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
                       count);
   };
   k.slotAddresses = view(plan.addresses, b.getI64Type(), 2 * kSlotsPerBlock);
-  k.exchange = view(plan.exchange, b.getF32Type(), 2 * kWarpgroups * kMmaM);
+  k.exchange = view(plan.exchange, b.getF32Type(), kExchangeSlots);
   k.slotMasks = view(plan.masks, b.getI32Type(), 2 * 2);
   if (packedRows) {
     k.slotScales = view(plan.scales, b.getI64Type(), 2 * kSlotsPerBlock);
@@ -1146,25 +1200,34 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   b.setInsertionPointToStart(roles.elseBlock());
   NVVM::SetMaxRegisterOp::create(b, loc, copies.mathRegisters,
                                  NVVM::SetMaxRegisterAction::increase);
-  if (queryNorm) {
-    fillNormalizedQuery(k, queryNorm, query, queryWindow, queryPositions, token,
-                        headBase, heads, func);
-  } else {
-    copyTileAsync(
-        b, loc, k.at(plan.query), kMmaM, plan.chunks, kMathThreads, k.thread,
-        [&](Value row) -> std::pair<Value, Value> {
-          Value head = k.add(headBase, row);
-          Value valid = k.ult(head, k.index(heads));
-          Value element =
-              k.mul(k.add(k.mul(token, k.index(heads)), head), k.index(width));
-          return {k.add(queryAddress, k.mul(k.toI64(element), k.i64(2))),
-                  valid};
-        },
-        queryAddress);
-  }
-  // (Without copies in flight, as with the prologue, the wait is none.)
+  // The query rows as they are in memory (q before its norm and rope with
+  // the prologue, in place when it is columns of a merged product).
+  copyTileAsync(
+      b, loc, k.at(plan.query), kMmaM, plan.chunks, kMathThreads, k.thread,
+      [&](Value row) -> std::pair<Value, Value> {
+        Value head = k.add(headBase, row);
+        Value valid = k.ult(head, k.index(heads));
+        Value element =
+            queryWindow
+                ? k.add(k.mul(token, k.index(cast<ShapedType>(
+                                                 queryWindow->product.getType())
+                                                 .getDimSize(1))),
+                        k.add(k.index(queryWindow->begin),
+                              k.mul(head, k.index(width))))
+                : k.mul(k.add(k.mul(token, k.index(heads)), head),
+                        k.index(width));
+        return {k.add(queryAddress, k.mul(k.toI64(element), k.i64(2))), valid};
+      },
+      queryAddress);
+  // The angles' loads go out behind the copies.
+  if (queryNorm)
+    storeQueryAngles(k, queryNorm.rope, queryPositions, token, func);
   commitCopies(b, loc);
   waitCopies(b, loc, 0);
+  if (queryNorm) {
+    syncThreads(b, loc, kMathBarrier, kMathThreads);
+    normalizeQueryTile(k, queryNorm);
+  }
   fenceSharedForMma(b, loc);
   syncThreads(b, loc, kMathBarrier, kMathThreads);
 
