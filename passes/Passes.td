@@ -298,7 +298,12 @@ def LowerToGPU : Pass<"v4a-lower-to-gpu", "::mlir::ModuleOp"> {
     of the launch. When the attention's only user is the inverse `rope` of
     its output (in the same block), that op is the kernel's epilogue: the
     pairs of the last `rope_dim` dims, rounded to bf16 as a row kernel would
-    read them, turned by the conjugate of the token's angles in f32.
+    read them, turned by the conjugate of the token's angles in f32. When
+    the query is `rope(rms_norm(q))` (no weight, each op's only use), those
+    ops are its prologue: the math warpgroups read q (in place when it is
+    columns of a merged product), norm and turn each head row as the row
+    family would, and store the bf16 rows into the query tile. Attention
+    kernels are launched where the attention stands in the step.
 
     The indexer family (`indexer`): `cache_indexer_score` whose only user is
     a `topk` without candidate blocks (bf16 query and index keys, a head

@@ -302,6 +302,133 @@ func.func @attention_inverse_rope(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xb
 
 // -----
 
+// The head norm and rope of the query (in a fused region, as v4a-fuse
+// leaves them) are the attention's prologue: the math warpgroups copy q
+// before them into the query tile as they copy a query without them, the
+// first 32 math threads write the token's angles (a pair each) into the
+// exchange area, then a loop over a team's rows (four a trip) sums each
+// row's squares over its warp (the partials into the exchange area), and
+// after a barrier of the 256 math threads a second loop combines each
+// row's two warp partials, normalizes it, turns the rope lanes' pairs and
+// stores the bf16 chunks in place; no row kernel before it.
+// CHECK-LABEL: func.func @attention_query_norm
+// CHECK-NOT: gpu.launch
+// CHECK: gpu.launch {{.*}} function(@attention_query_norm_attention0)
+// CHECK: nvvm.setmaxregister increase
+// CHECK: nvvm.cp.async.shared.global
+// CHECK: memref.get_global @v4a_rope_freqs
+// CHECK: math.cos
+// CHECK-NEXT: math.sin
+// CHECK: memref.store {{.*}} : memref<256xf32, #gpu.address_space<workgroup>>
+// CHECK: nvvm.cp.async.wait.group 0
+// CHECK: nvvm.barrier id = {{.*}} number_of_threads = %c256
+// CHECK: scf.for {{.*}} to %c4{{(_[0-9]+)?}} step
+// CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> vector<8xbf16>
+// CHECK: gpu.shuffle xor
+// CHECK: memref.store {{.*}} : memref<256xf32, #gpu.address_space<workgroup>>
+// CHECK: nvvm.barrier id = {{.*}} number_of_threads = %c256
+// CHECK: scf.for {{.*}} to %c4{{(_[0-9]+)?}} step
+// CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> vector<8xbf16>
+// CHECK: math.sqrt
+// CHECK: llvm.store {{.*}} : vector<8xbf16>, !llvm.ptr<3>
+// CHECK: nvvm.wgmma.mma_async
+// CHECK: gpu.terminator
+// CHECK-NOT: v4a.rms_norm
+// CHECK-NOT: v4a.rope
+// CHECK: return
+func.func @attention_query_norm(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>,
+    %win: !v4a.kv_cache<bf16, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,
+    %sink: tensor<64xf32>, %pos: tensor<?xi64>) -> tensor<?x64x512xbf16> {
+  %qr = v4a.fused "rms_norm_rope" (%q, %pos)
+      : (tensor<?x64x512xbf16>, tensor<?xi64>) -> tensor<?x64x512xbf16> {
+  ^bb0(%x: tensor<?x64x512xbf16>, %p: tensor<?xi64>):
+    %n = v4a.rms_norm %x {eps = 1.0e-06 : f64} : tensor<?x64x512xbf16>
+    %r = v4a.rope %n, %p {rope_dim = 64 : i64, theta = 1.000000e+04 : f64}
+        : tensor<?x64x512xbf16>, tensor<?xi64>
+    v4a.yield %r : tensor<?x64x512xbf16>
+  }
+  %o = v4a.cache_attention %qr, %kv window %win[%wrows] sink %sink
+      {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  return %o : tensor<?x64x512xbf16>
+}
+
+// -----
+
+// A query that is columns of a merged product (as the ratio-4 layers' wq_b
+// merged with the indexer's) is read in place by the prologue: row t of
+// the product at the part's first column + h * 512; the split goes away.
+// CHECK-LABEL: func.func @attention_query_columns
+// CHECK-NOT: v4a.split_columns
+// CHECK: %[[P:.*]] = bufferization.to_buffer %arg0 read_only : tensor<?x33280xbf16> to memref<?x33280xbf16>
+// CHECK-NOT: function(@attention_query_columns_rows
+// CHECK: function(@attention_query_columns_attention0)
+// CHECK: memref.extract_aligned_pointer_as_index %[[P]]
+// CHECK: nvvm.setmaxregister increase
+// CHECK: %[[HEAD:.*]] = arith.muli %{{.*}}, %c512
+// CHECK: %[[COLUMN:.*]] = arith.addi %c512{{.*}}, %[[HEAD]]
+// CHECK: %[[ROW:.*]] = arith.muli %{{.*}}, %c33280
+// CHECK: arith.addi %[[ROW]], %[[COLUMN]]
+// CHECK: nvvm.cp.async.shared.global
+// CHECK-NOT: v4a.split_columns
+// CHECK: return
+func.func @attention_query_columns(%y: tensor<?x33280xbf16>, %kv: tensor<?x512xbf16>,
+    %win: !v4a.kv_cache<bf16, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,
+    %sink: tensor<64xf32>, %pos: tensor<?xi64>) -> tensor<?x64x512xbf16> {
+  %a, %b = v4a.split_columns %y : tensor<?x33280xbf16> -> tensor<?x512xbf16>, tensor<?x32768xbf16>
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %b, %c0 : tensor<?x32768xbf16>
+  %q = tensor.expand_shape %b [[0], [1, 2]] output_shape [%t, 64, 512] : tensor<?x32768xbf16> into tensor<?x64x512xbf16>
+  %n = v4a.rms_norm %q {eps = 1.0e-06 : f64} : tensor<?x64x512xbf16>
+  %r = v4a.rope %n, %pos {rope_dim = 64 : i64, theta = 1.000000e+04 : f64}
+      : tensor<?x64x512xbf16>, tensor<?xi64>
+  %o = v4a.cache_attention %r, %kv window %win[%wrows] sink %sink
+      {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  return %o : tensor<?x64x512xbf16>
+}
+
+// -----
+
+// A query whose normed rows are read elsewhere too, or whose norm has a
+// weight, keeps its row kernel.
+// CHECK-LABEL: func.func @attention_query_kept
+// CHECK: function(@attention_query_kept_rows0)
+// CHECK: function(@attention_query_kept_rows1)
+// CHECK: function(@attention_query_kept_attention0)
+// CHECK: nvvm.cp.async.shared.global
+// CHECK: function(@attention_query_kept_attention1)
+// CHECK: nvvm.cp.async.shared.global
+func.func @attention_query_kept(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>,
+    %win: !v4a.kv_cache<bf16, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,
+    %sink: tensor<64xf32>, %pos: tensor<?xi64>, %w: tensor<512xbf16>)
+    -> (tensor<?x64x512xbf16>, tensor<?x64x512xbf16>, tensor<?x64x512xbf16>) {
+  %n = v4a.rms_norm %q {eps = 1.0e-06 : f64} : tensor<?x64x512xbf16>
+  %r = v4a.rope %n, %pos {rope_dim = 64 : i64, theta = 1.000000e+04 : f64}
+      : tensor<?x64x512xbf16>, tensor<?xi64>
+  %nw = v4a.rms_norm %q weight %w {eps = 1.0e-06 : f64}
+      : tensor<?x64x512xbf16>, tensor<512xbf16>
+  %rw = v4a.rope %nw, %pos {rope_dim = 64 : i64, theta = 1.000000e+04 : f64}
+      : tensor<?x64x512xbf16>, tensor<?xi64>
+  %o = v4a.cache_attention %r, %kv window %win[%wrows] sink %sink
+      {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  %ow = v4a.cache_attention %rw, %kv window %win[%wrows] sink %sink
+      {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  return %o, %r, %ow : tensor<?x64x512xbf16>, tensor<?x64x512xbf16>, tensor<?x64x512xbf16>
+}
+
+// -----
+
 // An output read elsewhere too keeps its own inverse RoPE (a row kernel).
 // CHECK-LABEL: func.func @attention_output_kept
 // CHECK: function(@attention_output_kept_attention0)

@@ -71,37 +71,103 @@ Value reduceLanes(OpBuilder &b, Location loc, Value value, int64_t lanes,
   return value;
 }
 
-Value reduceTeam(OpBuilder &b, Location loc, Value value, int64_t lanes,
-                 Combine how, Value threadId, Value partials) {
-  if (lanes <= kWarpLanes)
-    return reduceLanes(b, loc, value, lanes, how);
-  assert(llvm::isPowerOf2_64(lanes));
-  Value warpValue = reduceLanes(b, loc, value, kWarpLanes, how);
+void offerWarpPartial(OpBuilder &b, Location loc, Value warpValue,
+                      Value slotBase, Value threadId, Value partials) {
   Value lanesC = constantIndex(b, loc, kWarpLanes);
   Value warp = arith::DivUIOp::create(b, loc, threadId, lanesC);
   Value lane = arith::RemUIOp::create(b, loc, threadId, lanesC);
   Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
                                         constantIndex(b, loc, 0));
-  // The slot of the previous reduction may still be read.
-  mlir::gpu::BarrierOp::create(b, loc);
   scf::IfOp::create(b, loc, isFirst, [&](OpBuilder &nb, Location l) {
-    memref::StoreOp::create(nb, l, warpValue, partials, ValueRange{warp});
+    memref::StoreOp::create(
+        nb, l, warpValue, partials,
+        ValueRange{arith::AddIOp::create(nb, l, warp, slotBase)});
     scf::YieldOp::create(nb, l);
   });
-  mlir::gpu::BarrierOp::create(b, loc);
+}
+
+Value teamTotal(OpBuilder &b, Location loc, Value slotBase, int64_t lanes,
+                Combine how, Value threadId, Value partials) {
   int64_t warps = lanes / kWarpLanes;
+  Value warp = arith::DivUIOp::create(b, loc, threadId,
+                                      constantIndex(b, loc, kWarpLanes));
   Value firstWarp = arith::MulIOp::create(
       b, loc,
       arith::DivUIOp::create(b, loc, warp, constantIndex(b, loc, warps)),
       constantIndex(b, loc, warps));
   Value total;
   for (int64_t w = 0; w < warps; ++w) {
-    Value slot =
-        arith::AddIOp::create(b, loc, firstWarp, constantIndex(b, loc, w));
+    Value slot = arith::AddIOp::create(
+        b, loc,
+        arith::AddIOp::create(b, loc, firstWarp, constantIndex(b, loc, w)),
+        slotBase);
     Value partial = memref::LoadOp::create(b, loc, partials, ValueRange{slot});
     total = total ? combine(b, loc, how, total, partial) : partial;
   }
   return total;
+}
+
+SmallVector<Value> reduceTeams(OpBuilder &b, Location loc, ValueRange values,
+                               int64_t lanes, Combine how, Value threadId,
+                               Value partials, int64_t blockWarps,
+                               function_ref<void()> barrier) {
+  SmallVector<Value> warpValues;
+  for (Value value : values)
+    warpValues.push_back(
+        reduceLanes(b, loc, value, std::min(lanes, kWarpLanes), how));
+  if (lanes <= kWarpLanes)
+    return warpValues;
+  assert(llvm::isPowerOf2_64(lanes));
+  assert((values.size() == 1 || blockWarps >= lanes / kWarpLanes) &&
+         "slots of each value");
+  auto synchronize = [&] {
+    if (barrier)
+      barrier();
+    else
+      mlir::gpu::BarrierOp::create(b, loc);
+  };
+  auto slotBase = [&](size_t k) {
+    return constantIndex(b, loc, static_cast<int64_t>(k) * blockWarps);
+  };
+  // The slots of the previous reduction may still be read.
+  synchronize();
+  for (auto [k, warpValue] : llvm::enumerate(warpValues))
+    offerWarpPartial(b, loc, warpValue, slotBase(k), threadId, partials);
+  synchronize();
+  SmallVector<Value> totals;
+  for (size_t k = 0; k < warpValues.size(); ++k)
+    totals.push_back(
+        teamTotal(b, loc, slotBase(k), lanes, how, threadId, partials));
+  return totals;
+}
+
+Value reduceTeam(OpBuilder &b, Location loc, Value value, int64_t lanes,
+                 Combine how, Value threadId, Value partials,
+                 function_ref<void()> barrier) {
+  return reduceTeams(b, loc, value, lanes, how, threadId, partials,
+                     /*blockWarps=*/0, barrier)
+      .front();
+}
+
+Value sumOfSquares(OpBuilder &b, Location loc, ValueRange values) {
+  Value sum = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  for (Value x : values)
+    sum =
+        arith::AddFOp::create(b, loc, sum, arith::MulFOp::create(b, loc, x, x));
+  return sum;
+}
+
+Value rmsFactor(OpBuilder &b, Location loc, Value sum, int64_t width,
+                double eps) {
+  auto f32 = [&](double v) {
+    return arith::ConstantOp::create(b, loc,
+                                     b.getF32FloatAttr(static_cast<float>(v)));
+  };
+  Value mean = arith::DivFOp::create(b, loc, sum, f32(width));
+  return arith::DivFOp::create(
+      b, loc, f32(1.0),
+      math::SqrtOp::create(b, loc,
+                           arith::AddFOp::create(b, loc, mean, f32(eps))));
 }
 
 SmallVector<Value> loadChunk(OpBuilder &b, Location loc, Value buffer,
@@ -352,10 +418,43 @@ Value constantTable(OpBuilder &b, Location loc, Operation *anchor,
 
 std::pair<Value, Value> ropeCosSin(OpBuilder &b, Location loc, Value position,
                                    Value freqs, Value pair) {
-  Value frequency = memref::LoadOp::create(b, loc, freqs, ValueRange{pair});
-  Value angle = arith::MulFOp::create(b, loc, position, frequency);
-  return {math::CosOp::create(b, loc, angle),
-          math::SinOp::create(b, loc, angle)};
+  return ropeCosSins(b, loc, position, freqs, pair).front();
+}
+
+SmallVector<std::pair<Value, Value>> ropeCosSins(OpBuilder &b, Location loc,
+                                                 Value position, Value freqs,
+                                                 ValueRange pairs) {
+  SmallVector<Value> frequencies;
+  for (Value pair : pairs)
+    frequencies.push_back(
+        memref::LoadOp::create(b, loc, freqs, ValueRange{pair}));
+  SmallVector<std::pair<Value, Value>> cosSins;
+  for (Value frequency : frequencies) {
+    Value angle = arith::MulFOp::create(b, loc, position, frequency);
+    cosSins.push_back({math::CosOp::create(b, loc, angle),
+                       math::SinOp::create(b, loc, angle)});
+  }
+  return cosSins;
+}
+
+void storeRopeAngles(OpBuilder &b, Location loc, int64_t ropeDim,
+                     Value positions, Value token, Value threadId, Value freqs,
+                     Value shared, int64_t at) {
+  int64_t half = ropeDim / 2;
+  Value writes = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                       threadId, constantIndex(b, loc, half));
+  scf::IfOp::create(b, loc, writes, [&](OpBuilder &nb, Location l) {
+    Value raw = memref::LoadOp::create(nb, l, positions, ValueRange{token});
+    Value position = arith::SIToFPOp::create(nb, l, nb.getF32Type(), raw);
+    auto [c, s] = ropeCosSin(nb, l, position, freqs, threadId);
+    Value cosAt =
+        arith::AddIOp::create(nb, l, threadId, constantIndex(nb, l, at));
+    memref::StoreOp::create(nb, l, c, shared, ValueRange{cosAt});
+    memref::StoreOp::create(nb, l, s, shared,
+                            ValueRange{arith::AddIOp::create(
+                                nb, l, cosAt, constantIndex(nb, l, half))});
+    scf::YieldOp::create(nb, l);
+  });
 }
 
 RopeColumn ropeColumn(OpBuilder &b, Location loc, Value column, int64_t start) {

@@ -43,11 +43,42 @@ mlir::Value reduceLanes(mlir::OpBuilder &b, mlir::Location loc,
 /// The same over an aligned team of `lanes` threads larger than a warp (a
 /// power of two): each warp reduces, its lane 0 writes the partial to
 /// `partials` (workgroup memory, a slot per warp of the block), and every
-/// thread adds its team's partials in warp order. Every thread of the block
-/// must call it (it holds barriers).
+/// thread adds its team's partials in warp order. It holds two barriers:
+/// the block's, which every thread of the block must reach, or `barrier`
+/// (built by the callback), which every thread it counts must reach, with
+/// `threadId` counting from 0 over those threads.
 mlir::Value reduceTeam(mlir::OpBuilder &b, mlir::Location loc,
                        mlir::Value value, int64_t lanes, Combine how,
-                       mlir::Value threadId, mlir::Value partials);
+                       mlir::Value threadId, mlir::Value partials,
+                       llvm::function_ref<void()> barrier = nullptr);
+/// Several such reductions between one pair of barriers: value k's warp
+/// partials go to slots k * blockWarps + warp (`blockWarps`: the warps
+/// `threadId` spans), each reduced as reduceTeam would.
+llvm::SmallVector<mlir::Value>
+reduceTeams(mlir::OpBuilder &b, mlir::Location loc, mlir::ValueRange values,
+            int64_t lanes, Combine how, mlir::Value threadId,
+            mlir::Value partials, int64_t blockWarps,
+            llvm::function_ref<void()> barrier = nullptr);
+
+/// The two halves of reduceTeams, for a value whose slots a loop picks:
+/// the warp's lane 0 stores `warpValue` (its reduceLanes over the warp) in
+/// slot `slotBase` + warp; after a barrier, the team's total is its warps'
+/// slots combined in warp order.
+void offerWarpPartial(mlir::OpBuilder &b, mlir::Location loc,
+                      mlir::Value warpValue, mlir::Value slotBase,
+                      mlir::Value threadId, mlir::Value partials);
+mlir::Value teamTotal(mlir::OpBuilder &b, mlir::Location loc,
+                      mlir::Value slotBase, int64_t lanes, Combine how,
+                      mlir::Value threadId, mlir::Value partials);
+
+/// The sum of the squares of `values` (f32), in order from 0, and the
+/// rms_norm factor 1 / sqrt(sum / width + eps) of a row whose squares sum
+/// to `sum`: every family computes a row's norm so, so that a row gives
+/// the same bits in every kernel.
+mlir::Value sumOfSquares(mlir::OpBuilder &b, mlir::Location loc,
+                         mlir::ValueRange values);
+mlir::Value rmsFactor(mlir::OpBuilder &b, mlir::Location loc, mlir::Value sum,
+                      int64_t width, double eps);
 
 /// Loads `count` consecutive elements at `indices` (the last index the
 /// first element) as f32 values, in 16-byte accesses; with `valid` false
@@ -123,6 +154,19 @@ mlir::Value constantTable(mlir::OpBuilder &b, mlir::Location loc,
 std::pair<mlir::Value, mlir::Value>
 ropeCosSin(mlir::OpBuilder &b, mlir::Location loc, mlir::Value position,
            mlir::Value freqs, mlir::Value pair);
+/// ropeCosSin of each of `pairs`, with every frequency loaded before the
+/// first sine: a sine's slow path (stores to local memory) would hold each
+/// later load behind it, a round trip each.
+llvm::SmallVector<std::pair<mlir::Value, mlir::Value>>
+ropeCosSins(mlir::OpBuilder &b, mlir::Location loc, mlir::Value position,
+            mlir::Value freqs, mlir::ValueRange pairs);
+/// Thread p < ropeDim / 2 stores the cos and sin of rope pair p at
+/// `token`'s position (positions[token]) in slots `at` + p and `at` +
+/// ropeDim / 2 + p of `shared` (f32), as ropeCosSin computes them.
+void storeRopeAngles(mlir::OpBuilder &b, mlir::Location loc, int64_t ropeDim,
+                     mlir::Value positions, mlir::Value token,
+                     mlir::Value threadId, mlir::Value freqs,
+                     mlir::Value shared, int64_t at);
 /// Where column `column` (index) of a row lies against rope dims that
 /// start at column `start`: its pair among them (0 before them) and
 /// whether it is one of them.

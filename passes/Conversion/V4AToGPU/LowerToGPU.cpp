@@ -94,10 +94,20 @@ SmallVector<RowChain> rowChains(ArrayRef<Operation *> unit) {
   return chains;
 }
 
+/// Remembers the ops a rewriter erases.
+struct ErasedOps : public RewriterBase::Listener {
+  llvm::DenseSet<Operation *> ops;
+  void notifyOperationErased(Operation *op) override { ops.insert(op); }
+};
+
 struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
   using LowerToGPUBase::LowerToGPUBase;
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
+    // Ops a lowering erased (an attention's inverse RoPE, the sizes of a
+    // split's parts) may still stand in a later unit: compared, never read.
+    ErasedOps erased;
+    rewriter.setListener(&erased);
     for (auto func : llvm::to_vector(getOperation().getOps<func::FuncOp>())) {
       if (func.isExternal())
         continue;
@@ -110,16 +120,33 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
         });
       for (auto [scores, topk] : indexer)
         v4a::gpu::lowerIndexerTopK(rewriter, scores, topk);
-      // An attention and the inverse RoPE of its output are one kernel.
-      SmallVector<std::pair<CacheAttentionOp, RoPEOp>> turned;
+      // An attention, the head norm and rope of its query and the inverse
+      // RoPE of its output are one kernel, launched where the attention is
+      // (after the products the query is read from); the ops it takes in
+      // are no kernel of their own.
+      SmallVector<SmallVector<Operation *>> units = kernelUnits(func);
+      llvm::DenseMap<Operation *, v4a::gpu::QueryNorm> queries;
+      llvm::DenseMap<Operation *, RoPEOp> inverses;
+      llvm::DenseSet<Operation *> takenIn;
       func.walk([&](CacheAttentionOp op) {
-        if (v4a::gpu::isAttentionCovered(op))
-          if (RoPEOp rope = v4a::gpu::fusedInverseRoPE(op))
-            turned.push_back({op, rope});
+        if (!v4a::gpu::isAttentionCovered(op))
+          return;
+        if (v4a::gpu::QueryNorm query = v4a::gpu::fusedQueryNorm(op)) {
+          queries[op] = query;
+          takenIn.insert(query.norm);
+          takenIn.insert(query.rope);
+        }
+        if (RoPEOp rope = v4a::gpu::fusedInverseRoPE(op)) {
+          inverses[op] = rope;
+          takenIn.insert(rope);
+        }
       });
-      for (auto [attention, rope] : turned)
-        v4a::gpu::lowerCacheAttention(rewriter, attention, rope);
-      for (ArrayRef<Operation *> unit : kernelUnits(func)) {
+      for (ArrayRef<Operation *> all : units) {
+        // Without the ops an attention took in and those already erased.
+        SmallVector<Operation *> unit;
+        for (Operation *op : all)
+          if (!takenIn.contains(op) && !erased.ops.contains(op))
+            unit.push_back(op);
         // Taken before the row chains are lowered: that erases their ops.
         SmallVector<CacheAttentionOp> attention;
         for (Operation *op : unit)
@@ -129,7 +156,8 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
         for (const RowChain &chain : rowChains(unit))
           v4a::gpu::lowerRowChain(rewriter, chain.ops, chain.store);
         for (CacheAttentionOp op : attention)
-          v4a::gpu::lowerCacheAttention(rewriter, op, RoPEOp());
+          v4a::gpu::lowerCacheAttention(rewriter, op, inverses.lookup(op),
+                                        queries.lookup(op));
       }
     }
   }

@@ -182,14 +182,10 @@ Values roundAll(RowThread &t, Values values, Type element) {
 
 Values applyRMSNorm(RowThread &t, RMSNormOp op, Values v, Value weight) {
   cpu::LoopEmitter e(t.b, t.loc);
-  Value local = t.f32(0.0);
-  for (Value x : v)
-    local = e.add(local, e.mul(x, x));
-  Value sum = reduceTeam(t.b, t.loc, local, t.team, Combine::Add, t.threadId,
-                         t.partials);
-  Value mean = e.div(sum, t.f32(static_cast<double>(t.width)));
-  Value inv = e.div(t.f32(1.0),
-                    e.sqrt(e.add(mean, t.f32(op.getEps().convertToDouble()))));
+  Value sum = reduceTeam(t.b, t.loc, sumOfSquares(t.b, t.loc, v), t.team,
+                         Combine::Add, t.threadId, t.partials);
+  Value inv =
+      rmsFactor(t.b, t.loc, sum, t.width, op.getEps().convertToDouble());
   Values w;
   if (weight)
     w = loadChunk(t.b, t.loc, weight, ValueRange{t.column}, kChunk,
@@ -234,53 +230,39 @@ Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
                                        ValueRange{t.lead.front()});
     position = arith::SIToFPOp::create(t.b, t.loc, t.b.getF32Type(), raw);
   }
-  Values out(v);
+  SmallVector<RopeColumn> columns;
+  SmallVector<Value> pairs;
   for (int64_t i = 0; i < kChunk; i += 2) {
-    auto [pair, inRope] =
-        ropeColumn(t.b, t.loc, e.add(t.column, t.index(i)), start);
-    Value c, s;
-    if (angles.shared) {
+    columns.push_back(
+        ropeColumn(t.b, t.loc, e.add(t.column, t.index(i)), start));
+    pairs.push_back(columns.back().pair);
+  }
+  SmallVector<std::pair<Value, Value>> cosSins;
+  if (angles.shared) {
+    for (Value pair : pairs) {
       Value at = e.add(pair, t.index(angles.at));
-      c = memref::LoadOp::create(t.b, t.loc, angles.shared, ValueRange{at});
-      s = memref::LoadOp::create(t.b, t.loc, angles.shared,
-                                 ValueRange{e.add(at, t.index(ropeDim / 2))});
-    } else {
-      std::tie(c, s) = ropeCosSin(t.b, t.loc, position, angles.freqs, pair);
+      cosSins.push_back(
+          {memref::LoadOp::create(t.b, t.loc, angles.shared, ValueRange{at}),
+           memref::LoadOp::create(
+               t.b, t.loc, angles.shared,
+               ValueRange{e.add(at, t.index(ropeDim / 2))})});
     }
+  } else {
+    cosSins = ropeCosSins(t.b, t.loc, position, angles.freqs, pairs);
+  }
+  Values out(v);
+  for (auto [p, column] : llvm::enumerate(columns)) {
+    size_t i = 2 * p;
+    auto [c, s] = cosSins[p];
     auto [re, im] =
         rotatePair(t.b, t.loc, v[i], v[i + 1], c, s, op.getInverse());
-    out[i] = e.select(inRope, re, v[i]);
-    out[i + 1] = e.select(inRope, im, v[i + 1]);
+    out[i] = e.select(column.inRope, re, v[i]);
+    out[i + 1] = e.select(column.inRope, im, v[i + 1]);
   }
   scf::YieldOp::create(t.b, t.loc, out);
   t.b.setInsertionPointToStart(ifOp.elseBlock());
   scf::YieldOp::create(t.b, t.loc, v);
   return Values(ifOp.getResults());
-}
-
-/// Thread p < ropeDim / 2 of the block writes the cos and sin of pair p at
-/// `token`'s position into the workgroup slots of `angles`, as applyRoPE
-/// would compute them (the same operations on the same values).
-void computeSharedAngles(OpBuilder &b, Location loc, RoPEOp op, Value positions,
-                         Value token, Value threadId,
-                         const RopeAngles &angles) {
-  cpu::LoopEmitter e(b, loc);
-  int64_t half = op.getRopeDim() / 2;
-  Value writes = e.cmp(arith::CmpIPredicate::ult, threadId,
-                       arith::ConstantIndexOp::create(b, loc, half));
-  scf::IfOp::create(b, loc, writes, [&](OpBuilder &nb, Location l) {
-    cpu::LoopEmitter ne(nb, l);
-    Value raw = memref::LoadOp::create(nb, l, positions, ValueRange{token});
-    Value position = arith::SIToFPOp::create(nb, l, nb.getF32Type(), raw);
-    auto [c, s] = ropeCosSin(nb, l, position, angles.freqs, threadId);
-    Value at =
-        ne.add(threadId, arith::ConstantIndexOp::create(nb, l, angles.at));
-    memref::StoreOp::create(nb, l, c, angles.shared, ValueRange{at});
-    memref::StoreOp::create(
-        nb, l, s, angles.shared,
-        ValueRange{ne.add(at, arith::ConstantIndexOp::create(nb, l, half))});
-    scf::YieldOp::create(nb, l);
-  });
 }
 
 /// The scale of the block this thread's values belong to: the block's
@@ -495,17 +477,8 @@ void storeToCache(RowThread &t, CacheRows &cache, const Values &v, Value id,
   storeBytes(b, loc, halves, cache.bytes(), cache.rawOffset(values, t.column));
 }
 
-/// Columns of a merged product that a chain reads in place: the product
-/// [T, W] and where the chain's rows start in a row of it. Row r of a
-/// rank-3 input [T, H, D] is then columns begin + h*D.. of product row t.
-struct ColumnWindow {
-  Value product;
-  int64_t begin = 0;
-};
+} // namespace
 
-/// The window of `rows` when it is a part of v4a.split_columns (or that
-/// part viewed as heads) of the part's element type, with every row and
-/// part start at a 16-byte boundary (the family's vector accesses).
 std::optional<ColumnWindow> columnWindowOf(Value rows) {
   Value part = rows;
   if (auto expand = rows.getDefiningOp<tensor::ExpandShapeOp>()) {
@@ -535,7 +508,21 @@ std::optional<ColumnWindow> columnWindowOf(Value rows) {
   return ColumnWindow{split.getInput(), begin};
 }
 
-} // namespace
+void releaseColumnWindow(RewriterBase &rewriter, Value rows) {
+  Operation *def = rows.getDefiningOp();
+  auto split = dyn_cast<SplitColumnsOp>(def);
+  if (!split) {
+    split = def->getOperand(0).getDefiningOp<SplitColumnsOp>();
+    if (def->use_empty())
+      rewriter.eraseOp(def);
+  }
+  // Sizes taken of the parts for the views go with them.
+  for (Operation *user : llvm::make_early_inc_range(split->getUsers()))
+    if (isOpTriviallyDead(user))
+      rewriter.eraseOp(user);
+  if (split->use_empty())
+    rewriter.eraseOp(split);
+}
 
 void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
                    Operation *storeOp) {
@@ -709,8 +696,9 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
           mlir::gpu::BarrierOp::create(nb, l);
           for (auto [i, op] : llvm::enumerate(chain))
             if (angles[i].shared)
-              computeSharedAngles(nb, l, cast<RoPEOp>(op), extras[i], token,
-                                  threadId, angles[i]);
+              storeRopeAngles(nb, l, cast<RoPEOp>(op).getRopeDim(), extras[i],
+                              token, threadId, angles[i].freqs,
+                              angles[i].shared, angles[i].at);
           mlir::gpu::BarrierOp::create(nb, l);
         }
         for (auto [i, op] : llvm::enumerate(chain))
@@ -743,23 +731,8 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
   }
   for (Operation *op : llvm::reverse(chain))
     rewriter.eraseOp(op);
-  // The heads view of a part read in place, and the split once no part of
-  // it is read any more.
-  if (window) {
-    Operation *def = rowsIn.getDefiningOp();
-    auto split = dyn_cast<SplitColumnsOp>(def);
-    if (!split) {
-      split = def->getOperand(0).getDefiningOp<SplitColumnsOp>();
-      if (def->use_empty())
-        rewriter.eraseOp(def);
-    }
-    // Sizes taken of the parts for the views go with them.
-    for (Operation *user : llvm::make_early_inc_range(split->getUsers()))
-      if (isOpTriviallyDead(user))
-        rewriter.eraseOp(user);
-    if (split->use_empty())
-      rewriter.eraseOp(split);
-  }
+  if (window)
+    releaseColumnWindow(rewriter, rowsIn);
 }
 
 } // namespace v4a::gpu

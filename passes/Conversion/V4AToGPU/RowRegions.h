@@ -13,6 +13,8 @@
 
 #include "mlir/IR/PatternMatch.h"
 
+#include <optional>
+
 namespace v4a::gpu {
 
 /// Whether `op` is a row op the family computes (its shapes included).
@@ -21,6 +23,24 @@ bool isRowOp(mlir::Operation *op);
 /// Whether `op` is a cache store the family writes (plain bf16 / f32 rows
 /// and fp8 MODEL1 rows of a static width).
 bool isRowStore(mlir::Operation *op);
+
+/// Columns of a merged product that a kernel reads in place: the product
+/// [T, W] and where the rows start in a row of it. Row r of a rank-3 input
+/// [T, H, D] is then columns begin + h*D.. of product row t.
+struct ColumnWindow {
+  mlir::Value product;
+  int64_t begin = 0;
+};
+
+/// The window of `rows` when it is a part of v4a.split_columns (or that
+/// part viewed as heads) of the part's element type, with every row and
+/// part start at a 16-byte boundary (vector accesses).
+std::optional<ColumnWindow> columnWindowOf(mlir::Value rows);
+
+/// Once a kernel reads `rows` (a part with a columnWindowOf) in place and
+/// nothing else reads it: erases its heads view, and the split when no
+/// part of it is read any more.
+void releaseColumnWindow(mlir::RewriterBase &rewriter, mlir::Value rows);
 
 /// Replaces `chain` (row ops, each but the first reading the previous one's
 /// only result as its row input) and `store` (a cache store of the chain's

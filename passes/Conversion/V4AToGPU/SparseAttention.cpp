@@ -31,7 +31,10 @@
 // tensor cores. At the end the denominators are summed across lanes and
 // warpgroups in a fixed order, the sink joins them, and heads past the
 // head count are never stored. A token's result depends only on its own
-// slots, never on the batch around it.
+// slots, never on the batch around it. With the query's head norm and
+// rope in the kernel, the math warpgroups fill the query tile from q
+// before them (fillNormalizedQuery); with the output's inverse RoPE, the
+// epilogue turns the output's rope dims back.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +47,7 @@
 #include "passes/Conversion/V4AToCPU/LoopEmitter.h"
 #include "passes/Conversion/V4AToCPU/RoPEFrequencies.h"
 #include "passes/Conversion/V4AToGPU/DeviceKit.h"
+#include "passes/Conversion/V4AToGPU/RowRegions.h"
 #include "passes/Conversion/V4AToGPU/Warpgroup.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -90,6 +94,8 @@ struct CopyTeam {
 constexpr CopyTeam kBF16RowCopies{1, 72, 216}, kPackedRowCopies{2, 40, 216};
 static_assert(kBF16RowCopies.fits() && kPackedRowCopies.fits());
 constexpr int64_t kChunkBytes = 16;
+/// The f32 slots of the exchange area.
+constexpr int64_t kExchangeSlots = 2 * kWarpgroups * kMmaM;
 /// An mbarrier's bytes.
 constexpr int64_t kBarrierBytes = 8;
 constexpr double kLog2E = 1.4426950408889634;
@@ -136,7 +142,7 @@ std::optional<SharedPlan> planShared(int64_t width, bool packedRows) {
   plan.probabilities[1] = 3 * tile + pTile;
   plan.addresses = 3 * tile + 2 * pTile;
   plan.exchange = plan.addresses + 2 * kSlotsPerBlock * 8;
-  plan.masks = plan.exchange + 2 * kWarpgroups * kMmaM * 4;
+  plan.masks = plan.exchange + kExchangeSlots * 4;
   plan.barriers = plan.masks + 2 * 2 * 4;
   plan.scales = plan.barriers + 2 * 4 * kBarrierBytes;
   plan.kinds = plan.scales + (packedRows ? 2 * kSlotsPerBlock * 8 : 0);
@@ -319,6 +325,201 @@ Value bf16Pair(OpBuilder &b, Location loc, Value x, Value y) {
                  arith::TruncFOp::create(b, loc, b.getBF16Type(), y)});
 }
 
+/// A math thread's place in a query head row: its chunk's first column,
+/// and per pair of the chunk whether it is a rope dim and which pair.
+struct QueryLane {
+  Value column, touchesRope;
+  SmallVector<RopeColumn> pairs;
+};
+
+/// Query head rows a math thread normalizes a trip of the prologue's
+/// loops: their chains side by side, in a fraction of the unrolled code.
+constexpr int64_t kQueryRowsPerTrip = 4;
+
+/// Where the prologue keeps the token's rope angles in the exchange area:
+/// after the query rows' warp partials.
+int64_t queryAnglesSlot(int64_t width) {
+  return kMmaM * (width / kChunk) / kWarpLanes;
+}
+
+/// The token's rope angles into the exchange area, a pair a math thread
+/// (storeRopeAngles): one sine's code in the kernel, not a lane's four.
+void storeQueryAngles(Kernel &k, RoPEOp rope, Value positions, Value token,
+                      Operation *func) {
+  Value freqs = constantTable(k.b, k.loc, func, "v4a_rope_freqs",
+                              ropeFrequencies(rope.getRopeDim(),
+                                              rope.getTheta().convertToDouble(),
+                                              rope.getYarnAttr()));
+  storeRopeAngles(k.b, k.loc, rope.getRopeDim(), positions, token, k.thread,
+                  freqs, k.exchange, queryAnglesSlot(k.plan.width));
+}
+
+/// The cosine and sine of each pair of the lane's chunk, as
+/// storeQueryAngles left them (zeros for a lane with no rope dims).
+SmallVector<Value> laneAngles(Kernel &k, RoPEOp rope, const QueryLane &lane) {
+  OpBuilder &b = k.b;
+  Location loc = k.loc;
+  auto angles =
+      scf::IfOp::create(b, loc, SmallVector<Type>(kChunk, b.getF32Type()),
+                        lane.touchesRope, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(angles.thenBlock());
+  Value cosines = k.index(queryAnglesSlot(k.plan.width));
+  Value sines = k.add(cosines, k.index(rope.getRopeDim() / 2));
+  SmallVector<Value> values;
+  for (const RopeColumn &pair : lane.pairs)
+    values.append({k.load(k.exchange, k.add(cosines, pair.pair)),
+                   k.load(k.exchange, k.add(sines, pair.pair))});
+  scf::YieldOp::create(b, loc, values);
+  b.setInsertionPointToStart(angles.elseBlock());
+  scf::YieldOp::create(b, loc, SmallVector<Value>(kChunk, k.f32(0.0)));
+  return SmallVector<Value>(angles.getResults());
+}
+
+/// The lane's values `v` with their rope pairs turned by `angles`.
+SmallVector<Value> turnLanePairs(Kernel &k, const QueryLane &lane,
+                                 ArrayRef<Value> v, ArrayRef<Value> angles) {
+  OpBuilder &b = k.b;
+  Location loc = k.loc;
+  auto turned = scf::IfOp::create(b, loc, TypeRange(ValueRange(v)),
+                                  lane.touchesRope, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(turned.thenBlock());
+  SmallVector<Value> out(v);
+  for (auto [p, pair] : llvm::enumerate(lane.pairs)) {
+    size_t i = 2 * p;
+    auto [re, im] = rotatePair(b, loc, v[i], v[i + 1], angles[i], angles[i + 1],
+                               /*inverse=*/false);
+    out[i] = k.select(pair.inRope, re, v[i]);
+    out[i + 1] = k.select(pair.inRope, im, v[i + 1]);
+  }
+  scf::YieldOp::create(b, loc, out);
+  b.setInsertionPointToStart(turned.elseBlock());
+  scf::YieldOp::create(b, loc, v);
+  return SmallVector<Value>(turned.getResults());
+}
+
+/// A math thread's lane in a query head row of the block's tile: one lane
+/// per 8-dim chunk, a team of them per row, four teams at width 512.
+QueryLane queryLaneOf(Kernel &k, QueryNorm chain) {
+  int64_t width = k.plan.width;
+  int64_t start = width - static_cast<int64_t>(chain.rope.getRopeDim());
+  QueryLane lane;
+  lane.column =
+      k.mul(k.rem(k.thread, k.index(width / kChunk)), k.index(kChunk));
+  lane.touchesRope = k.ult(k.index(start), k.add(lane.column, k.index(kChunk)));
+  for (int64_t i = 0; i < kChunk; i += 2)
+    lane.pairs.push_back(
+        ropeColumn(k.b, k.loc, k.add(lane.column, k.index(i)), start));
+  return lane;
+}
+
+/// The query tile, holding q before its head norm and rope (`chain`),
+/// normalized and turned in place as the row family computes it: a head
+/// row is a team of lanes (the same sums in the same order), each op
+/// rounding to bf16, the rope pairs turned by the angles storeQueryAngles
+/// left. Heads past the head count hold zeros and stay zeros. Every math
+/// thread calls it (named barriers of the math threads), after the tile
+/// and the angles have landed and the math threads have met. Loops over a
+/// team's rows, not unrolled: the unrolled prologue (~2,800 instructions,
+/// a lane's four sines among them) took the kernel's code past the
+/// instruction cache, and the loop after it waited on fetches.
+void normalizeQueryTile(Kernel &k, QueryNorm chain) {
+  OpBuilder &b = k.b;
+  Location loc = k.loc;
+  Type bf16 = b.getBF16Type();
+  int64_t width = k.plan.width;
+  int64_t lanes = width / kChunk;
+  int64_t teams = kMathThreads / lanes;
+  int64_t mathWarps = kMathThreads / kWarpLanes;
+  Value laneIndex = k.rem(k.thread, k.index(lanes));
+  Value team = k.div(k.thread, k.index(lanes));
+  double eps = chain.norm.getEps().convertToDouble();
+  Value tile = k.at(k.plan.query);
+  // kQueryRowsPerTrip rows a trip, each phase over all of them before the
+  // next (their chains side by side).
+  int64_t rowsPerTeam = kMmaM / teams;
+  int64_t perTrip = std::min(kQueryRowsPerTrip, rowsPerTeam);
+  using Rows = SmallVector<std::pair<Value, Value>>; // (row j, its address)
+  auto forEachTrip = [&](function_ref<void(const Rows &)> body) {
+    scf::ForOp::create(
+        b, loc, k.index(0), k.index(rowsPerTeam / perTrip), k.index(1),
+        ValueRange{}, [&](OpBuilder &, Location, Value trip, ValueRange) {
+          Rows rows;
+          for (int64_t u = 0; u < perTrip; ++u) {
+            Value j = k.add(k.mul(trip, k.index(perTrip)), k.index(u));
+            Value row = k.add(k.mul(j, k.index(teams)), team);
+            rows.push_back(
+                {j, k.add(tile, k.toI64(swizzledOffset(b, loc, row, laneIndex,
+                                                       k.rowAtoms())))});
+          }
+          body(rows);
+          scf::YieldOp::create(b, loc);
+        });
+  };
+  auto rowValues = [&](const Rows &rows) {
+    SmallVector<Value> chunks;
+    for (auto [j, at] : rows)
+      chunks.push_back(
+          loadShared(b, loc, at, VectorType::get({kChunk}, bf16), kChunkBytes));
+    SmallVector<SmallVector<Value>> values;
+    for (Value chunk : chunks) {
+      SmallVector<Value> &v = values.emplace_back();
+      for (int64_t i = 0; i < kChunk; ++i)
+        v.push_back(arith::ExtFOp::create(
+            b, loc, b.getF32Type(),
+            vector::ExtractOp::create(b, loc, chunk, i).getResult()));
+    }
+    return values;
+  };
+  auto warpSums = [&](const Rows &rows) {
+    SmallVector<Value> sums;
+    for (const SmallVector<Value> &v : rowValues(rows))
+      sums.push_back(sumOfSquares(b, loc, v));
+    for (Value &sum : sums)
+      sum = reduceLanes(b, loc, sum, std::min(lanes, kWarpLanes), Combine::Add);
+    return sums;
+  };
+  auto slotBase = [&](Value j) { return k.mul(j, k.index(mathWarps)); };
+  // Past a warp, each row's warp sums go to slots j * warps + warp first.
+  bool acrossWarps = lanes > kWarpLanes;
+  if (acrossWarps) {
+    forEachTrip([&](const Rows &rows) {
+      for (auto [row, sum] : llvm::zip_equal(rows, warpSums(rows)))
+        offerWarpPartial(b, loc, sum, slotBase(row.first), k.thread,
+                         k.exchange);
+    });
+  }
+  syncThreads(b, loc, kMathBarrier, kMathThreads);
+  QueryLane lane = queryLaneOf(k, chain);
+  SmallVector<Value> angles = laneAngles(k, chain.rope, lane);
+  forEachTrip([&](const Rows &rows) {
+    SmallVector<Value> sums;
+    if (acrossWarps) {
+      for (auto [j, at] : rows)
+        sums.push_back(teamTotal(b, loc, slotBase(j), lanes, Combine::Add,
+                                 k.thread, k.exchange));
+    } else {
+      sums = warpSums(rows);
+    }
+    SmallVector<SmallVector<Value>> values = rowValues(rows);
+    for (auto [v, sum] : llvm::zip_equal(values, sums)) {
+      Value factor = rmsFactor(b, loc, sum, width, eps);
+      for (Value &x : v)
+        x = roundTo(b, loc, k.mul(x, factor), bf16);
+    }
+    for (auto [row, v] : llvm::zip_equal(rows, values)) {
+      SmallVector<Value> narrow;
+      for (Value x : turnLanePairs(k, lane, v, angles))
+        narrow.push_back(arith::TruncFOp::create(b, loc, bf16, x));
+      storeShared(b, loc, row.second,
+                  vector::FromElementsOp::create(
+                      b, loc, VectorType::get({kChunk}, bf16), narrow),
+                  kChunkBytes);
+    }
+  });
+}
+
 /// A warpgroup's running softmax state: O over its half of the dims, and
 /// per head (of its two fragment rows) the running maximum (raw: -inf
 /// before any row) and its share of the denominator.
@@ -392,6 +593,40 @@ RoPEOp fusedInverseRoPE(CacheAttentionOp op) {
   return ropeDim > 0 && ropeDim % 2 == 0 && ropeDim <= width ? rope : nullptr;
 }
 
+namespace {
+
+/// Whether the math warpgroups can take a query head row of `width` dims
+/// as teams of lanes of a chunk each: whole teams, whole rows per team.
+bool splitsIntoTeams(int64_t width) {
+  int64_t lanes = width / kChunk;
+  return width % kChunk == 0 && llvm::isPowerOf2_64(lanes) &&
+         kMathThreads % lanes == 0 && kMmaM % (kMathThreads / lanes) == 0;
+}
+
+/// rope(rms_norm(x)) of one use each in `block`, or null ops.
+QueryNorm queryChainOf(Value query, Block *block) {
+  auto rope = query.getDefiningOp<RoPEOp>();
+  if (!rope || rope.getInverse() || !rope->hasOneUse() ||
+      rope->getBlock() != block)
+    return {};
+  auto norm = rope.getInput().getDefiningOp<RMSNormOp>();
+  if (!norm || norm.getWeight() || !norm->hasOneUse() ||
+      norm->getBlock() != block)
+    return {};
+  int64_t width = cast<RankedTensorType>(query.getType()).getDimSize(2);
+  int64_t ropeDim = rope.getRopeDim();
+  if (!splitsIntoTeams(width) || ropeDim <= 0 || ropeDim % 2 != 0 ||
+      ropeDim > width || queryAnglesSlot(width) + ropeDim > kExchangeSlots)
+    return {};
+  return {norm, rope};
+}
+
+} // namespace
+
+QueryNorm fusedQueryNorm(CacheAttentionOp op) {
+  return queryChainOf(op.getQuery(), op->getBlock());
+}
+
 /// The fused inverse RoPE of an attention's output: the token's position
 /// and the op's frequency table, read in the epilogue.
 struct OutputRoPE {
@@ -401,7 +636,7 @@ struct OutputRoPE {
 };
 
 void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
-                         RoPEOp inverseRope) {
+                         RoPEOp inverseRope, QueryNorm queryNorm) {
   Location loc = op.getLoc();
   OpBuilder &b = rewriter;
   b.setInsertionPoint(op);
@@ -410,7 +645,15 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   std::optional<layout::RowLayout> packedRows = *packedLayoutOf(op, width);
   SharedPlan plan = *planShared(width, packedRows.has_value());
   auto buffer = [&](Value tensor) { return readOnlyBuffer(b, loc, tensor); };
-  Value query = buffer(op.getQuery()), kv = buffer(op.getKv());
+  // With the query's norm and rope in the prologue, q before them (in
+  // place when it is columns of a merged product).
+  Value rawQuery = queryNorm ? queryNorm.norm.getInput() : Value();
+  std::optional<ColumnWindow> queryWindow =
+      rawQuery ? columnWindowOf(rawQuery) : std::nullopt;
+  Value query = buffer(queryWindow ? queryWindow->product
+                       : rawQuery  ? rawQuery
+                                   : op.getQuery());
+  Value kv = buffer(op.getKv());
   Value windowRows = buffer(op.getWindowRows()), sink = buffer(op.getSink());
   Value windowBytes = cacheBytes(b, loc, op.getWindow());
   Value compressedBytes, compressedRows, bases;
@@ -419,6 +662,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
     compressedRows = buffer(op.getCompressedRows());
     bases = buffer(op.getBase());
   }
+  Value queryPositions =
+      queryNorm ? buffer(queryNorm.rope.getPositions()) : Value();
   std::optional<OutputRoPE> rope;
   if (inverseRope)
     rope = OutputRoPE{inverseRope, buffer(inverseRope.getPositions()), Value(),
@@ -455,7 +700,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
                       count);
   };
   k.slotAddresses = view(plan.addresses, b.getI64Type(), 2 * kSlotsPerBlock);
-  k.exchange = view(plan.exchange, b.getF32Type(), 2 * kWarpgroups * kMmaM);
+  k.exchange = view(plan.exchange, b.getF32Type(), kExchangeSlots);
   k.slotMasks = view(plan.masks, b.getI32Type(), 2 * 2);
   if (packedRows) {
     k.slotScales = view(plan.scales, b.getI64Type(), 2 * kSlotsPerBlock);
@@ -955,19 +1200,34 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   b.setInsertionPointToStart(roles.elseBlock());
   NVVM::SetMaxRegisterOp::create(b, loc, copies.mathRegisters,
                                  NVVM::SetMaxRegisterAction::increase);
-  Value queryTile = k.at(plan.query);
+  // The query rows as they are in memory (q before its norm and rope with
+  // the prologue, in place when it is columns of a merged product).
   copyTileAsync(
-      b, loc, queryTile, kMmaM, plan.chunks, kMathThreads, k.thread,
+      b, loc, k.at(plan.query), kMmaM, plan.chunks, kMathThreads, k.thread,
       [&](Value row) -> std::pair<Value, Value> {
         Value head = k.add(headBase, row);
         Value valid = k.ult(head, k.index(heads));
         Value element =
-            k.mul(k.add(k.mul(token, k.index(heads)), head), k.index(width));
+            queryWindow
+                ? k.add(k.mul(token, k.index(cast<ShapedType>(
+                                                 queryWindow->product.getType())
+                                                 .getDimSize(1))),
+                        k.add(k.index(queryWindow->begin),
+                              k.mul(head, k.index(width))))
+                : k.mul(k.add(k.mul(token, k.index(heads)), head),
+                        k.index(width));
         return {k.add(queryAddress, k.mul(k.toI64(element), k.i64(2))), valid};
       },
       queryAddress);
+  // The angles' loads go out behind the copies.
+  if (queryNorm)
+    storeQueryAngles(k, queryNorm.rope, queryPositions, token, func);
   commitCopies(b, loc);
   waitCopies(b, loc, 0);
+  if (queryNorm) {
+    syncThreads(b, loc, kMathBarrier, kMathThreads);
+    normalizeQueryTile(k, queryNorm);
+  }
   fenceSharedForMma(b, loc);
   syncThreads(b, loc, kMathBarrier, kMathThreads);
 
@@ -1333,9 +1593,15 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   if (inverseRope) {
     rewriter.replaceOp(inverseRope, result);
     rewriter.eraseOp(op);
-    return;
+  } else {
+    rewriter.replaceOp(op, result);
   }
-  rewriter.replaceOp(op, result);
+  if (queryNorm) {
+    rewriter.eraseOp(queryNorm.rope);
+    rewriter.eraseOp(queryNorm.norm);
+    if (queryWindow)
+      releaseColumnWindow(rewriter, rawQuery);
+  }
 }
 
 } // namespace v4a::gpu

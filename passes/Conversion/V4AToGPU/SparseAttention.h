@@ -11,12 +11,9 @@
 #ifndef V4A_PASSES_CONVERSION_V4ATOGPU_SPARSEATTENTION_H
 #define V4A_PASSES_CONVERSION_V4ATOGPU_SPARSEATTENTION_H
 
-#include "mlir/IR/PatternMatch.h"
+#include "dialects/V4A/IR/V4AOps.h"
 
-namespace v4a {
-class CacheAttentionOp;
-class RoPEOp;
-} // namespace v4a
+#include "mlir/IR/PatternMatch.h"
 
 namespace v4a::gpu {
 
@@ -29,12 +26,25 @@ bool isAttentionCovered(CacheAttentionOp op);
 /// (the result's only use, in the same block, on its last dims), or null.
 RoPEOp fusedInverseRoPE(CacheAttentionOp op);
 
+/// The head norm and rope that make `op`'s query, rope(rms_norm(q)) over
+/// [T, H, D], when the family's prologue can apply them (each op's only
+/// use, in the same block, a head row's chunks a power of two of lanes
+/// that the math warpgroups split into whole teams), or null ops.
+struct QueryNorm {
+  RMSNormOp norm;
+  RoPEOp rope;
+  explicit operator bool() const { return norm && rope; }
+};
+QueryNorm fusedQueryNorm(CacheAttentionOp op);
+
 /// Replaces `op` with the family's kernel launch over buffers; with an
 /// `inverseRope` (fusedInverseRoPE of it; else null), that op too: the epilogue
 /// turns the output's rope dims back, as the row family would from the stored
-/// bf16 output (the same operations on the same values).
+/// bf16 output (the same operations on the same values). With a `queryNorm`
+/// (fusedQueryNorm of it), its ops too: the prologue reads q before them and
+/// fills the query tile with what the row family would have stored.
 void lowerCacheAttention(mlir::RewriterBase &rewriter, CacheAttentionOp op,
-                         RoPEOp inverseRope);
+                         RoPEOp inverseRope, QueryNorm queryNorm = {});
 
 } // namespace v4a::gpu
 
