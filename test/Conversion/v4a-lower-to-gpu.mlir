@@ -367,9 +367,9 @@ func.func @attention_query_norm(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf1
 // CHECK: function(@attention_query_columns_attention0)
 // CHECK: memref.extract_aligned_pointer_as_index %[[P]]
 // CHECK: nvvm.setmaxregister increase
+// CHECK: %[[ROW:.*]] = arith.muli %{{.*}}, %c33280
 // CHECK: %[[HEAD:.*]] = arith.muli %{{.*}}, %c512
 // CHECK: %[[COLUMN:.*]] = arith.addi %c512{{.*}}, %[[HEAD]]
-// CHECK: %[[ROW:.*]] = arith.muli %{{.*}}, %c33280
 // CHECK: arith.addi %[[ROW]], %[[COLUMN]]
 // CHECK: nvvm.cp.async.shared.global
 // CHECK-NOT: v4a.split_columns

@@ -520,6 +520,20 @@ void normalizeQueryTile(Kernel &k, QueryNorm chain) {
   });
 }
 
+/// The first element of head `head`'s query row for `token` when q is
+/// columns of a merged product (window): row `token` of the product, the
+/// part's first column + head * D. Built step by step: the IR's order is
+/// the same whichever compiler built v4a.
+Value queryWindowElement(Kernel &k, const ColumnWindow &window, Value token,
+                         Value head) {
+  int64_t productWidth =
+      cast<ShapedType>(window.product.getType()).getDimSize(1);
+  Value row = k.mul(token, k.index(productWidth));
+  Value headColumn = k.mul(head, k.index(k.plan.width));
+  Value column = k.add(k.index(window.begin), headColumn);
+  return k.add(row, column);
+}
+
 /// A warpgroup's running softmax state: O over its half of the dims, and
 /// per head (of its two fragment rows) the running maximum (raw: -inf
 /// before any row) and its share of the denominator.
@@ -1207,15 +1221,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
       [&](Value row) -> std::pair<Value, Value> {
         Value head = k.add(headBase, row);
         Value valid = k.ult(head, k.index(heads));
-        Value element =
-            queryWindow
-                ? k.add(k.mul(token, k.index(cast<ShapedType>(
-                                                 queryWindow->product.getType())
-                                                 .getDimSize(1))),
-                        k.add(k.index(queryWindow->begin),
-                              k.mul(head, k.index(width))))
-                : k.mul(k.add(k.mul(token, k.index(heads)), head),
-                        k.index(width));
+        Value element = queryWindow
+                            ? queryWindowElement(k, *queryWindow, token, head)
+                            : k.mul(k.add(k.mul(token, k.index(heads)), head),
+                                    k.index(width));
         return {k.add(queryAddress, k.mul(k.toI64(element), k.i64(2))), valid};
       },
       queryAddress);
