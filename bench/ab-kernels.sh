@@ -3,7 +3,8 @@
 # kernels: the outputs of a prefill and decode steps bit for bit, then
 # Nsight Compute's time of every kernel whose name matches REGEX in both, at
 # decode (128 x 64K) and prefill (8,192 tokens), one line per kernel that
-# moved by more than 0.3 us and the matched kernels' sum a step.
+# moved by more than 0.3 us, one per step function's kernel family whose
+# sum moved (with the kernel counts), and the matched kernels' sum a step.
 #
 #   bench/ab-kernels.sh A.v4apkg B.v4apkg REGEX [LAYERS]
 #                         (on the GPU machine; carry build/bin and both
@@ -67,8 +68,21 @@ for name in sorted(set(a) | set(b)):
     ta, tb = a.get(name, 0.0), b.get(name, 0.0)
     if abs(ta - tb) > 0.3:
         print(f"{sys.argv[3]} {name}: A {ta:.1f} us, B {tb:.1f} us")
-# Names need not pair up (a change may add or remove kernels): the sums
-# are a step's time in the matched kernels on each side.
+# Names need not pair up (a change may add or remove kernels, and the
+# later kernels of its family are renumbered): each step function's
+# family's sum, then the matched kernels' sum a step, on each side.
+def families(t):
+    per = collections.defaultdict(list)
+    for name, us in t.items():
+        function, _, kernel = name.rpartition("_")
+        per[(function, kernel.rstrip("0123456789"))].append(us)
+    return per
+fa, fb = families(a), families(b)
+for key in sorted(set(fa) | set(fb)):
+    sa, sb = sum(fa.get(key, [])), sum(fb.get(key, []))
+    if abs(sa - sb) > 0.3:
+        print(f"{sys.argv[3]} {key[0]} {key[1]}: A {sa:.1f} us "
+              f"({len(fa.get(key, []))}), B {sb:.1f} us ({len(fb.get(key, []))})")
 print(f"{sys.argv[3]}: {len(a)} / {len(b)} kernels matched /regex/, "
       f"{sum(a.values()):.1f} / {sum(b.values()):.1f} us a step")
 PY
