@@ -107,46 +107,19 @@ Value teamTotal(OpBuilder &b, Location loc, Value slotBase, int64_t lanes,
   return total;
 }
 
-SmallVector<Value> reduceTeams(OpBuilder &b, Location loc, ValueRange values,
-                               int64_t lanes, Combine how, Value threadId,
-                               Value partials, int64_t blockWarps,
-                               function_ref<void()> barrier) {
-  SmallVector<Value> warpValues;
-  for (Value value : values)
-    warpValues.push_back(
-        reduceLanes(b, loc, value, std::min(lanes, kWarpLanes), how));
-  if (lanes <= kWarpLanes)
-    return warpValues;
-  assert(llvm::isPowerOf2_64(lanes));
-  assert((values.size() == 1 || blockWarps >= lanes / kWarpLanes) &&
-         "slots of each value");
-  auto synchronize = [&] {
-    if (barrier)
-      barrier();
-    else
-      mlir::gpu::BarrierOp::create(b, loc);
-  };
-  auto slotBase = [&](size_t k) {
-    return constantIndex(b, loc, static_cast<int64_t>(k) * blockWarps);
-  };
-  // The slots of the previous reduction may still be read.
-  synchronize();
-  for (auto [k, warpValue] : llvm::enumerate(warpValues))
-    offerWarpPartial(b, loc, warpValue, slotBase(k), threadId, partials);
-  synchronize();
-  SmallVector<Value> totals;
-  for (size_t k = 0; k < warpValues.size(); ++k)
-    totals.push_back(
-        teamTotal(b, loc, slotBase(k), lanes, how, threadId, partials));
-  return totals;
-}
-
 Value reduceTeam(OpBuilder &b, Location loc, Value value, int64_t lanes,
-                 Combine how, Value threadId, Value partials,
-                 function_ref<void()> barrier) {
-  return reduceTeams(b, loc, value, lanes, how, threadId, partials,
-                     /*blockWarps=*/0, barrier)
-      .front();
+                 Combine how, Value threadId, Value partials) {
+  Value warpValue =
+      reduceLanes(b, loc, value, std::min(lanes, kWarpLanes), how);
+  if (lanes <= kWarpLanes)
+    return warpValue;
+  assert(llvm::isPowerOf2_64(lanes));
+  Value firstSlot = constantIndex(b, loc, 0);
+  // The slots of the previous reduction may still be read.
+  mlir::gpu::BarrierOp::create(b, loc);
+  offerWarpPartial(b, loc, warpValue, firstSlot, threadId, partials);
+  mlir::gpu::BarrierOp::create(b, loc);
+  return teamTotal(b, loc, firstSlot, lanes, how, threadId, partials);
 }
 
 Value sumOfSquares(OpBuilder &b, Location loc, ValueRange values) {

@@ -43,27 +43,16 @@ mlir::Value reduceLanes(mlir::OpBuilder &b, mlir::Location loc,
 /// The same over an aligned team of `lanes` threads larger than a warp (a
 /// power of two): each warp reduces, its lane 0 writes the partial to
 /// `partials` (workgroup memory, a slot per warp of the block), and every
-/// thread adds its team's partials in warp order. It holds two barriers:
-/// the block's, which every thread of the block must reach, or `barrier`
-/// (built by the callback), which every thread it counts must reach, with
-/// `threadId` counting from 0 over those threads.
+/// thread adds its team's partials in warp order. Every thread of the block
+/// must call it (it holds barriers).
 mlir::Value reduceTeam(mlir::OpBuilder &b, mlir::Location loc,
                        mlir::Value value, int64_t lanes, Combine how,
-                       mlir::Value threadId, mlir::Value partials,
-                       llvm::function_ref<void()> barrier = nullptr);
-/// Several such reductions between one pair of barriers: value k's warp
-/// partials go to slots k * blockWarps + warp (`blockWarps`: the warps
-/// `threadId` spans), each reduced as reduceTeam would.
-llvm::SmallVector<mlir::Value>
-reduceTeams(mlir::OpBuilder &b, mlir::Location loc, mlir::ValueRange values,
-            int64_t lanes, Combine how, mlir::Value threadId,
-            mlir::Value partials, int64_t blockWarps,
-            llvm::function_ref<void()> barrier = nullptr);
+                       mlir::Value threadId, mlir::Value partials);
 
-/// The two halves of reduceTeams, for a value whose slots a loop picks:
-/// the warp's lane 0 stores `warpValue` (its reduceLanes over the warp) in
-/// slot `slotBase` + warp; after a barrier, the team's total is its warps'
-/// slots combined in warp order.
+/// The two halves of reduceTeam, for values whose slots a loop picks and
+/// whose barriers the caller holds: the warp's lane 0 stores `warpValue`
+/// (its reduceLanes over the warp) in slot `slotBase` + warp; after a
+/// barrier, the team's total is its warps' slots combined in warp order.
 void offerWarpPartial(mlir::OpBuilder &b, mlir::Location loc,
                       mlir::Value warpValue, mlir::Value slotBase,
                       mlir::Value threadId, mlir::Value partials);

@@ -336,6 +336,15 @@ struct QueryLane {
 /// loops: their chains side by side, in a fraction of the unrolled code.
 constexpr int64_t kQueryRowsPerTrip = 4;
 
+/// `rope`'s frequency table, a constant of the kernel module.
+Value ropeFrequencyTable(OpBuilder &b, Location loc, RoPEOp rope,
+                         Operation *func) {
+  return constantTable(b, loc, func, "v4a_rope_freqs",
+                       ropeFrequencies(rope.getRopeDim(),
+                                       rope.getTheta().convertToDouble(),
+                                       rope.getYarnAttr()));
+}
+
 /// Where the prologue keeps the token's rope angles in the exchange area:
 /// after the query rows' warp partials.
 int64_t queryAnglesSlot(int64_t width) {
@@ -346,12 +355,9 @@ int64_t queryAnglesSlot(int64_t width) {
 /// (storeRopeAngles): one sine's code in the kernel, not a lane's four.
 void storeQueryAngles(Kernel &k, RoPEOp rope, Value positions, Value token,
                       Operation *func) {
-  Value freqs = constantTable(k.b, k.loc, func, "v4a_rope_freqs",
-                              ropeFrequencies(rope.getRopeDim(),
-                                              rope.getTheta().convertToDouble(),
-                                              rope.getYarnAttr()));
   storeRopeAngles(k.b, k.loc, rope.getRopeDim(), positions, token, k.thread,
-                  freqs, k.exchange, queryAnglesSlot(k.plan.width));
+                  ropeFrequencyTable(k.b, k.loc, rope, func), k.exchange,
+                  queryAnglesSlot(k.plan.width));
 }
 
 /// The cosine and sine of each pair of the lane's chunk, as
@@ -472,9 +478,9 @@ void normalizeQueryTile(Kernel &k, QueryNorm chain) {
     }
     return values;
   };
-  auto warpSums = [&](const Rows &rows) {
+  auto warpSums = [&](ArrayRef<SmallVector<Value>> values) {
     SmallVector<Value> sums;
-    for (const SmallVector<Value> &v : rowValues(rows))
+    for (const SmallVector<Value> &v : values)
       sums.push_back(sumOfSquares(b, loc, v));
     for (Value &sum : sums)
       sum = reduceLanes(b, loc, sum, std::min(lanes, kWarpLanes), Combine::Add);
@@ -485,7 +491,7 @@ void normalizeQueryTile(Kernel &k, QueryNorm chain) {
   bool acrossWarps = lanes > kWarpLanes;
   if (acrossWarps) {
     forEachTrip([&](const Rows &rows) {
-      for (auto [row, sum] : llvm::zip_equal(rows, warpSums(rows)))
+      for (auto [row, sum] : llvm::zip_equal(rows, warpSums(rowValues(rows))))
         offerWarpPartial(b, loc, sum, slotBase(row.first), k.thread,
                          k.exchange);
     });
@@ -495,14 +501,13 @@ void normalizeQueryTile(Kernel &k, QueryNorm chain) {
   SmallVector<Value> angles = laneAngles(k, chain.rope, lane);
   forEachTrip([&](const Rows &rows) {
     SmallVector<Value> sums;
-    if (acrossWarps) {
+    if (acrossWarps)
       for (auto [j, at] : rows)
         sums.push_back(teamTotal(b, loc, slotBase(j), lanes, Combine::Add,
                                  k.thread, k.exchange));
-    } else {
-      sums = warpSums(rows);
-    }
     SmallVector<SmallVector<Value>> values = rowValues(rows);
+    if (!acrossWarps)
+      sums = warpSums(values);
     for (auto [v, sum] : llvm::zip_equal(values, sums)) {
       Value factor = rmsFactor(b, loc, sum, width, eps);
       for (Value &x : v)
@@ -1520,11 +1525,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   if (rope) {
     Value raw = k.load(rope->positions, token);
     ropePosition = arith::SIToFPOp::create(b, loc, b.getF32Type(), raw);
-    rope->freqs =
-        constantTable(b, loc, func, "v4a_rope_freqs",
-                      ropeFrequencies(rope->op.getRopeDim(),
-                                      rope->op.getTheta().convertToDouble(),
-                                      rope->op.getYarnAttr()));
+    rope->freqs = ropeFrequencyTable(b, loc, rope->op, func);
   }
   auto throughBF16 = [&](Value x) {
     return arith::ExtFOp::create(
