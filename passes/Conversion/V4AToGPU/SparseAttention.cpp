@@ -667,8 +667,6 @@ struct OutputRoPE {
   RoPEOp op;
   Value positions;
   int64_t start = 0;
-  /// The token's angles in shared memory (SharedPlan::outputAngles).
-  Value angles;
 };
 
 void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
@@ -744,9 +742,11 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
     k.slotScales = view(plan.scales, b.getI64Type(), 2 * kSlotsPerBlock);
     k.slotKinds = view(plan.kinds, b.getI32Type(), 2 * 2);
   }
-  if (rope)
-    rope->angles =
-        view(plan.outputAngles, b.getF32Type(), rope->op.getRopeDim());
+  // A view where it is used: one made here would hold a register through
+  // the whole loop.
+  auto outputAngles = [&] {
+    return view(plan.outputAngles, b.getF32Type(), rope->op.getRopeDim());
+  };
 
   // Where the rows are: one function of (cache, row) per cache.
   cpu::LoopEmitter emitter(b, loc);
@@ -1262,7 +1262,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   if (rope)
     storeRopeAngles(b, loc, rope->op.getRopeDim(), rope->positions, token,
                     k.thread, ropeFrequencyTable(b, loc, rope->op, func),
-                    rope->angles, 0);
+                    outputAngles(), 0);
   commitCopies(b, loc);
   waitCopies(b, loc, 0);
   if (queryNorm) {
@@ -1564,6 +1564,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
     int64_t lastBase = (kWarpgroups - 1) * outputN + tile * tileN;
     auto storeTile = [&](bool turns) {
       Value c, s;
+      Value angles = turns ? outputAngles() : Value();
       for (size_t r = 0; r < o.size(); r += 2) {
         int half = static_cast<int>(r % 4) / 2;
         bool chunkTurns =
@@ -1582,11 +1583,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
           y = throughBF16(y);
           RopeColumn place = ropeColumn(b, loc, column, rope->start);
           // Both heads of a thread share the column, so the angle.
-          if (half == 0) {
-            c = k.load(rope->angles, place.pair);
-            s = k.load(rope->angles,
-                       k.add(place.pair, k.index(rope->op.getRopeDim() / 2)));
-          }
+          c = k.load(angles, place.pair);
+          s = k.load(angles,
+                     k.add(place.pair, k.index(rope->op.getRopeDim() / 2)));
           auto [re, im] = rotatePair(b, loc, x, y, c, s, /*inverse=*/true);
           x = k.select(place.inRope, re, x);
           y = k.select(place.inRope, im, y);
