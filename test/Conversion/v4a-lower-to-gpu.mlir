@@ -266,19 +266,26 @@ func.func @attention(%q: tensor<?x128x512xbf16>, %kv: tensor<?x512xbf16>,
 
 // -----
 
-// The inverse RoPE of the attention's output is its epilogue: the kernel
-// reads the token's position and the frequency table, and only the tile
-// that reaches the last 64 dims turns pairs (bf16 values in f32, the
-// conjugate angle); no row kernel follows.
+// The inverse RoPE of the attention's output is its epilogue: in the
+// prologue the first 32 math threads write the token's angles (a pair
+// each, from its position and the frequency table) into shared memory, and
+// in the epilogue only the tile that reaches the last 64 dims turns pairs
+// (bf16 values in f32, the conjugate of the angle read back); no row
+// kernel follows.
 // CHECK-LABEL: func.func @attention_inverse_rope
 // CHECK: gpu.launch {{.*}} function(@attention_inverse_rope_attention0)
-// CHECK: arith.sitofp %{{.*}} : i64 to f32
+// CHECK: %[[STORED:.*]] = memref.view {{.*}} to memref<64xf32, #gpu.address_space<workgroup>>
 // CHECK: memref.get_global @v4a_rope_freqs
-// CHECK: scf.if
-// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: arith.sitofp %{{.*}} : i64 to f32
 // CHECK: math.cos
-// CHECK: math.sin
-// CHECK: arith.negf
+// CHECK-NEXT: math.sin
+// CHECK: memref.store {{.*}}, %[[STORED]]
+// CHECK-NOT: math.cos
+// CHECK: %[[ANGLES:.*]] = memref.view {{.*}} to memref<64xf32, #gpu.address_space<workgroup>>
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: memref.load %[[ANGLES]]
+// CHECK: memref.load %[[ANGLES]]
+// CHECK-NEXT: arith.negf
 // CHECK: vector.store
 // CHECK: } else {
 // CHECK-NOT: math.cos

@@ -120,10 +120,15 @@ struct SharedPlan {
   /// bf16 row), and a bit per slot with a bf16 row (2 words).
   int64_t scales = 0;
   int64_t kinds = 0;
+  /// The output's inverse RoPE: the cosines, then the sines, of its pairs
+  /// at the token's position (f32).
+  int64_t outputAngles = 0;
   int64_t total = 0;
 };
 
-std::optional<SharedPlan> planShared(int64_t width, bool packedRows) {
+/// `ropeDim`: the rope dims of the output's fused inverse RoPE (0: none).
+std::optional<SharedPlan> planShared(int64_t width, bool packedRows,
+                                     int64_t ropeDim) {
   // Rows are 128-byte swizzle atoms of 64 dims, and each half of D is
   // whole atoms and a valid N of P.V (<= 256).
   if (width < 128 || width % 128 != 0 || width > 512)
@@ -146,7 +151,8 @@ std::optional<SharedPlan> planShared(int64_t width, bool packedRows) {
   plan.barriers = plan.masks + 2 * 2 * 4;
   plan.scales = plan.barriers + 2 * 4 * kBarrierBytes;
   plan.kinds = plan.scales + (packedRows ? 2 * kSlotsPerBlock * 8 : 0);
-  plan.total = plan.kinds + (packedRows ? 2 * 2 * 4 : 0) + kSwizzleAtomBytes;
+  plan.outputAngles = plan.kinds + (packedRows ? 2 * 2 * 4 : 0);
+  plan.total = plan.outputAngles + ropeDim * 4 + kSwizzleAtomBytes;
   if (plan.total > step::HostOp::kMaxSharedBytes)
     return std::nullopt;
   return plan;
@@ -597,7 +603,8 @@ bool isAttentionCovered(CacheAttentionOp op) {
     return false;
   FailureOr<std::optional<layout::RowLayout>> packed =
       packedLayoutOf(op, width);
-  return succeeded(packed) && planShared(width, packed->has_value());
+  return succeeded(packed) &&
+         planShared(width, packed->has_value(), /*ropeDim=*/0);
 }
 
 RoPEOp fusedInverseRoPE(CacheAttentionOp op) {
@@ -609,7 +616,14 @@ RoPEOp fusedInverseRoPE(CacheAttentionOp op) {
     return nullptr;
   int64_t width = cast<RankedTensorType>(op.getType()).getDimSize(2);
   int64_t ropeDim = rope.getRopeDim();
-  return ropeDim > 0 && ropeDim % 2 == 0 && ropeDim <= width ? rope : nullptr;
+  if (ropeDim <= 0 || ropeDim % 2 != 0 || ropeDim > width)
+    return nullptr;
+  // Its angles take shared memory.
+  FailureOr<std::optional<layout::RowLayout>> packed =
+      packedLayoutOf(op, width);
+  return succeeded(packed) && planShared(width, packed->has_value(), ropeDim)
+             ? rope
+             : nullptr;
 }
 
 namespace {
@@ -646,11 +660,12 @@ QueryNorm fusedQueryNorm(CacheAttentionOp op) {
   return queryChainOf(op.getQuery(), op->getBlock());
 }
 
-/// The fused inverse RoPE of an attention's output: the token's position
-/// and the op's frequency table, read in the epilogue.
+/// The fused inverse RoPE of an attention's output: the positions, where
+/// its rope dims start, and the token's angles, which the prologue writes
+/// and the epilogue reads.
 struct OutputRoPE {
   RoPEOp op;
-  Value positions, freqs;
+  Value positions;
   int64_t start = 0;
 };
 
@@ -662,7 +677,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   auto queryType = cast<RankedTensorType>(op.getQuery().getType());
   int64_t heads = queryType.getDimSize(1), width = queryType.getDimSize(2);
   std::optional<layout::RowLayout> packedRows = *packedLayoutOf(op, width);
-  SharedPlan plan = *planShared(width, packedRows.has_value());
+  SharedPlan plan = *planShared(
+      width, packedRows.has_value(),
+      inverseRope ? static_cast<int64_t>(inverseRope.getRopeDim()) : 0);
   auto buffer = [&](Value tensor) { return readOnlyBuffer(b, loc, tensor); };
   // With the query's norm and rope in the prologue, q before them (in
   // place when it is columns of a merged product).
@@ -685,7 +702,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
       queryNorm ? buffer(queryNorm.rope.getPositions()) : Value();
   std::optional<OutputRoPE> rope;
   if (inverseRope)
-    rope = OutputRoPE{inverseRope, buffer(inverseRope.getPositions()), Value(),
+    rope = OutputRoPE{inverseRope, buffer(inverseRope.getPositions()),
                       width - static_cast<int64_t>(inverseRope.getRopeDim())};
   Value tokens = memref::DimOp::create(b, loc, query, 0);
   auto outputType = MemRefType::get(queryType.getShape(), b.getBF16Type());
@@ -725,6 +742,11 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
     k.slotScales = view(plan.scales, b.getI64Type(), 2 * kSlotsPerBlock);
     k.slotKinds = view(plan.kinds, b.getI32Type(), 2 * 2);
   }
+  // A view where it is used: one made here would hold a register through
+  // the whole loop.
+  auto outputAngles = [&] {
+    return view(plan.outputAngles, b.getF32Type(), rope->op.getRopeDim());
+  };
 
   // Where the rows are: one function of (cache, row) per cache.
   cpu::LoopEmitter emitter(b, loc);
@@ -1233,9 +1255,14 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
         return {k.add(queryAddress, k.mul(k.toI64(element), k.i64(2))), valid};
       },
       queryAddress);
-  // The angles' loads go out behind the copies.
+  // The angles' loads go out behind the copies; the epilogue's are the
+  // token's too, a pair a math thread once instead of each lane's own.
   if (queryNorm)
     storeQueryAngles(k, queryNorm.rope, queryPositions, token, func);
+  if (rope)
+    storeRopeAngles(b, loc, rope->op.getRopeDim(), rope->positions, token,
+                    k.thread, ropeFrequencyTable(b, loc, rope->op, func),
+                    outputAngles(), 0);
   commitCopies(b, loc);
   waitCopies(b, loc, 0);
   if (queryNorm) {
@@ -1520,13 +1547,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   }
   // The fused inverse RoPE turns pairs of the output as the row family would
   // turn them read back from memory: the bf16 values, in f32, by the
-  // token's angles.
-  Value ropePosition;
-  if (rope) {
-    Value raw = k.load(rope->positions, token);
-    ropePosition = arith::SIToFPOp::create(b, loc, b.getF32Type(), raw);
-    rope->freqs = ropeFrequencyTable(b, loc, rope->op, func);
-  }
+  // token's angles (left in shared memory by the prologue).
   auto throughBF16 = [&](Value x) {
     return arith::ExtFOp::create(
         b, loc, b.getF32Type(),
@@ -1543,6 +1564,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
     int64_t lastBase = (kWarpgroups - 1) * outputN + tile * tileN;
     auto storeTile = [&](bool turns) {
       Value c, s;
+      Value angles = turns ? outputAngles() : Value();
       for (size_t r = 0; r < o.size(); r += 2) {
         int half = static_cast<int>(r % 4) / 2;
         bool chunkTurns =
@@ -1561,9 +1583,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
           y = throughBF16(y);
           RopeColumn place = ropeColumn(b, loc, column, rope->start);
           // Both heads of a thread share the column, so the angle.
-          if (half == 0)
-            std::tie(c, s) =
-                ropeCosSin(b, loc, ropePosition, rope->freqs, place.pair);
+          c = k.load(angles, place.pair);
+          s = k.load(angles,
+                     k.add(place.pair, k.index(rope->op.getRopeDim() / 2)));
           auto [re, im] = rotatePair(b, loc, x, y, c, s, /*inverse=*/true);
           x = k.select(place.inRope, re, x);
           y = k.select(place.inRope, im, y);
