@@ -926,8 +926,8 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
       return op.getPow2Scale() ? e.ceilPowerOfTwo(scale) : scale;
     };
     auto quantized = [&](const SmallVector<Value> &lead, Value scale, Value i) {
+      // The rounding saturates at +-fmax: no clamp before it.
       Value v = e.div(e.load(x, withLast(lead, i)), scale);
-      v = e.max(e.min(v, e.f32(fmax)), e.f32(-fmax));
       v = e4m3 ? e.roundToMinifloat(v, 3, -6, kE4M3Max)
                : e.roundToMinifloat(v, 1, 0, kE2M1Max);
       return e.mul(v, scale);
