@@ -1885,27 +1885,55 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     return {e.select(fromStep, stepKv, stateKv),
             e.select(fromStep, stepScore, stateScore)};
   };
+  // Slot s of the group a token completes: its group, row in the group and
+  // column (with overlap the previous group's rows in columns [0, d), the
+  // current's in [d, 2d)).
+  auto slotPlace = [&](Value group, Value s,
+                       Value f) -> std::tuple<Value, Value, Value> {
+    if (!overlap)
+      return {group, s, f};
+    Value previous = e.cmp(IP::slt, s, r);
+    return {e.select(previous, e.sub(group, one), group),
+            e.select(previous, s, e.sub(s, r)),
+            e.select(previous, f, e.add(d, f))};
+  };
   e.parallelLoop(tokens, d, [&](Value t, Value f) {
     Token k = tokenAt(t);
     Value group = e.div(k.p, r);
     Value completes = e.cmp(IP::eq, e.rem(k.p, r), e.sub(r, one));
     e.store(e.f32(0.0), out, {t, f});
-    e.ifThen(completes, [&] {
-      // A completing token's thread reads every slot of its group (each a
-      // chain of step, state and packing loads): several slots at once.
+    // A completing token's thread reads every slot of its group, several
+    // at once. When the first slot's position is in the step, so is every
+    // slot (a sequence's tokens of a step are consecutive and end at or
+    // after this one), and slot s is the step's row t - (p - q): no state
+    // and no packing loads (most prefill groups).
+    Value firstPosition =
+        overlap ? e.mul(e.sub(group, one), r) : e.mul(group, r);
+    Value allInStep = inStep(k, firstPosition);
+    int64_t atOnce = std::gcd(slots, kPoolSlotsAtOnce);
+    e.ifThen(both(completes, allInStep), [&] {
+      Value pooled = pool(
+          e, slotCount,
+          [&](Value s) -> std::pair<Value, Value> {
+            auto [g, i, c] = slotPlace(group, s, f);
+            Value u = e.sub(k.t, e.sub(k.p, e.add(e.mul(g, r), i)));
+            return {e.load(kv, {u, c}),
+                    e.add(e.load(score, {u, c}), e.load(ape, {i, c}))};
+          },
+          atOnce);
+      e.store(pooled, out, {t, f});
+    });
+    Value someFromState = arith::XOrIOp::create(
+        b, loc, allInStep,
+        arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+    e.ifThen(both(completes, someFromState), [&] {
       Value pooled = pool(
           e, slotCount,
           [&](Value s) {
-            if (!overlap)
-              return valueAt(k, group, s, f);
-            // Previous group's rows in columns [0, d), current's in [d, 2d).
-            Value previous = e.cmp(IP::slt, s, r);
-            Value g = e.select(previous, e.sub(group, one), group);
-            Value i = e.select(previous, s, e.sub(s, r));
-            Value c = e.select(previous, f, e.add(d, f));
+            auto [g, i, c] = slotPlace(group, s, f);
             return valueAt(k, g, i, c);
           },
-          std::gcd(slots, kPoolSlotsAtOnce));
+          atOnce);
       e.store(pooled, out, {t, f});
     });
   });
