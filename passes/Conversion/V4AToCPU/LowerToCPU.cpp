@@ -1903,15 +1903,36 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     Value completes = e.cmp(IP::eq, e.rem(k.p, r), e.sub(r, one));
     e.store(e.f32(0.0), out, {t, f});
     // A completing token's thread reads every slot of its group, several
-    // at once. When the first slot's position is in the step, so is every
-    // slot (a sequence's tokens of a step are consecutive and end at or
-    // after this one), and slot s is the step's row t - (p - q): no state
-    // and no packing loads (most prefill groups).
-    Value firstPosition =
-        overlap ? e.mul(e.sub(group, one), r) : e.mul(group, r);
-    Value allInStep = inStep(k, firstPosition);
+    // at once.
     int64_t atOnce = std::gcd(slots, kPoolSlotsAtOnce);
-    e.ifThen(both(completes, allInStep), [&] {
+    auto poolFromStepOrState = [&] {
+      Value pooled = pool(
+          e, slotCount,
+          [&](Value s) {
+            auto [g, i, c] = slotPlace(group, s, f);
+            return valueAt(k, g, i, c);
+          },
+          atOnce);
+      e.store(pooled, out, {t, f});
+    };
+    // With more slots than one round of loads takes, a group whose first
+    // slot's position is in the step has every slot there (a sequence's
+    // tokens of a step are consecutive and end at or after this one), and
+    // slot s is the step's row t - (p - q): no state and no packing loads
+    // (most groups of a prefill). Measured on an H100 (bench/kernels-
+    // notes.md): the ratio-128 pool at prefill 8,192 103 -> 61 us; with a
+    // single round (ratio 4) the check's own loads cost more than it saves.
+    if (slots <= atOnce) {
+      e.ifThen(completes, poolFromStepOrState);
+      return;
+    }
+    e.ifThen(completes, [&] {
+      Value firstPosition =
+          overlap ? e.mul(e.sub(group, one), r) : e.mul(group, r);
+      Value allInStep = inStep(k, firstPosition);
+      auto ifOp = scf::IfOp::create(b, loc, allInStep, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
       Value pooled = pool(
           e, slotCount,
           [&](Value s) -> std::pair<Value, Value> {
@@ -1922,19 +1943,8 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
           },
           atOnce);
       e.store(pooled, out, {t, f});
-    });
-    Value someFromState = arith::XOrIOp::create(
-        b, loc, allInStep,
-        arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
-    e.ifThen(both(completes, someFromState), [&] {
-      Value pooled = pool(
-          e, slotCount,
-          [&](Value s) {
-            auto [g, i, c] = slotPlace(group, s, f);
-            return valueAt(k, g, i, c);
-          },
-          atOnce);
-      e.store(pooled, out, {t, f});
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      poolFromStepOrState();
     });
   });
   // Token t, if it is its sequence's last, writes the state rows of column
