@@ -19,7 +19,7 @@ func.func @linear(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>) -> tensor<?x32xbf
 // fp8 weights are decoded from their e4m3 bytes; scales round up to powers
 // of two.
 // CHECK-LABEL: func @linear_fp8
-// CHECK: math.roundeven
+// CHECK: math.copysign
 // CHECK: arith.bitcast {{.*}} : f8E4M3FN to i8
 // CHECK-NOT: v4a.linear
 func.func @linear_fp8(%x: tensor<?x64xf32>, %w: tensor<32x64xf8E4M3FN>, %s: tensor<1x1xf8E8M0FNU>) -> tensor<?x32xbf16> {

@@ -61,13 +61,18 @@ func.func @wide_norm(%x: tensor<?x4096xbf16>, %w: tensor<4096xbf16>) -> tensor<?
 // bf16 index rows through a [rows, 128] view of the cache's bytes, at the row
 // ids (-1 skipped). act_quant's block maximum is a butterfly over the
 // block's 8 lanes; the Hadamard transform of 128 elements exchanges halves
-// with the lanes 1, 2, 4 and 8 apart.
+// with the lanes 1, 2, 4 and 8 apart, each exchanged value taken in by one
+// fused multiply-add with the lane's sign (+1 keeps the sum, -1 the
+// difference).
 // CHECK-LABEL: func.func @hadamard_quant_store
 // CHECK: %[[BYTES:.*]] = builtin.unrealized_conversion_cast %arg2 : !v4a.kv_cache<index_bf16, dim = 128, page_size = 64> to memref<?xi8>
 // CHECK-NOT: memref.alloc
 // CHECK: gpu.launch {{.*}} function(@hadamard_quant_store_rows0)
 // CHECK: %[[VIEW:.*]] = memref.view %[[BYTES]]{{.*}} to memref<?x128xbf16>
-// CHECK-COUNT-32: gpu.shuffle  xor
+// CHECK: %[[SIGN:.*]] = arith.select %{{.*}}, %cst{{.*}}, %cst{{.*}} : f32
+// CHECK: %[[OTHER:.*]], %{{.*}} = gpu.shuffle  xor
+// CHECK-NEXT: math.fma %{{.*}}, %[[SIGN]], %[[OTHER]] : f32
+// CHECK-COUNT-31: gpu.shuffle  xor
 // CHECK-COUNT-3: gpu.shuffle  xor
 // CHECK-NOT: gpu.shuffle
 // CHECK: %[[ID:.*]] = arith.index_cast

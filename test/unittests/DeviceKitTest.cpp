@@ -11,6 +11,7 @@
 #include "Memref.h"
 #include "core/Numerics.h"
 #include "lib/JIT/CpuJit.h"
+#include "passes/Conversion/V4AToCPU/LoopEmitter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -23,6 +24,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 using namespace mlir;
@@ -181,6 +184,103 @@ TEST(DeviceKit, DequantizesE2M1LikeTheReference) {
     ASSERT_EQ(values[at], num::toBF16Bits(expected))
         << "code " << int(nibbles[i]) << " place " << i % 8 << " scale "
         << int(scales[i / 8]);
+  }
+}
+
+/// `round(in: memref<?xf32>, e4m3: memref<?xf32>, e2m1: memref<?xf32>)`:
+/// each value rounded by the emitter's minifloat rounding to both formats.
+OwningOpRef<ModuleOp> roundingModule(MLIRContext *context) {
+  OpBuilder b(context);
+  Location loc = b.getUnknownLoc();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  auto floats = MemRefType::get({ShapedType::kDynamic}, b.getF32Type());
+  auto function = func::FuncOp::create(
+      b, loc, "round", b.getFunctionType({floats, floats, floats}, {}));
+  function->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  Block *body = function.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  Value in = body->getArgument(0);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value count = memref::DimOp::create(b, loc, in, 0);
+  scf::ForOp::create(b, loc, zero, count, one, ValueRange{},
+                     [&](OpBuilder &, Location, Value i, ValueRange) {
+                       cpu::LoopEmitter e(b, loc);
+                       Value x = memref::LoadOp::create(b, loc, in, i);
+                       memref::StoreOp::create(
+                           b, loc, e.roundToMinifloat(x, 3, -6, num::kE4M3Max),
+                           body->getArgument(1), i);
+                       memref::StoreOp::create(
+                           b, loc, e.roundToMinifloat(x, 1, 0, num::kE2M1Max),
+                           body->getArgument(2), i);
+                       scf::YieldOp::create(b, loc);
+                     });
+  func::ReturnOp::create(b, loc);
+  return module;
+}
+
+/// The f32 values a minifloat rounding must get right: a sweep over every
+/// sign and exponent (every 1021st bit pattern, a prime step, so the low
+/// mantissa bits vary too), and each grid point of both formats with the
+/// midpoints beside it and one f32 step either side of those (ties go to
+/// the even neighbour).
+std::vector<float> roundingInputs() {
+  std::vector<float> inputs;
+  for (uint64_t bits = 0; bits < (1ull << 32); bits += 1021)
+    inputs.push_back(num::detail::floatOf(static_cast<uint32_t>(bits)));
+  for (float infinity : {INFINITY, -INFINITY})
+    inputs.push_back(infinity);
+  std::vector<float> grid;
+  for (int code = 0; code < 0x7F; ++code)
+    grid.push_back(num::fromE4M3Bits(static_cast<uint8_t>(code)));
+  for (int code = 0; code < 8; ++code)
+    grid.push_back(num::fromE2M1Bits(static_cast<uint8_t>(code)));
+  std::sort(grid.begin(), grid.end());
+  for (size_t g = 0; g + 1 < grid.size(); ++g) {
+    float mid = (grid[g] + grid[g + 1]) / 2;
+    for (float x : {grid[g], mid, std::nextafter(mid, 0.0f),
+                    std::nextafter(mid, INFINITY)})
+      for (float sign : {1.0f, -1.0f})
+        inputs.push_back(sign * x);
+  }
+  return inputs;
+}
+
+using RoundFn = void(rt::Memref<float, 1> *, rt::Memref<float, 1> *,
+                     rt::Memref<float, 1> *);
+
+// The emitter's rounding (every e4m3 and e2m1 quantization of the CPU and
+// GPU lowerings) against the reference's: the same bits for every value,
+// NaN staying NaN, magnitudes at or past the largest value saturating.
+TEST(DeviceKit, RoundsToMinifloatsLikeTheReference) {
+  auto context = jit::createKernelContext();
+  OwningOpRef<ModuleOp> module = roundingModule(context.get());
+  std::string error;
+  auto compiled =
+      jit::CpuJit::compile(std::move(context), std::move(module), error);
+  ASSERT_TRUE(compiled) << error;
+  auto *round = reinterpret_cast<RoundFn *>(compiled->lookup("round"));
+  ASSERT_TRUE(round);
+  std::vector<float> in = roundingInputs();
+  std::vector<float> e4m3(in.size(), 1.0f), e2m1(in.size(), 1.0f);
+  auto size = static_cast<int64_t>(in.size());
+  auto inView = rt::view<float, 1>(in.data(), {size});
+  auto e4m3View = rt::view<float, 1>(e4m3.data(), {size});
+  auto e2m1View = rt::view<float, 1>(e2m1.data(), {size});
+  round(&inView, &e4m3View, &e2m1View);
+  auto same = [](float got, float expected) {
+    return std::isnan(expected)
+               ? std::isnan(got)
+               : num::detail::bitsOf(got) == num::detail::bitsOf(expected);
+  };
+  for (size_t i = 0; i < in.size(); ++i) {
+    ASSERT_TRUE(same(e4m3[i], num::roundE4M3(in[i])))
+        << "e4m3 of " << in[i] << " (0x" << std::hex
+        << num::detail::bitsOf(in[i]) << "): " << e4m3[i];
+    ASSERT_TRUE(same(e2m1[i], num::roundE2M1(in[i])))
+        << "e2m1 of " << in[i] << " (0x" << std::hex
+        << num::detail::bitsOf(in[i]) << "): " << e2m1[i];
   }
 }
 

@@ -358,33 +358,24 @@ Value LoopEmitter::roundToMinifloat(Value value, int mantissaBits,
   Type i32 = b.getI32Type();
   Value magnitude = abs(value);
   Value bits = arith::BitcastOp::create(b, loc, i32, magnitude);
-  Value exponent =
-      sub(arith::AndIOp::create(
-              b, loc, arith::ShRUIOp::create(b, loc, bits, this->i32(23)),
-              this->i32(0xff)),
-          this->i32(127));
-  exponent = max(exponent, this->i32(minExponent));
-  // quantum = 2^(exponent - mantissaBits) and its reciprocal, built from
-  // their exponent bits: multiplying by the reciprocal is the division,
-  // exactly, without a division's cost on the GPU. Both are normal floats
-  // for every finite input (the reciprocal is +0 for an e2m1 inf or NaN,
-  // which saturates or stays NaN all the same).
-  auto powerOfTwo = [&](Value power) {
-    return arith::BitcastOp::create(
-        b, loc, b.getF32Type(),
-        arith::ShLIOp::create(b, loc, add(power, this->i32(127)),
-                              this->i32(23)));
-  };
-  Value power = sub(exponent, this->i32(mantissaBits));
-  Value quantum = powerOfTwo(power);
-  Value inverse = powerOfTwo(sub(this->i32(0), power));
-  Value rounded =
-      mul(math::RoundEvenOp::create(b, loc, mul(magnitude, inverse)), quantum);
+  // The biased exponent of the magnitude's binade (at least the format's
+  // smallest normal one), whose grid step is 2^(exponent - mantissaBits).
+  Value exponent = max(arith::ShRUIOp::create(b, loc, bits, this->i32(23)),
+                       this->i32(127 + minExponent));
+  // Adding 1.5 * 2^23 steps rounds to the nearest step, ties to even, and
+  // subtracting it again is exact, since the magnitude stays below 2^22
+  // steps: two additions instead of scaling, rounding to an integer and
+  // scaling back. The constant's bits are the exponent moved up by 23 -
+  // mantissaBits with the mantissa's top bit set. Magnitudes at or past the
+  // format's range saturate below (an overflowing constant makes NaN there,
+  // which the saturation replaces); NaN stays NaN.
+  Value magicBits = arith::AddIOp::create(
+      b, loc, arith::ShLIOp::create(b, loc, exponent, this->i32(23)),
+      this->i32(((23 - mantissaBits) << 23) | (1 << 22)));
+  Value magic = arith::BitcastOp::create(b, loc, b.getF32Type(), magicBits);
+  Value rounded = sub(add(magnitude, magic), magic);
   Value limit = f32(maxValue);
-  Value saturated = select(cmp(arith::CmpFPredicate::OGE, magnitude, limit),
-                           limit, min(rounded, limit));
-  Value zero = f32(0.0);
-  saturated =
-      select(cmp(arith::CmpFPredicate::OEQ, magnitude, zero), zero, saturated);
+  Value saturated =
+      select(cmp(arith::CmpFPredicate::OGE, magnitude, limit), limit, rounded);
   return math::CopySignOp::create(b, loc, saturated, value);
 }

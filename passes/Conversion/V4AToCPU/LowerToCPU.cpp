@@ -926,8 +926,8 @@ struct LowerActQuant : public V4APattern<ActQuantOp> {
       return op.getPow2Scale() ? e.ceilPowerOfTwo(scale) : scale;
     };
     auto quantized = [&](const SmallVector<Value> &lead, Value scale, Value i) {
+      // The rounding saturates at +-fmax: no clamp before it.
       Value v = e.div(e.load(x, withLast(lead, i)), scale);
-      v = e.max(e.min(v, e.f32(fmax)), e.f32(-fmax));
       v = e4m3 ? e.roundToMinifloat(v, 3, -6, kE4M3Max)
                : e.roundToMinifloat(v, 1, 0, kE2M1Max);
       return e.mul(v, scale);
@@ -1885,28 +1885,66 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     return {e.select(fromStep, stepKv, stateKv),
             e.select(fromStep, stepScore, stateScore)};
   };
+  // Slot s of the group a token completes: its group, row in the group and
+  // column (with overlap the previous group's rows in columns [0, d), the
+  // current's in [d, 2d)).
+  auto slotPlace = [&](Value group, Value s,
+                       Value f) -> std::tuple<Value, Value, Value> {
+    if (!overlap)
+      return {group, s, f};
+    Value previous = e.cmp(IP::slt, s, r);
+    return {e.select(previous, e.sub(group, one), group),
+            e.select(previous, s, e.sub(s, r)),
+            e.select(previous, f, e.add(d, f))};
+  };
   e.parallelLoop(tokens, d, [&](Value t, Value f) {
     Token k = tokenAt(t);
     Value group = e.div(k.p, r);
     Value completes = e.cmp(IP::eq, e.rem(k.p, r), e.sub(r, one));
     e.store(e.f32(0.0), out, {t, f});
-    e.ifThen(completes, [&] {
-      // A completing token's thread reads every slot of its group (each a
-      // chain of step, state and packing loads): several slots at once.
+    // A completing token's thread reads every slot of its group, several
+    // at once.
+    int64_t atOnce = std::gcd(slots, kPoolSlotsAtOnce);
+    auto poolFromStepOrState = [&] {
       Value pooled = pool(
           e, slotCount,
           [&](Value s) {
-            if (!overlap)
-              return valueAt(k, group, s, f);
-            // Previous group's rows in columns [0, d), current's in [d, 2d).
-            Value previous = e.cmp(IP::slt, s, r);
-            Value g = e.select(previous, e.sub(group, one), group);
-            Value i = e.select(previous, s, e.sub(s, r));
-            Value c = e.select(previous, f, e.add(d, f));
+            auto [g, i, c] = slotPlace(group, s, f);
             return valueAt(k, g, i, c);
           },
-          std::gcd(slots, kPoolSlotsAtOnce));
+          atOnce);
       e.store(pooled, out, {t, f});
+    };
+    // With more slots than one round of loads takes, a group whose first
+    // slot's position is in the step has every slot there (a sequence's
+    // tokens of a step are consecutive and end at or after this one), and
+    // slot s is the step's row t - (p - q): no state and no packing loads
+    // (most groups of a prefill). Measured on an H100 (bench/kernels-
+    // notes.md): the ratio-128 pool at prefill 8,192 103 -> 61 us; with a
+    // single round (ratio 4) the check's own loads cost more than it saves.
+    if (slots <= atOnce) {
+      e.ifThen(completes, poolFromStepOrState);
+      return;
+    }
+    e.ifThen(completes, [&] {
+      Value firstPosition =
+          overlap ? e.mul(e.sub(group, one), r) : e.mul(group, r);
+      Value allInStep = inStep(k, firstPosition);
+      auto ifOp = scf::IfOp::create(b, loc, allInStep, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      Value pooled = pool(
+          e, slotCount,
+          [&](Value s) -> std::pair<Value, Value> {
+            auto [g, i, c] = slotPlace(group, s, f);
+            Value u = e.sub(k.t, e.sub(k.p, e.add(e.mul(g, r), i)));
+            return {e.load(kv, {u, c}),
+                    e.add(e.load(score, {u, c}), e.load(ape, {i, c}))};
+          },
+          atOnce);
+      e.store(pooled, out, {t, f});
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      poolFromStepOrState();
     });
   });
   // Token t, if it is its sequence's last, writes the state rows of column

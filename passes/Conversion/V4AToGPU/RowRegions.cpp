@@ -295,8 +295,8 @@ Values applyActQuant(RowThread &t, ActQuantOp op, Values v) {
   Value inverse = op.getPow2Scale() ? e.div(t.f32(1.0f), scale) : Value();
   Values out;
   for (Value x : v) {
+    // The rounding saturates at +-fmax: no clamp before it.
     Value q = inverse ? e.mul(x, inverse) : e.div(x, scale);
-    q = e.max(e.min(q, t.f32(fmax)), t.f32(-fmax));
     q = e4m3 ? e.roundToMinifloat(q, 3, -6, num::kE4M3Max)
              : e.roundToMinifloat(q, 1, 0, num::kE2M1Max);
     out.push_back(e.select(quantized, e.mul(q, scale), x));
@@ -316,14 +316,18 @@ Values applyHadamard(RowThread &t, Values v) {
       }
   // Stages across lanes: the partner holding the other half of each pair is
   // lane ^ (h / 8); the lower lane keeps the sum, the upper the difference.
+  // Both are other + sign * x with sign = +-1 (the product is exact, so the
+  // fused form rounds once, as the sum or the difference does): a shuffle
+  // and one instruction a value instead of a sum, a difference and a pick.
   for (int64_t h = kChunk; h < n; h *= 2) {
     int64_t mask = h / kChunk;
     Value upper = e.cmp(
         arith::CmpIPredicate::ne,
         arith::AndIOp::create(t.b, t.loc, t.lane, t.index(mask)), t.index(0));
+    Value sign = e.select(upper, t.f32(-1.0), t.f32(1.0));
     for (Value &x : v) {
       Value other = shuffleXor(t.b, t.loc, x, mask);
-      x = e.select(upper, e.sub(other, x), e.add(x, other));
+      x = math::FmaOp::create(t.b, t.loc, x, sign, other);
     }
   }
   Value norm = t.f32(1.0f / std::sqrt(static_cast<float>(n)));
