@@ -276,7 +276,9 @@ func.func @attention(%q: tensor<?x128x512xbf16>, %kv: tensor<?x512xbf16>,
 // each, from its position and the frequency table) into shared memory, and
 // in the epilogue only the tile that reaches the last 64 dims turns pairs
 // (bf16 values in f32, the conjugate of the angle read back); no row
-// kernel follows.
+// kernel follows. Each warp stages its fragments as bf16 pairs in the
+// query tile (stmatrix, four 8 x 8 matrices at a time) and stores them as
+// 16-byte chunks: 16 a lane at width 512 (16 heads x 32 chunks a warp).
 // CHECK-LABEL: func.func @attention_inverse_rope
 // CHECK: gpu.launch {{.*}} function(@attention_inverse_rope_attention0)
 // CHECK: %[[STORED:.*]] = memref.view {{.*}} to memref<64xf32, #gpu.address_space<workgroup>>
@@ -291,10 +293,13 @@ func.func @attention(%q: tensor<?x128x512xbf16>, %kv: tensor<?x512xbf16>,
 // CHECK: memref.load %[[ANGLES]]
 // CHECK: memref.load %[[ANGLES]]
 // CHECK-NEXT: arith.negf
-// CHECK: vector.store
+// CHECK: nvvm.stmatrix {{.*}} : !llvm.ptr<3>, i32, i32, i32, i32
 // CHECK: } else {
 // CHECK-NOT: math.cos
-// CHECK: vector.store
+// CHECK: nvvm.stmatrix
+// CHECK: nvvm.bar.warp.sync
+// CHECK-COUNT-16: vector.store {{.*}} {alignment = 16 : i64} : memref<?x64x512xbf16>, vector<8xbf16>
+// CHECK-NOT: vector.store
 // CHECK: gpu.terminator
 // CHECK-NOT: gpu.launch
 // CHECK-NOT: v4a.rope

@@ -1525,15 +1525,13 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   syncThreads(b, loc, kMathBarrier, kMathThreads);
   // Per head: the denominator, or -inf for an empty selection (its result
   // is 0: the sink takes all the mass).
-  Value denominators[2], inverses[2], stored[2], head[2];
+  Value denominators[2], inverses[2];
   for (int half = 0; half < 2; ++half) {
     Value total =
         combine(b, loc, Combine::Add, k.offered(k.index(2), headRow[half]),
                 k.offered(k.index(3), headRow[half]));
-    head[half] = k.add(headBase, headRow[half]);
-    stored[half] = k.ult(head[half], k.index(heads));
-    Value safeHead =
-        arith::MinUIOp::create(b, loc, head[half], k.index(heads - 1));
+    Value safeHead = arith::MinUIOp::create(
+        b, loc, k.add(headBase, headRow[half]), k.index(heads - 1));
     Value sink2 = k.mul(k.load(sink, safeHead), k.f32(kLog2E));
     Value m = byWarpgroup.getResult(outputTiles + half);
     Value empty = k.isNegInf(m);
@@ -1553,6 +1551,21 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
         b, loc, b.getF32Type(),
         arith::TruncFOp::create(b, loc, b.getBF16Type(), x).getResult());
   };
+  // The output tile goes through the query tile (free since the last
+  // S = Q.K^T): each warp's fragments as bf16 pairs by stmatrix, four 8 x 8
+  // matrices (two chunks of 8 columns, both row halves) an instruction,
+  // then 16-byte chunks to memory, a warp's store a contiguous run of its
+  // row. Four-byte stores of the fragments straight to memory were 16% of
+  // a prefill CTA's samples (bench/attention-notes.md).
+  Value matrix = k.div(k.lane, k.index(8));
+  Value stagedRow = k.add(k.add(k.mul(k.warp, k.index(16)),
+                                k.mul(k.rem(matrix, k.index(2)), k.index(8))),
+                          k.rem(k.lane, k.index(8)));
+  Value matrixChunk = k.div(matrix, k.index(2));
+  auto stagedAddress = [&](Value row, Value chunk) {
+    return k.add(k.at(plan.query),
+                 k.toI64(swizzledOffset(b, loc, row, chunk, k.rowAtoms())));
+  };
   for (int64_t tile = 0; tile < outputTiles; ++tile) {
     SmallVector<Value> o =
         unpackAccumulator(b, loc, byWarpgroup.getResult(tile));
@@ -1562,16 +1575,15 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
     // The tile's first column in the last warpgroup, which holds the rope
     // dims: 8-column chunks before them in every warpgroup turn nothing.
     int64_t lastBase = (kWarpgroups - 1) * outputN + tile * tileN;
-    auto storeTile = [&](bool turns) {
+    auto stageTile = [&](bool turns) {
       Value c, s;
       Value angles = turns ? outputAngles() : Value();
+      SmallVector<Value> words;
       for (size_t r = 0; r < o.size(); r += 2) {
         int half = static_cast<int>(r % 4) / 2;
         bool chunkTurns =
             turns &&
             lastBase + static_cast<int64_t>(r / 4 + 1) * 8 > rope->start;
-        FragmentPlace at = k.place(r);
-        Value column = k.add(dimBase, at.column);
         // -inf marks an empty selection: the result is 0.
         Value empty = k.isNegInf(denominators[half]);
         auto value = [&](Value acc) {
@@ -1581,6 +1593,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
         if (chunkTurns) {
           x = throughBF16(x);
           y = throughBF16(y);
+          Value column = k.add(dimBase, k.place(r).column);
           RopeColumn place = ropeColumn(b, loc, column, rope->start);
           // Both heads of a thread share the column, so the angle.
           c = k.load(angles, place.pair);
@@ -1590,18 +1603,21 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
           x = k.select(place.inRope, re, x);
           y = k.select(place.inRope, im, y);
         }
-        Value pair = bf16Pair(b, loc, x, y);
-        k.ifThen(stored[half], [&] {
-          vector::StoreOp::create(b, loc, pair, output,
-                                  ValueRange{token, head[half], column},
-                                  /*nontemporal=*/false, llvm::MaybeAlign(4));
-        });
+        words.push_back(LLVM::BitcastOp::create(b, loc, b.getI32Type(),
+                                                bf16Pair(b, loc, x, y)));
+      }
+      // Words 4j .. 4j + 3: chunks 2j and 2j + 1 of the tile, each row half.
+      for (size_t j = 0; j < words.size(); j += 4) {
+        Value chunk = k.add(k.div(dimBase, k.index(8)),
+                            k.add(matrixChunk, k.index(j / 2)));
+        storeMatrices(b, loc, stagedAddress(stagedRow, chunk),
+                      ArrayRef<Value>(words).slice(j, 4));
       }
     };
     // A tile whose columns lie before the rope dims in every warpgroup
-    // stores as it is.
+    // stages as it is.
     if (!rope || lastBase + tileN <= rope->start) {
-      storeTile(false);
+      stageTile(false);
       continue;
     }
     // Only a tile that reaches the rope dims turns pairs (the condition is
@@ -1610,13 +1626,33 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
     scf::IfOp::create(
         b, loc, reaches,
         [&](OpBuilder &, Location) {
-          storeTile(true);
+          stageTile(true);
           scf::YieldOp::create(b, loc);
         },
         [&](OpBuilder &, Location) {
-          storeTile(false);
+          stageTile(false);
           scf::YieldOp::create(b, loc);
         });
+  }
+  // Each warp stores the rows it staged (16 heads, its warpgroup's
+  // columns): lane l takes chunk l of a run of 32 (a head row's 512 bytes
+  // of its warpgroup at width 512), heads past the count not at all.
+  syncWarp(b, loc);
+  int64_t rowChunks = outputN / 8;
+  auto chunkType = VectorType::get({8}, b.getBF16Type());
+  for (int64_t i = 0; i < kMmaM / 4 * rowChunks / kWarpLanes; ++i) {
+    Value linear = k.add(k.index(i * kWarpLanes), k.lane);
+    Value row =
+        k.add(k.mul(k.warp, k.index(16)), k.div(linear, k.index(rowChunks)));
+    Value chunk = k.add(k.mul(k.warpgroup, k.index(rowChunks)),
+                        k.rem(linear, k.index(rowChunks)));
+    Value values = loadShared(b, loc, stagedAddress(row, chunk), chunkType, 16);
+    Value head = k.add(headBase, row);
+    k.ifThen(k.ult(head, k.index(heads)), [&] {
+      vector::StoreOp::create(b, loc, values, output,
+                              ValueRange{token, head, k.mul(chunk, k.index(8))},
+                              /*nontemporal=*/false, llvm::MaybeAlign(16));
+    });
   }
 
   b.setInsertionPointAfter(launch);

@@ -139,6 +139,18 @@ void storeShared(OpBuilder &b, Location loc, Value address, Value value,
                         alignment);
 }
 
+void storeMatrices(OpBuilder &b, Location loc, Value address,
+                   ArrayRef<Value> words) {
+  NVVM::StMatrixOp::create(b, loc, pointerIn(b, loc, address, kSharedSpace),
+                           words, NVVM::MMALayout::row,
+                           NVVM::LdStMatrixShapeAttr::get(b.getContext(), 8, 8),
+                           NVVM::LdStMatrixEltType::B16);
+}
+
+void syncWarp(OpBuilder &b, Location loc) {
+  NVVM::SyncWarpOp::create(b, loc, i32Constant(b, loc, -1));
+}
+
 Value loadGlobal(OpBuilder &b, Location loc, Value address, Type type,
                  unsigned alignment) {
   return LLVM::LoadOp::create(

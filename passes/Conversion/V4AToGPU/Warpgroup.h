@@ -76,6 +76,16 @@ mlir::Value loadShared(mlir::OpBuilder &b, mlir::Location loc,
                        unsigned alignment);
 void storeShared(mlir::OpBuilder &b, mlir::Location loc, mlir::Value address,
                  mlir::Value value, unsigned alignment);
+/// Four 8 x 8 matrices of b16 from a warp's registers into shared memory
+/// (stmatrix .x4): word i of each lane is its pair of matrix i at row
+/// lane / 4, columns 2 (lane % 4) and + 1, the layout of an MMA's
+/// accumulator fragment rounded to pairs; lane 8i + j gives `address`, the
+/// shared address (i64, 16-byte aligned) of row j of matrix i.
+void storeMatrices(mlir::OpBuilder &b, mlir::Location loc, mlir::Value address,
+                   llvm::ArrayRef<mlir::Value> words);
+/// Waits for the warp's lanes, and orders their shared-memory accesses
+/// before it ahead of those after it.
+void syncWarp(mlir::OpBuilder &b, mlir::Location loc);
 /// A load of `type` from global address `address` (i64, aligned to
 /// `alignment` bytes) into registers.
 mlir::Value loadGlobal(mlir::OpBuilder &b, mlir::Location loc,
