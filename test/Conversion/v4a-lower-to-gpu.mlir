@@ -323,11 +323,13 @@ func.func @attention_inverse_rope(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xb
 // leaves them) are the attention's prologue: the math warpgroups copy q
 // before them into the query tile as they copy a query without them, the
 // first 32 math threads write the token's angles (a pair each) into the
-// exchange area, then a loop over a team's rows (four a trip) sums each
-// row's squares over its warp (the partials into the exchange area), and
-// after a barrier of the 256 math threads a second loop combines each
-// row's two warp partials, normalizes it, turns the rope lanes' pairs and
-// stores the bf16 chunks in place; no row kernel before it.
+// exchange area; after the copies and a barrier of the 256 math threads,
+// one loop over a warp's rows (four a trip, every load first): lane l
+// holds chunks l and l + 32 of a row, sums each chunk's squares over the
+// warp (the row family's two warps' butterflies) and adds the two in
+// order, normalizes the row, turns the rope pairs of its second chunk and
+// stores the bf16 chunks in place. No barrier inside the prologue's loop
+// and no row kernel before it.
 // CHECK-LABEL: func.func @attention_query_norm
 // CHECK-NOT: gpu.launch
 // CHECK: gpu.launch {{.*}} function(@attention_query_norm_attention0)
@@ -339,15 +341,15 @@ func.func @attention_inverse_rope(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xb
 // CHECK: memref.store {{.*}} : memref<256xf32, #gpu.address_space<workgroup>>
 // CHECK: nvvm.cp.async.wait.group 0
 // CHECK: nvvm.barrier id = {{.*}} number_of_threads = %c256
-// CHECK: scf.for {{.*}} to %c4{{(_[0-9]+)?}} step
-// CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> vector<8xbf16>
-// CHECK: gpu.shuffle xor
-// CHECK: memref.store {{.*}} : memref<256xf32, #gpu.address_space<workgroup>>
-// CHECK: nvvm.barrier id = {{.*}} number_of_threads = %c256
-// CHECK: scf.for {{.*}} to %c4{{(_[0-9]+)?}} step
-// CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> vector<8xbf16>
+// CHECK: memref.load {{.*}} : memref<256xf32, #gpu.address_space<workgroup>>
+// CHECK: scf.for {{.*}} to %c2{{(_[0-9]+)?}} step
+// CHECK-COUNT-8: llvm.load {{.*}} : !llvm.ptr<3> -> vector<8xbf16>
+// CHECK-COUNT-10: gpu.shuffle xor
 // CHECK: math.sqrt
 // CHECK: llvm.store {{.*}} : vector<8xbf16>, !llvm.ptr<3>
+// CHECK-NOT: nvvm.barrier
+// CHECK: scf.yield
+// CHECK: nvvm.barrier id = {{.*}} number_of_threads = %c256
 // CHECK: nvvm.wgmma.mma_async
 // CHECK: gpu.terminator
 // CHECK-NOT: v4a.rms_norm

@@ -71,6 +71,11 @@ Value reduceLanes(OpBuilder &b, Location loc, Value value, int64_t lanes,
   return value;
 }
 
+namespace {
+
+/// reduceTeam's halves: the warp's lane 0 stores `warpValue` (its
+/// reduceLanes over the warp) in slot `slotBase` + warp; after a barrier,
+/// the team's total is its warps' slots combined in warp order.
 void offerWarpPartial(OpBuilder &b, Location loc, Value warpValue,
                       Value slotBase, Value threadId, Value partials) {
   Value lanesC = constantIndex(b, loc, kWarpLanes);
@@ -106,6 +111,8 @@ Value teamTotal(OpBuilder &b, Location loc, Value slotBase, int64_t lanes,
   }
   return total;
 }
+
+} // namespace
 
 Value reduceTeam(OpBuilder &b, Location loc, Value value, int64_t lanes,
                  Combine how, Value threadId, Value partials) {

@@ -49,17 +49,6 @@ mlir::Value reduceTeam(mlir::OpBuilder &b, mlir::Location loc,
                        mlir::Value value, int64_t lanes, Combine how,
                        mlir::Value threadId, mlir::Value partials);
 
-/// The two halves of reduceTeam, for values whose slots a loop picks and
-/// whose barriers the caller holds: the warp's lane 0 stores `warpValue`
-/// (its reduceLanes over the warp) in slot `slotBase` + warp; after a
-/// barrier, the team's total is its warps' slots combined in warp order.
-void offerWarpPartial(mlir::OpBuilder &b, mlir::Location loc,
-                      mlir::Value warpValue, mlir::Value slotBase,
-                      mlir::Value threadId, mlir::Value partials);
-mlir::Value teamTotal(mlir::OpBuilder &b, mlir::Location loc,
-                      mlir::Value slotBase, int64_t lanes, Combine how,
-                      mlir::Value threadId, mlir::Value partials);
-
 /// The sum of the squares of `values` (f32), in order from 0, and the
 /// rms_norm factor 1 / sqrt(sum / width + eps) of a row whose squares sum
 /// to `sum`: every family computes a row's norm so, so that a row gives

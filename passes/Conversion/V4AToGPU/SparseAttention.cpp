@@ -411,14 +411,13 @@ SmallVector<Value> turnLanePairs(Kernel &k, const QueryLane &lane,
   return SmallVector<Value>(turned.getResults());
 }
 
-/// A math thread's lane in a query head row of the block's tile: one lane
-/// per 8-dim chunk, a team of them per row, four teams at width 512.
-QueryLane queryLaneOf(Kernel &k, QueryNorm chain) {
+/// A math thread's place in a query head row of the block's tile: its
+/// 8-dim chunk `chunk`.
+QueryLane queryLaneOf(Kernel &k, QueryNorm chain, Value chunk) {
   int64_t width = k.plan.width;
   int64_t start = width - static_cast<int64_t>(chain.rope.getRopeDim());
   QueryLane lane;
-  lane.column =
-      k.mul(k.rem(k.thread, k.index(width / kChunk)), k.index(kChunk));
+  lane.column = k.mul(chunk, k.index(kChunk));
   lane.touchesRope = k.ult(k.index(start), k.add(lane.column, k.index(kChunk)));
   for (int64_t i = 0; i < kChunk; i += 2)
     lane.pairs.push_back(
@@ -427,108 +426,101 @@ QueryLane queryLaneOf(Kernel &k, QueryNorm chain) {
 }
 
 /// The query tile, holding q before its head norm and rope (`chain`),
-/// normalized and turned in place as the row family computes it: a head
-/// row is a team of lanes (the same sums in the same order), each op
-/// rounding to bf16, the rope pairs turned by the angles storeQueryAngles
-/// left. Heads past the head count hold zeros and stay zeros. Every math
-/// thread calls it (named barriers of the math threads), after the tile
-/// and the angles have landed and the math threads have met. Loops over a
-/// team's rows, not unrolled: the unrolled prologue (~2,800 instructions,
-/// a lane's four sines among them) took the kernel's code past the
-/// instruction cache, and the loop after it waited on fetches.
+/// normalized and turned in place as the row family computes it (the same
+/// sums in the same order), each op rounding to bf16, the rope pairs
+/// turned by the angles storeQueryAngles left. Heads past the head count
+/// hold zeros and stay zeros. Every math thread calls it, after the tile
+/// and the angles have landed and the math threads have met.
+///
+/// A row is a warp's (or, below width 256, a part of one): lane l holds
+/// chunks l, l + 32, ... of it. The row family's team holds chunk c in its
+/// lane c, so its warp w sums chunks 32w .. 32w + 31 by the same butterfly
+/// this lane's w-th chunk goes through, and adds the warps' sums in order:
+/// the same bits without a meeting of warps. Loops over a warp's rows, not
+/// unrolled: the unrolled prologue (~2,800 instructions, a lane's four
+/// sines among them) took the kernel's code past the instruction cache,
+/// and the loop after it waited on fetches.
 void normalizeQueryTile(Kernel &k, QueryNorm chain) {
   OpBuilder &b = k.b;
   Location loc = k.loc;
   Type bf16 = b.getBF16Type();
   int64_t width = k.plan.width;
-  int64_t lanes = width / kChunk;
-  int64_t teams = kMathThreads / lanes;
-  int64_t mathWarps = kMathThreads / kWarpLanes;
-  Value laneIndex = k.rem(k.thread, k.index(lanes));
-  Value team = k.div(k.thread, k.index(lanes));
+  int64_t rowChunks = width / kChunk;
+  int64_t rowLanes = std::min(rowChunks, kWarpLanes);
+  int64_t chunksPerLane = rowChunks / rowLanes;
+  int64_t teams = kMathThreads / rowLanes;
+  Value laneIndex = k.rem(k.thread, k.index(rowLanes));
+  Value team = k.div(k.thread, k.index(rowLanes));
   double eps = chain.norm.getEps().convertToDouble();
+  int64_t ropeStart = width - static_cast<int64_t>(chain.rope.getRopeDim());
+  // The lane's chunks, and the angles of those that may reach the rope
+  // dims (the others turn nothing).
+  SmallVector<Value> chunks;
+  SmallVector<std::optional<QueryLane>> lanes;
+  SmallVector<SmallVector<Value>> angles;
+  for (int64_t c = 0; c < chunksPerLane; ++c) {
+    chunks.push_back(k.add(laneIndex, k.index(c * rowLanes)));
+    if ((c + 1) * rowLanes * kChunk <= ropeStart) {
+      lanes.push_back(std::nullopt);
+      angles.emplace_back();
+      continue;
+    }
+    lanes.push_back(queryLaneOf(k, chain, chunks.back()));
+    angles.push_back(laneAngles(k, chain.rope, *lanes.back()));
+  }
   Value tile = k.at(k.plan.query);
-  // kQueryRowsPerTrip rows a trip, each phase over all of them before the
-  // next (their chains side by side).
   int64_t rowsPerTeam = kMmaM / teams;
   int64_t perTrip = std::min(kQueryRowsPerTrip, rowsPerTeam);
-  using Rows = SmallVector<std::pair<Value, Value>>; // (row j, its address)
-  auto forEachTrip = [&](function_ref<void(const Rows &)> body) {
-    scf::ForOp::create(
-        b, loc, k.index(0), k.index(rowsPerTeam / perTrip), k.index(1),
-        ValueRange{}, [&](OpBuilder &, Location, Value trip, ValueRange) {
-          Rows rows;
-          for (int64_t u = 0; u < perTrip; ++u) {
-            Value j = k.add(k.mul(trip, k.index(perTrip)), k.index(u));
-            Value row = k.add(k.mul(j, k.index(teams)), team);
-            rows.push_back(
-                {j, k.add(tile, k.toI64(swizzledOffset(b, loc, row, laneIndex,
-                                                       k.rowAtoms())))});
+  scf::ForOp::create(
+      b, loc, k.index(0), k.index(rowsPerTeam / perTrip), k.index(1),
+      ValueRange{}, [&](OpBuilder &, Location, Value trip, ValueRange) {
+        // The trip's rows' chunks: every load first.
+        SmallVector<Value> addresses;
+        SmallVector<SmallVector<Value>> values;
+        for (int64_t u = 0; u < perTrip; ++u) {
+          Value j = k.add(k.mul(trip, k.index(perTrip)), k.index(u));
+          Value row = k.add(k.mul(j, k.index(teams)), team);
+          for (Value chunk : chunks) {
+            addresses.push_back(k.add(
+                tile,
+                k.toI64(swizzledOffset(b, loc, row, chunk, k.rowAtoms()))));
+            Value bits =
+                loadShared(b, loc, addresses.back(),
+                           VectorType::get({kChunk}, bf16), kChunkBytes);
+            SmallVector<Value> &v = values.emplace_back();
+            for (int64_t i = 0; i < kChunk; ++i)
+              v.push_back(arith::ExtFOp::create(
+                  b, loc, b.getF32Type(),
+                  vector::ExtractOp::create(b, loc, bits, i).getResult()));
           }
-          body(rows);
-          scf::YieldOp::create(b, loc);
-        });
-  };
-  auto rowValues = [&](const Rows &rows) {
-    SmallVector<Value> chunks;
-    for (auto [j, at] : rows)
-      chunks.push_back(
-          loadShared(b, loc, at, VectorType::get({kChunk}, bf16), kChunkBytes));
-    SmallVector<SmallVector<Value>> values;
-    for (Value chunk : chunks) {
-      SmallVector<Value> &v = values.emplace_back();
-      for (int64_t i = 0; i < kChunk; ++i)
-        v.push_back(arith::ExtFOp::create(
-            b, loc, b.getF32Type(),
-            vector::ExtractOp::create(b, loc, chunk, i).getResult()));
-    }
-    return values;
-  };
-  auto warpSums = [&](ArrayRef<SmallVector<Value>> values) {
-    SmallVector<Value> sums;
-    for (const SmallVector<Value> &v : values)
-      sums.push_back(sumOfSquares(b, loc, v));
-    for (Value &sum : sums)
-      sum = reduceLanes(b, loc, sum, std::min(lanes, kWarpLanes), Combine::Add);
-    return sums;
-  };
-  auto slotBase = [&](Value j) { return k.mul(j, k.index(mathWarps)); };
-  // Past a warp, each row's warp sums go to slots j * warps + warp first.
-  bool acrossWarps = lanes > kWarpLanes;
-  if (acrossWarps) {
-    forEachTrip([&](const Rows &rows) {
-      for (auto [row, sum] : llvm::zip_equal(rows, warpSums(rowValues(rows))))
-        offerWarpPartial(b, loc, sum, slotBase(row.first), k.thread,
-                         k.exchange);
-    });
-  }
-  syncThreads(b, loc, kMathBarrier, kMathThreads);
-  QueryLane lane = queryLaneOf(k, chain);
-  SmallVector<Value> angles = laneAngles(k, chain.rope, lane);
-  forEachTrip([&](const Rows &rows) {
-    SmallVector<Value> sums;
-    if (acrossWarps)
-      for (auto [j, at] : rows)
-        sums.push_back(teamTotal(b, loc, slotBase(j), lanes, Combine::Add,
-                                 k.thread, k.exchange));
-    SmallVector<SmallVector<Value>> values = rowValues(rows);
-    if (!acrossWarps)
-      sums = warpSums(values);
-    for (auto [v, sum] : llvm::zip_equal(values, sums)) {
-      Value factor = rmsFactor(b, loc, sum, width, eps);
-      for (Value &x : v)
-        x = roundTo(b, loc, k.mul(x, factor), bf16);
-    }
-    for (auto [row, v] : llvm::zip_equal(rows, values)) {
-      SmallVector<Value> narrow;
-      for (Value x : turnLanePairs(k, lane, v, angles))
-        narrow.push_back(arith::TruncFOp::create(b, loc, bf16, x));
-      storeShared(b, loc, row.second,
-                  vector::FromElementsOp::create(
-                      b, loc, VectorType::get({kChunk}, bf16), narrow),
-                  kChunkBytes);
-    }
-  });
+        }
+        for (int64_t u = 0; u < perTrip; ++u) {
+          ArrayRef<SmallVector<Value>> rowValues =
+              ArrayRef(values).slice(u * chunksPerLane, chunksPerLane);
+          Value sum;
+          for (const SmallVector<Value> &v : rowValues) {
+            Value part = reduceLanes(b, loc, sumOfSquares(b, loc, v), rowLanes,
+                                     Combine::Add);
+            sum = sum ? combine(b, loc, Combine::Add, sum, part) : part;
+          }
+          Value factor = rmsFactor(b, loc, sum, width, eps);
+          for (int64_t c = 0; c < chunksPerLane; ++c) {
+            SmallVector<Value> v = values[u * chunksPerLane + c];
+            for (Value &x : v)
+              x = roundTo(b, loc, k.mul(x, factor), bf16);
+            if (lanes[c])
+              v = turnLanePairs(k, *lanes[c], v, angles[c]);
+            SmallVector<Value> narrow;
+            for (Value x : v)
+              narrow.push_back(arith::TruncFOp::create(b, loc, bf16, x));
+            storeShared(b, loc, addresses[u * chunksPerLane + c],
+                        vector::FromElementsOp::create(
+                            b, loc, VectorType::get({kChunk}, bf16), narrow),
+                        kChunkBytes);
+          }
+        }
+        scf::YieldOp::create(b, loc);
+      });
 }
 
 /// The first element of head `head`'s query row for `token` when q is
