@@ -32,9 +32,10 @@
 // warpgroups in a fixed order, the sink joins them, and heads past the
 // head count are never stored. A token's result depends only on its own
 // slots, never on the batch around it. With the query's head norm and
-// rope in the kernel, the math warpgroups fill the query tile from q
-// before them (fillNormalizedQuery); with the output's inverse RoPE, the
-// epilogue turns the output's rope dims back.
+// rope in the kernel, the math warpgroups normalize and turn the copied
+// query tile in place (normalizeQueryTile); with the output's inverse
+// RoPE, the epilogue turns the output's rope dims back. The output tile
+// leaves through the query tile (stmatrix) in 16-byte chunks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -338,8 +339,8 @@ struct QueryLane {
   SmallVector<RopeColumn> pairs;
 };
 
-/// Query head rows a math thread normalizes a trip of the prologue's
-/// loops: their chains side by side, in a fraction of the unrolled code.
+/// Query head rows a warp normalizes a trip of the prologue's loop: their
+/// chains side by side, in a fraction of the unrolled code.
 constexpr int64_t kQueryRowsPerTrip = 4;
 
 /// `rope`'s frequency table, a constant of the kernel module.
@@ -351,8 +352,8 @@ Value ropeFrequencyTable(OpBuilder &b, Location loc, RoPEOp rope,
                                        rope.getYarnAttr()));
 }
 
-/// Where the prologue keeps the token's rope angles in the exchange area:
-/// after the query rows' warp partials.
+/// Where the prologue keeps the token's rope angles in the exchange area
+/// (whose per-head slots the main loop uses only after the prologue).
 int64_t queryAnglesSlot(int64_t width) {
   return kMmaM * (width / kChunk) / kWarpLanes;
 }
