@@ -1252,10 +1252,13 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   // token's too, a pair a math thread once instead of each lane's own.
   if (queryNorm)
     storeQueryAngles(k, queryNorm.rope, queryPositions, token, func);
-  if (rope)
+  if (rope) {
+    // One at a time: compilers order a call's arguments differently.
+    Value angles = outputAngles();
+    Value frequencies = ropeFrequencyTable(b, loc, rope->op, func);
     storeRopeAngles(b, loc, rope->op.getRopeDim(), rope->positions, token,
-                    k.thread, ropeFrequencyTable(b, loc, rope->op, func),
-                    outputAngles(), 0);
+                    k.thread, frequencies, angles, 0);
+  }
   commitCopies(b, loc);
   waitCopies(b, loc, 0);
   if (queryNorm) {
