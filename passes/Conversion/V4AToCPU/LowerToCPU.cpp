@@ -1905,15 +1905,13 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     // A completing token's thread reads every slot of its group, several
     // at once.
     int64_t atOnce = std::gcd(slots, kPoolSlotsAtOnce);
-    auto poolFromStepOrState = [&] {
-      Value pooled = pool(
-          e, slotCount,
-          [&](Value s) {
-            auto [g, i, c] = slotPlace(group, s, f);
-            return valueAt(k, g, i, c);
-          },
-          atOnce);
-      e.store(pooled, out, {t, f});
+    auto poolSlots =
+        [&](const std::function<std::pair<Value, Value>(Value)> &slot) {
+          e.store(pool(e, slotCount, slot, atOnce), out, {t, f});
+        };
+    auto fromStepOrState = [&](Value s) {
+      auto [g, i, c] = slotPlace(group, s, f);
+      return valueAt(k, g, i, c);
     };
     // With more slots than one round of loads takes, a group whose first
     // slot's position is in the step has every slot there (a sequence's
@@ -1923,28 +1921,24 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     // notes.md): the ratio-128 pool at prefill 8,192 103 -> 61 us; with a
     // single round (ratio 4) the check's own loads cost more than it saves.
     if (slots <= atOnce) {
-      e.ifThen(completes, poolFromStepOrState);
+      e.ifThen(completes, [&] { poolSlots(fromStepOrState); });
       return;
     }
     e.ifThen(completes, [&] {
       Value firstPosition =
           overlap ? e.mul(e.sub(group, one), r) : e.mul(group, r);
-      Value allInStep = inStep(k, firstPosition);
-      auto ifOp = scf::IfOp::create(b, loc, allInStep, /*withElseRegion=*/true);
+      auto ifOp = scf::IfOp::create(b, loc, inStep(k, firstPosition),
+                                    /*withElseRegion=*/true);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
-      Value pooled = pool(
-          e, slotCount,
-          [&](Value s) -> std::pair<Value, Value> {
-            auto [g, i, c] = slotPlace(group, s, f);
-            Value u = e.sub(k.t, e.sub(k.p, e.add(e.mul(g, r), i)));
-            return {e.load(kv, {u, c}),
-                    e.add(e.load(score, {u, c}), e.load(ape, {i, c}))};
-          },
-          atOnce);
-      e.store(pooled, out, {t, f});
+      poolSlots([&](Value s) -> std::pair<Value, Value> {
+        auto [g, i, c] = slotPlace(group, s, f);
+        Value u = e.sub(k.t, e.sub(k.p, e.add(e.mul(g, r), i)));
+        return {e.load(kv, {u, c}),
+                e.add(e.load(score, {u, c}), e.load(ape, {i, c}))};
+      });
       b.setInsertionPointToStart(ifOp.elseBlock());
-      poolFromStepOrState();
+      poolSlots(fromStepOrState);
     });
   });
   // Token t, if it is its sequence's last, writes the state rows of column

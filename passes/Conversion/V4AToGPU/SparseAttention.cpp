@@ -1553,8 +1553,11 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   // then 16-byte chunks to memory, a warp's store a contiguous run of its
   // row. Four-byte stores of the fragments straight to memory were 16% of
   // a prefill CTA's samples (bench/attention-notes.md).
+  // Lane 8i + j names row j of matrix i: a warp's rows are its
+  // kWarpRows heads, a matrix 8 of them.
+  constexpr int64_t kWarpRows = kMmaM / 4;
   Value matrix = k.div(k.lane, k.index(8));
-  Value stagedRow = k.add(k.add(k.mul(k.warp, k.index(16)),
+  Value stagedRow = k.add(k.add(k.mul(k.warp, k.index(kWarpRows)),
                                 k.mul(k.rem(matrix, k.index(2)), k.index(8))),
                           k.rem(k.lane, k.index(8)));
   Value matrixChunk = k.div(matrix, k.index(2));
@@ -1604,7 +1607,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
       }
       // Words 4j .. 4j + 3: chunks 2j and 2j + 1 of the tile, each row half.
       for (size_t j = 0; j < words.size(); j += 4) {
-        Value chunk = k.add(k.div(dimBase, k.index(8)),
+        Value chunk = k.add(k.div(dimBase, k.index(kChunk)),
                             k.add(matrixChunk, k.index(j / 2)));
         storeMatrices(b, loc, stagedAddress(stagedRow, chunk),
                       ArrayRef<Value>(words).slice(j, 4));
@@ -1634,20 +1637,22 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   // columns): lane l takes chunk l of a run of 32 (a head row's 512 bytes
   // of its warpgroup at width 512), heads past the count not at all.
   syncWarp(b, loc);
-  int64_t rowChunks = outputN / 8;
-  auto chunkType = VectorType::get({8}, b.getBF16Type());
-  for (int64_t i = 0; i < kMmaM / 4 * rowChunks / kWarpLanes; ++i) {
+  int64_t rowChunks = outputN / kChunk;
+  auto chunkType = VectorType::get({kChunk}, b.getBF16Type());
+  for (int64_t i = 0; i < kWarpRows * rowChunks / kWarpLanes; ++i) {
     Value linear = k.add(k.index(i * kWarpLanes), k.lane);
-    Value row =
-        k.add(k.mul(k.warp, k.index(16)), k.div(linear, k.index(rowChunks)));
+    Value row = k.add(k.mul(k.warp, k.index(kWarpRows)),
+                      k.div(linear, k.index(rowChunks)));
     Value chunk = k.add(k.mul(k.warpgroup, k.index(rowChunks)),
                         k.rem(linear, k.index(rowChunks)));
-    Value values = loadShared(b, loc, stagedAddress(row, chunk), chunkType, 16);
+    Value values =
+        loadShared(b, loc, stagedAddress(row, chunk), chunkType, kChunkBytes);
     Value head = k.add(headBase, row);
     k.ifThen(k.ult(head, k.index(heads)), [&] {
-      vector::StoreOp::create(b, loc, values, output,
-                              ValueRange{token, head, k.mul(chunk, k.index(8))},
-                              /*nontemporal=*/false, llvm::MaybeAlign(16));
+      vector::StoreOp::create(
+          b, loc, values, output,
+          ValueRange{token, head, k.mul(chunk, k.index(kChunk))},
+          /*nontemporal=*/false, llvm::MaybeAlign(kChunkBytes));
     });
   }
 
