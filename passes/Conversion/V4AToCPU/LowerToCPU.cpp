@@ -1721,14 +1721,18 @@ struct LowerStepWindow : public V4APattern<StepWindowOp> {
     Value tokens = e.dim(in.positions, 0);
     Value attend = e.allocShaped(op.getAttend().getType(), {tokens});
     Value store = e.allocShaped(op.getStore().getType(), {tokens});
-    // GPU kernels: a thread per (token, window row), not per token.
+    // GPU kernels: a thread per (token, group of window rows), not per
+    // token.
+    int64_t window = op.getWindow();
     if (tokenParallel)
-      e.parallelLoop(tokens, e.index(op.getWindow()), [&](Value t, Value j) {
-        emitWindowRows(e, in, tokens, op.getWindow(), attend, store, t, j);
-      });
+      e.parallelLoop(tokens, e.index(window / windowRowsPerThread(window)),
+                     [&](Value t, Value group) {
+                       emitWindowRows(e, in, tokens, window, attend, store, t,
+                                      group);
+                     });
     else
       e.parallelLoop(e.index(0), tokens, [&](Value t) {
-        emitWindowRows(e, in, tokens, op.getWindow(), attend, store, t);
+        emitWindowRows(e, in, tokens, window, attend, store, t);
       });
     rewriter.replaceOp(op, {e.tensor(attend, op.getAttend().getType()),
                             e.tensor(store, op.getStore().getType())});
@@ -1815,7 +1819,7 @@ constexpr int64_t kStateRowsAtOnce = 8;
 /// Group slots one thread of the compressor's pool kernel loads together.
 constexpr int64_t kPoolSlotsAtOnce = 8;
 /// Runs of tokens the compressor's state kernel spreads a step over.
-constexpr int64_t kStateThreadRows = 128;
+constexpr int64_t kStateThreadRows = 1024;
 
 /// The compressor over the packed tokens without a walk: what each
 /// completing token pools, and the state each sequence ends with, follow

@@ -10,9 +10,13 @@ namespace v4a {
 
 using IP = arith::CmpIPredicate;
 
+int64_t windowRowsPerThread(int64_t window) {
+  return window % 4 == 0 ? 4 : 1;
+}
+
 void emitWindowRows(cpu::LoopEmitter &e, const StepTokens &in, Value tokens,
                     int64_t window, Value attend, Value store, Value t,
-                    Value only) {
+                    Value group) {
   Value zero = e.index(0), one = e.index(1), minusOne = e.index(-1);
   Value w = e.index(window);
   Value p = e.loadIndex(in.positions, {t});
@@ -33,13 +37,16 @@ void emitWindowRows(cpu::LoopEmitter &e, const StepTokens &in, Value tokens,
     Value kept = e.cmp(IP::slt, e.sub(lastPosition, p), w);
     e.storeInt(e.select(kept, e.add(ring, e.rem(p, w)), minusOne), store, {t});
   };
-  if (!only) {
+  if (!group) {
     e.loop(zero, w, attendRow);
     storeRow();
     return;
   }
-  attendRow(only);
-  e.ifThen(e.cmp(IP::eq, only, zero), storeRow);
+  int64_t rows = windowRowsPerThread(window);
+  Value groupStart = e.mul(group, e.index(rows));
+  for (int64_t i = 0; i < rows; ++i)
+    attendRow(e.add(groupStart, e.index(i)));
+  e.ifThen(e.cmp(IP::eq, group, zero), storeRow);
 }
 
 void emitCompressedRows(cpu::LoopEmitter &e, const StepTokens &in,

@@ -2,7 +2,8 @@
 //
 // The rows one token of a batched step reads and writes (v4a.step_window,
 // v4a.step_compressed), emitted for token `t` over buffers: the CPU lowering
-// loops over the tokens, a GPU kernel gives each thread one token.
+// loops over the tokens, a GPU kernel gives each thread one token (or a
+// few of its window rows).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,12 +19,18 @@ struct StepTokens {
   mlir::Value positions, slots, first, last;
 };
 
-/// attend[t, 0..window) and store[t] of v4a.step_window; with `only`,
-/// attend[t, only] alone (and store[t] when `only` is 0).
+/// The window rows of a token that one GPU thread emits: a thread per row
+/// loads the token's four values for each (1 M threads at a prefill of
+/// 8,192 tokens), a thread per token leaves most of the GPU idle at decode.
+int64_t windowRowsPerThread(int64_t window);
+
+/// attend[t, 0..window) and store[t] of v4a.step_window; with `group`,
+/// only its windowRowsPerThread rows of attend[t] (and store[t] when
+/// `group` is 0).
 void emitWindowRows(cpu::LoopEmitter &e, const StepTokens &in,
                     mlir::Value tokens, int64_t window, mlir::Value attend,
                     mlir::Value store, mlir::Value t,
-                    mlir::Value only = mlir::Value());
+                    mlir::Value group = mlir::Value());
 
 /// base[t] and complete[t] of v4a.step_compressed.
 void emitCompressedRows(cpu::LoopEmitter &e, const StepTokens &in,
