@@ -10,9 +10,7 @@ namespace v4a {
 
 using IP = arith::CmpIPredicate;
 
-int64_t windowRowsPerThread(int64_t window) {
-  return window % 4 == 0 ? 4 : 1;
-}
+int64_t windowRowsPerThread(int64_t window) { return window % 4 == 0 ? 4 : 1; }
 
 void emitWindowRows(cpu::LoopEmitter &e, const StepTokens &in, Value tokens,
                     int64_t window, Value attend, Value store, Value t,
