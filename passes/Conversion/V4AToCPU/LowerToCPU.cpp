@@ -1820,6 +1820,8 @@ constexpr int64_t kStateRowsAtOnce = 8;
 constexpr int64_t kPoolSlotsAtOnce = 8;
 /// Runs of tokens the compressor's state kernel spreads a step over.
 constexpr int64_t kStateThreadRows = 1024;
+/// Columns one thread of the compressor's state kernel writes.
+constexpr int64_t kStateColumnsPerThread = 4;
 
 /// The compressor over the packed tokens without a walk: what each
 /// completing token pools, and the state each sequence ends with, follow
@@ -1872,22 +1874,31 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
   // state's current rows when it shares a group with the step's first
   // token, else in its previous rows; that first token shares q's group
   // exactly when the group's last position is in the step or after p.
-  auto valueAt = [&](const Token &k, Value group, Value i,
-                     Value c) -> std::pair<Value, Value> {
+  // The place is the same for every column: found once, read per column.
+  struct Place {
+    Value i, stepRow, stateRow, fromStep;
+  };
+  auto placeOf = [&](const Token &k, Value group, Value i) {
     Value q = e.add(e.mul(group, r), i);
-    Value u = packedIndex(k, q);
-    Value stepKv = e.load(kv, {u, c});
-    Value stepScore = e.add(e.load(score, {u, c}), e.load(ape, {i, c}));
     Value last = e.sub(e.mul(e.add(group, one), r), one);
     Value sameGroup = arith::OrIOp::create(b, loc, e.cmp(IP::sge, last, k.p),
                                            inStep(k, last));
     Value row = e.add(e.select(sameGroup, current, zero), i);
-    Value at = e.add(e.mul(row, width), c);
+    return Place{i, packedIndex(k, q), e.mul(row, width), inStep(k, q)};
+  };
+  auto valueIn = [&](const Token &k, const Place &place,
+                     Value c) -> std::pair<Value, Value> {
+    Value stepKv = e.load(kv, {place.stepRow, c});
+    Value stepScore =
+        e.add(e.load(score, {place.stepRow, c}), e.load(ape, {place.i, c}));
+    Value at = e.add(place.stateRow, c);
     Value stateKv = e.load(state, {e.add(k.base, at)});
     Value stateScore = e.load(state, {e.add(k.scoreBase, at)});
-    Value fromStep = inStep(k, q);
-    return {e.select(fromStep, stepKv, stateKv),
-            e.select(fromStep, stepScore, stateScore)};
+    return {e.select(place.fromStep, stepKv, stateKv),
+            e.select(place.fromStep, stepScore, stateScore)};
+  };
+  auto valueAt = [&](const Token &k, Value group, Value i, Value c) {
+    return valueIn(k, placeOf(k, group, i), c);
   };
   // Slot s of the group a token completes: its group, row in the group and
   // column (with overlap the previous group's rows in columns [0, d), the
@@ -1945,112 +1956,114 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
       poolSlots(fromStepOrState);
     });
   });
-  // Token t, if it is its sequence's last, writes the state rows of column
-  // c that the step changes.
-  auto writeStateOfLastToken = [&](Value t, Value c) {
+  // The state rows a step changes, each written by one thread, which reads
+  // no row another thread writes. Row i of a sequence's last group (the
+  // group after its last token) belongs to the step's token at that
+  // position, if there is one, else to the sequence's last token. When the
+  // step completed the group before it, the owner of row i first moves
+  // that group's row i to the previous rows (overlap; it may read the
+  // current row i, which only its owner writes), and the rows after the
+  // last token are reset; otherwise the state already holds the rows
+  // before the step's tokens and the reset rows after them. Spread so, a
+  // prefill's last group is written by its tokens' threads, not by one
+  // thread a column (the ratio-128 state at prefill 8,192 took 59 us on
+  // an H100 in that one thread's row loop).
+  Value slotRow = e.index(ratio);
+  auto completedBefore = [&](const Token &k, Value groupStart) {
+    return both(e.cmp(IP::sgt, groupStart, zero),
+                inStep(k, e.max(e.sub(groupStart, one), zero)));
+  };
+  auto storeRow = [&](const Token &k, Value row, Value c, Value kvValue,
+                      Value scoreValue) {
+    Value at = e.add(e.mul(row, width), c);
+    e.store(kvValue, state, {e.add(k.base, at)});
+    e.store(scoreValue, state, {e.add(k.scoreBase, at)});
+  };
+  // Rows `rows` of the completed group `group` move to the previous rows,
+  // every column's loads before the stores.
+  auto movePrevious = [&](const Token &k, Value group, ArrayRef<Value> rows,
+                          ArrayRef<Value> columns) {
+    SmallVector<std::tuple<Value, Value, Value, Value>> moved;
+    for (Value i : rows) {
+      Place place = placeOf(k, group, i);
+      for (Value c : columns) {
+        auto [kvValue, scoreValue] = valueIn(k, place, c);
+        moved.push_back({i, c, kvValue, scoreValue});
+      }
+    }
+    for (auto &[i, c, kvValue, scoreValue] : moved)
+      storeRow(k, i, c, kvValue, scoreValue);
+  };
+  auto writeState = [&](Value t, ArrayRef<Value> columns) {
     Token k = tokenAt(t);
+    Value group = e.div(k.p, r);
+    Value groupStart = e.mul(group, r);
+    Value i = e.sub(k.p, groupStart);
+    // The token's group is its sequence's last unless the step holds the
+    // group's last position.
+    Value inLastGroup = arith::XOrIOp::create(
+        b, loc, inStep(k, e.sub(e.add(groupStart, r), one)),
+        arith::ConstantIntOp::create(b, loc, 1, 1));
+    e.ifThen(inLastGroup, [&] {
+      SmallVector<std::pair<Value, Value>> values;
+      for (Value c : columns)
+        values.push_back({e.load(kv, {t, c}),
+                          e.add(e.load(score, {t, c}), e.load(ape, {i, c}))});
+      if (overlap)
+        e.ifThen(completedBefore(k, groupStart),
+                 [&] { movePrevious(k, e.sub(group, one), {i}, columns); });
+      for (auto [c, value] : llvm::zip(columns, values))
+        storeRow(k, e.add(current, i), c, value.first, value.second);
+    });
     Value next = e.min(e.add(t, one), lastToken);
     Value last = arith::OrIOp::create(
         b, loc, e.cmp(IP::eq, t, lastToken),
         e.cmp(IP::ne, e.loadIndex(slotIds, {next}), k.slot));
     e.ifThen(last, [&] {
-      // The group after the last token: its rows up to the last token, and
-      // (overlap) the whole group before it. Unless the step completed the
-      // group before it, only its own tokens' rows change: the state holds
-      // the earlier ones, and the later ones are reset (by the walk, or when
-      // the sequence started).
-      Value group = e.div(e.add(k.p, one), r);
-      Value groupStart = e.mul(group, r);
-      Value completed = both(e.cmp(IP::sgt, groupStart, zero),
-                             inStep(k, e.max(e.sub(groupStart, one), zero)));
-      auto storeRow = [&](Value i, Value kvValue, Value scoreValue) {
-        Value at = e.add(e.mul(e.add(current, i), width), c);
-        e.store(kvValue, state, {e.add(k.base, at)});
-        e.store(scoreValue, state, {e.add(k.scoreBase, at)});
-      };
-      // Rows in groups of `unroll`, their loads out together before their
-      // stores: a row's stores change no row a later load reads (the
-      // previous rows read their own places or the current rows, the
-      // current rows their own places or the step's).
-      int64_t unroll = std::gcd(ratio, kStateRowsAtOnce);
-      auto rowsInChunks = [&](auto valueOfRow, auto writeRow) {
-        e.loop(zero, e.index(ratio / unroll), [&](Value chunk) {
-          SmallVector<std::tuple<Value, Value, Value>> rows;
-          for (int64_t u = 0; u < unroll; ++u) {
-            Value i = e.add(e.mul(chunk, e.index(unroll)), e.index(u));
-            auto [kvValue, scoreValue] = valueOfRow(i);
-            rows.push_back({i, kvValue, scoreValue});
-          }
-          for (auto &[i, kvValue, scoreValue] : rows)
-            writeRow(i, kvValue, scoreValue);
+      Value after = e.add(k.p, one);
+      Value lastGroup = e.div(after, r);
+      Value lastStart = e.mul(lastGroup, r);
+      Value firstRow = e.sub(after, lastStart);
+      e.ifThen(completedBefore(k, lastStart), [&] {
+        // Rows [firstRow, ratio) in chunks, loads first; a chunk's rows
+        // before firstRow repeat row firstRow (the same values again).
+        int64_t unroll = std::gcd(ratio, kStateRowsAtOnce);
+        if (overlap)
+          e.loop(zero, e.index(ratio / unroll), [&](Value chunk) {
+            SmallVector<Value> rows;
+            for (int64_t u = 0; u < unroll; ++u)
+              rows.push_back(e.max(
+                  e.add(e.mul(chunk, e.index(unroll)), e.index(u)), firstRow));
+            movePrevious(k, e.sub(lastGroup, one), rows, columns);
+          });
+        e.loop(firstRow, slotRow, [&](Value row) {
+          for (Value c : columns)
+            storeRow(k, e.add(current, row), c, e.f32(0.0), e.f32(kNegInf));
         });
-      };
-      auto ifOp = scf::IfOp::create(b, loc, completed, /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      // The completed group becomes the previous one; it reads the current
-      // rows, so it goes first.
-      if (overlap)
-        rowsInChunks(
-            [&](Value i) { return valueAt(k, e.sub(group, one), i, c); },
-            [&](Value i, Value kvValue, Value scoreValue) {
-              Value before = e.add(e.mul(i, width), c);
-              e.store(kvValue, state, {e.add(k.base, before)});
-              e.store(scoreValue, state, {e.add(k.scoreBase, before)});
-            });
-      // Every current row: the step's up to the last token, reset after.
-      rowsInChunks(
-          [&](Value i) {
-            Value seen = e.cmp(IP::sle, e.add(groupStart, i), k.p);
-            auto [curKv, curScore] = valueAt(k, group, i, c);
-            return std::pair{e.select(seen, curKv, e.f32(0.0)),
-                             e.select(seen, curScore, e.f32(kNegInf))};
-          },
-          storeRow);
-      // Else the rows of this step's tokens in the group: from the first
-      // one to the last token's. When the position before the last token's
-      // is not in the step (a decode step), the first is the last: no
-      // search, whose dependent loads would be most of a decode step's
-      // state kernel. Otherwise it is found by halving (the step's
-      // positions of a sequence are consecutive).
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      Value lastRow = e.sub(k.p, groupStart);
-      Value earlierInStep = both(e.cmp(IP::sgt, lastRow, zero),
-                                 inStep(k, e.max(e.sub(k.p, one), zero)));
-      auto search = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()},
-                                      earlierInStep, /*withElseRegion=*/true);
-      b.setInsertionPointToStart(search.thenBlock());
-      int64_t halvings = llvm::Log2_64_Ceil(ratio) + 1;
-      Value found = e.loop(zero, e.index(halvings), {zero, lastRow},
-                           [&](Value, ValueRange range) -> SmallVector<Value> {
-                             Value mid =
-                                 e.div(e.add(range[0], range[1]), e.index(2));
-                             Value in = inStep(k, e.add(groupStart, mid));
-                             return {e.select(in, range[0], e.add(mid, one)),
-                                     e.select(in, mid, range[1])};
-                           })[1];
-      scf::YieldOp::create(b, loc, found);
-      b.setInsertionPointToStart(search.elseBlock());
-      scf::YieldOp::create(b, loc, lastRow);
-      b.setInsertionPointAfter(search);
-      Value firstRow = search.getResult(0);
-      e.loop(firstRow, e.add(lastRow, one), [&](Value i) {
-        auto [curKv, curScore] = valueAt(k, group, i, c);
-        storeRow(i, curKv, curScore);
       });
     });
   };
-  // The state's writers are the sequences' last tokens: a thread per
-  // column and run of tokens, at most kStateThreadRows runs, so that a long
-  // prefill does not launch a thread per token and column.
+  // A thread per run of tokens and group of columns (the tokens' checks
+  // once for several columns, apart by width / columnsPerThread so that a
+  // warp's accesses stay contiguous), at most kStateThreadRows runs, so
+  // that a long prefill does not launch a thread per token and column.
+  int64_t staticWidth = cast<MemRefType>(kv.getType()).getDimSize(1);
+  int64_t columnsPerThread =
+      ShapedType::isDynamic(staticWidth)
+          ? 1
+          : std::gcd(staticWidth, kStateColumnsPerThread);
+  Value columnGroups = e.div(width, e.index(columnsPerThread));
   Value run = e.max(e.div(e.add(tokens, e.index(kStateThreadRows - 1)),
                           e.index(kStateThreadRows)),
                     one);
   Value runs = e.div(e.add(tokens, e.sub(run, one)), run);
-  e.parallelLoop(runs, width, [&](Value g, Value c) {
+  e.parallelLoop(runs, columnGroups, [&](Value g, Value column) {
+    SmallVector<Value> columns;
+    for (int64_t u = 0; u < columnsPerThread; ++u)
+      columns.push_back(e.add(column, e.mul(e.index(u), columnGroups)));
     Value begin = e.mul(g, run);
     e.loop(begin, e.min(e.add(begin, run), tokens),
-           [&](Value t) { writeStateOfLastToken(t, c); });
+           [&](Value t) { writeState(t, columns); });
   });
 }
 
