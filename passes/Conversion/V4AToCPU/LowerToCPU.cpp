@@ -1819,7 +1819,7 @@ constexpr int64_t kStateRowsAtOnce = 8;
 /// Group slots one thread of the compressor's pool kernel loads together.
 constexpr int64_t kPoolSlotsAtOnce = 8;
 /// Runs of tokens the compressor's state kernel spreads a step over.
-constexpr int64_t kStateThreadRows = 1024;
+constexpr int64_t kStateThreadRows = 16384;
 /// Columns one thread of the compressor's state kernel writes.
 constexpr int64_t kStateColumnsPerThread = 4;
 
@@ -1968,7 +1968,6 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
   // prefill's last group is written by its tokens' threads, not by one
   // thread a column (the ratio-128 state at prefill 8,192 took 59 us on
   // an H100 in that one thread's row loop).
-  Value slotRow = e.index(ratio);
   auto completedBefore = [&](const Token &k, Value groupStart) {
     return both(e.cmp(IP::sgt, groupStart, zero),
                 inStep(k, e.max(e.sub(groupStart, one), zero)));
@@ -1994,49 +1993,98 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     for (auto &[i, c, kvValue, scoreValue] : moved)
       storeRow(k, i, c, kvValue, scoreValue);
   };
+  auto notValue = [&](Value x) {
+    return arith::XOrIOp::create(b, loc, x,
+                                 arith::ConstantIntOp::create(b, loc, 1, 1))
+        .getResult();
+  };
   auto writeState = [&](Value t, ArrayRef<Value> columns) {
     Token k = tokenAt(t);
     Value group = e.div(k.p, r);
     Value groupStart = e.mul(group, r);
     Value i = e.sub(k.p, groupStart);
     // The token's group is its sequence's last unless the step holds the
-    // group's last position.
-    Value inLastGroup = arith::XOrIOp::create(
-        b, loc, inStep(k, e.sub(e.add(groupStart, r), one)),
-        arith::ConstantIntOp::create(b, loc, 1, 1));
-    e.ifThen(inLastGroup, [&] {
+    // group's last position; it is the group before the last, with no
+    // token at its row of the last group, when the step holds that but
+    // not the position a group later.
+    Value endInStep = inStep(k, e.sub(e.add(groupStart, r), one));
+    Value nextInStep = inStep(k, e.add(k.p, r));
+    Value next = e.min(e.add(t, one), lastToken);
+    Value last = arith::OrIOp::create(
+        b, loc, e.cmp(IP::eq, t, lastToken),
+        e.cmp(IP::ne, e.loadIndex(slotIds, {next}), k.slot));
+    auto ownValues = [&] {
       SmallVector<std::pair<Value, Value>> values;
       for (Value c : columns)
         values.push_back({e.load(kv, {t, c}),
                           e.add(e.load(score, {t, c}), e.load(ape, {i, c}))});
+      return values;
+    };
+    e.ifThen(notValue(endInStep), [&] {
+      auto values = ownValues();
       if (overlap)
         e.ifThen(completedBefore(k, groupStart),
                  [&] { movePrevious(k, e.sub(group, one), {i}, columns); });
       for (auto [c, value] : llvm::zip(columns, values))
         storeRow(k, e.add(current, i), c, value.first, value.second);
     });
-    Value next = e.min(e.add(t, one), lastToken);
-    Value last = arith::OrIOp::create(
-        b, loc, e.cmp(IP::eq, t, lastToken),
-        e.cmp(IP::ne, e.loadIndex(slotIds, {next}), k.slot));
+    e.ifThen(both(endInStep, notValue(nextInStep)), [&] {
+      auto values =
+          overlap ? ownValues() : SmallVector<std::pair<Value, Value>>{};
+      for (auto [c, value] : llvm::zip(columns, values))
+        storeRow(k, i, c, value.first, value.second);
+      for (Value c : columns)
+        storeRow(k, e.add(current, i), c, e.f32(0.0), e.f32(kNegInf));
+    });
+    // The last token owns the rows after its own whose position in the
+    // completed group precedes the step (a decode step that completes a
+    // group: all but its own).
     e.ifThen(last, [&] {
       Value after = e.add(k.p, one);
       Value lastGroup = e.div(after, r);
       Value lastStart = e.mul(lastGroup, r);
       Value firstRow = e.sub(after, lastStart);
-      e.ifThen(completedBefore(k, lastStart), [&] {
-        // Rows [firstRow, ratio) in chunks, loads first; a chunk's rows
-        // before firstRow repeat row firstRow (the same values again).
+      Value completedStart = e.max(e.sub(lastStart, r), zero);
+      Value beforeStep =
+          both(completedBefore(k, lastStart),
+               notValue(inStep(k, e.add(completedStart, firstRow))));
+      e.ifThen(beforeStep, [&] {
+        // The row of the step's first position: this token's own when the
+        // position before it is not in the step, else found by halving
+        // (the step's positions of a sequence are consecutive).
+        Value alone = notValue(inStep(k, e.max(e.sub(k.p, one), zero)));
+        auto search = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()},
+                                        alone, /*withElseRegion=*/true);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(search.thenBlock());
+        scf::YieldOp::create(b, loc, e.sub(k.p, completedStart));
+        b.setInsertionPointToStart(search.elseBlock());
+        int64_t halvings = llvm::Log2_64_Ceil(ratio) + 1;
+        Value found = e.loop(
+            zero, e.index(halvings), {e.add(firstRow, one), e.sub(r, one)},
+            [&](Value, ValueRange range) -> SmallVector<Value> {
+              Value mid = e.div(e.add(range[0], range[1]), e.index(2));
+              Value in = inStep(k, e.add(completedStart, mid));
+              return {e.select(in, range[0], e.add(mid, one)),
+                      e.select(in, mid, range[1])};
+            })[1];
+        scf::YieldOp::create(b, loc, found);
+        b.setInsertionPointAfter(search);
+        Value endRow = search.getResult(0);
+        // Rows [firstRow, endRow) in chunks, loads first; a chunk's rows
+        // outside repeat an end row (the same values again).
         int64_t unroll = std::gcd(ratio, kStateRowsAtOnce);
+        Value lastOwned = e.sub(endRow, one);
         if (overlap)
           e.loop(zero, e.index(ratio / unroll), [&](Value chunk) {
             SmallVector<Value> rows;
-            for (int64_t u = 0; u < unroll; ++u)
-              rows.push_back(e.max(
-                  e.add(e.mul(chunk, e.index(unroll)), e.index(u)), firstRow));
+            for (int64_t u = 0; u < unroll; ++u) {
+              Value row = e.add(e.mul(chunk, e.index(unroll)), e.index(u));
+              rows.push_back(e.min(e.max(row, firstRow), lastOwned));
+            }
             movePrevious(k, e.sub(lastGroup, one), rows, columns);
           });
-        e.loop(firstRow, slotRow, [&](Value row) {
+        e.loop(firstRow, endRow, [&](Value row) {
           for (Value c : columns)
             storeRow(k, e.add(current, row), c, e.f32(0.0), e.f32(kNegInf));
         });
