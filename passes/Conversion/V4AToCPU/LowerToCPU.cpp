@@ -1017,44 +1017,67 @@ struct LowerHadamard : public V4APattern<HadamardOp> {
   }
 };
 
+/// (kv, score) of one slot in each of several columns.
+using SlotColumns =
+    std::function<SmallVector<std::pair<Value, Value>>(Value slot)>;
+
 /// Softmax-weighted pooling over `slots` (kv, score) pairs produced by
-/// `slot(s)`; slots with score -inf contribute nothing; all -inf gives 0.
-/// With `atOnce` > 1 (it must divide the slot count) each pass takes that
-/// many slots together, their loads first, then folds them in slot order:
-/// the same sums in the same order, with the loads in flight together
-/// (where a thread's slot reads are most of its time, as on a GPU).
-Value pool(LoopEmitter &e, Value slots,
-           const std::function<std::pair<Value, Value>(Value)> &slot,
-           int64_t atOnce = 1) {
+/// `slot(s)`, in each of `columns` columns; slots with score -inf
+/// contribute nothing; all -inf gives 0. With `atOnce` > 1 (it must divide
+/// the slot count) each pass takes that many slots together, their loads
+/// first, then folds them in slot order: the same sums in the same order,
+/// with the loads in flight together (where a thread's slot reads are most
+/// of its time, as on a GPU).
+SmallVector<Value> poolColumns(LoopEmitter &e, Value slots, int64_t columns,
+                               const SlotColumns &slot, int64_t atOnce = 1) {
   Value zero = e.index(0);
   // Slots [chunk * atOnce, (chunk + 1) * atOnce), in order.
   auto chunkSlots = [&](Value chunk) {
-    SmallVector<std::pair<Value, Value>> values;
+    SmallVector<SmallVector<std::pair<Value, Value>>> values;
     for (int64_t u = 0; u < atOnce; ++u)
       values.push_back(slot(e.add(e.mul(chunk, e.index(atOnce)), e.index(u))));
     return values;
   };
   Value chunks = e.div(slots, e.index(atOnce));
-  Value m = e.loop(zero, chunks, {e.f32(kNegInf)},
-                   [&](Value chunk, ValueRange a) -> SmallVector<Value> {
-                     Value max = a[0];
-                     for (auto &[kv, score] : chunkSlots(chunk))
-                       max = e.max(max, score);
-                     return {max};
-                   })[0];
-  SmallVector<Value> sums =
-      e.loop(zero, chunks, {e.f32(0.0), e.f32(0.0)},
+  Value negInf = e.f32(kNegInf), zeroF = e.f32(0.0);
+  SmallVector<Value> maxima =
+      e.loop(zero, chunks, SmallVector<Value>(columns, negInf),
              [&](Value chunk, ValueRange a) -> SmallVector<Value> {
-               Value weighted = a[0], total = a[1];
-               for (auto &[kv, score] : chunkSlots(chunk)) {
-                 Value w = e.exp(e.sub(score, m));
-                 weighted = e.add(weighted, e.mul(kv, w));
-                 total = e.add(total, w);
-               }
-               return {weighted, total};
+               SmallVector<Value> max(a.begin(), a.end());
+               for (auto &values : chunkSlots(chunk))
+                 for (int64_t c = 0; c < columns; ++c)
+                   max[c] = e.max(max[c], values[c].second);
+               return max;
              });
-  Value empty = e.cmp(FP::OEQ, m, e.f32(kNegInf));
-  return e.select(empty, e.f32(0.0), e.div(sums[0], sums[1]));
+  SmallVector<Value> sums =
+      e.loop(zero, chunks, SmallVector<Value>(2 * columns, zeroF),
+             [&](Value chunk, ValueRange a) -> SmallVector<Value> {
+               SmallVector<Value> next(a.begin(), a.end());
+               for (auto &values : chunkSlots(chunk))
+                 for (int64_t c = 0; c < columns; ++c) {
+                   auto [kv, score] = values[c];
+                   Value w = e.exp(e.sub(score, maxima[c]));
+                   next[2 * c] = e.add(next[2 * c], e.mul(kv, w));
+                   next[2 * c + 1] = e.add(next[2 * c + 1], w);
+                 }
+               return next;
+             });
+  SmallVector<Value> pooled;
+  for (int64_t c = 0; c < columns; ++c) {
+    Value empty = e.cmp(FP::OEQ, maxima[c], negInf);
+    Value mean = e.div(sums[2 * c], sums[2 * c + 1]);
+    pooled.push_back(e.select(empty, zeroF, mean));
+  }
+  return pooled;
+}
+
+Value pool(LoopEmitter &e, Value slots,
+           const std::function<std::pair<Value, Value>(Value)> &slot,
+           int64_t atOnce = 1) {
+  return poolColumns(
+      e, slots, 1,
+      [&](Value s) { return SmallVector<std::pair<Value, Value>>{slot(s)}; },
+      atOnce)[0];
 }
 
 struct LowerCompress : public V4APattern<CompressOp> {
@@ -1822,6 +1845,8 @@ constexpr int64_t kPoolSlotsAtOnce = 8;
 constexpr int64_t kStateThreadRows = 16384;
 /// Columns one thread of the compressor's state kernel writes.
 constexpr int64_t kStateColumnsPerThread = 4;
+/// Features one thread of the compressor's pool kernel pools.
+constexpr int64_t kPoolFeaturesPerThread = 4;
 
 /// The compressor over the packed tokens without a walk: what each
 /// completing token pools, and the state each sequence ends with, follow
@@ -1897,12 +1922,15 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     return {e.select(place.fromStep, stepKv, stateKv),
             e.select(place.fromStep, stepScore, stateScore)};
   };
-  auto valueAt = [&](const Token &k, Value group, Value i, Value c) {
-    return valueIn(k, placeOf(k, group, i), c);
-  };
   // Slot s of the group a token completes: its group, row in the group and
   // column (with overlap the previous group's rows in columns [0, d), the
   // current's in [d, 2d)).
+  // Columns a thread takes of rows of `columns` (1 when the width is not
+  // static).
+  int64_t staticWidth = cast<MemRefType>(kv.getType()).getDimSize(1);
+  auto perThread = [&](int64_t columns, int64_t wanted) -> int64_t {
+    return ShapedType::isDynamic(staticWidth) ? 1 : std::gcd(columns, wanted);
+  };
   auto slotPlace = [&](Value group, Value s,
                        Value f) -> std::tuple<Value, Value, Value> {
     if (!overlap)
@@ -1912,21 +1940,53 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
             e.select(previous, s, e.sub(s, r)),
             e.select(previous, f, e.add(d, f))};
   };
-  e.parallelLoop(tokens, d, [&](Value t, Value f) {
+  // A thread per token and group of features (apart by d / featureGroups,
+  // so that a warp's accesses stay contiguous): a token's checks and each
+  // slot's place once for several features, and a quarter of the threads
+  // that, for the tokens completing no group, only store zeros (on an
+  // H100, a thread per feature held the ratio-4 pool at prefill 8,192 to
+  // ~46 us, nearly all of it waiting for the tokens' positions).
+  int64_t featuresPerThread = perThread(overlap ? staticWidth / 2 : staticWidth,
+                                        kPoolFeaturesPerThread);
+  Value featureGroups = e.div(d, e.index(featuresPerThread));
+  auto featuresOf = [&](Value g) {
+    SmallVector<Value> features;
+    for (int64_t u = 0; u < featuresPerThread; ++u)
+      features.push_back(e.add(g, e.mul(e.index(u), featureGroups)));
+    return features;
+  };
+  e.parallelLoop(tokens, featureGroups, [&](Value t, Value g) {
+    SmallVector<Value> features = featuresOf(g);
     Token k = tokenAt(t);
     Value group = e.div(k.p, r);
     Value completes = e.cmp(IP::eq, e.rem(k.p, r), e.sub(r, one));
-    e.store(e.f32(0.0), out, {t, f});
+    for (Value f : features)
+      e.store(e.f32(0.0), out, {t, f});
     // A completing token's thread reads every slot of its group, several
     // at once.
     int64_t atOnce = std::gcd(slots, kPoolSlotsAtOnce);
-    auto poolSlots =
-        [&](const std::function<std::pair<Value, Value>(Value)> &slot) {
-          e.store(pool(e, slotCount, slot, atOnce), out, {t, f});
-        };
+    auto poolSlots = [&](const SlotColumns &slot) {
+      SmallVector<Value> pooled =
+          poolColumns(e, slotCount, featuresPerThread, slot, atOnce);
+      for (auto [f, value] : llvm::zip(features, pooled))
+        e.store(value, out, {t, f});
+    };
+    // The slot's group, row and columns (with overlap the previous group's
+    // rows in columns [0, d), the current's in [d, 2d)).
+    auto slotColumns = [&](Value s) {
+      auto [g, i, offset] = slotPlace(group, s, zero);
+      SmallVector<Value> columns;
+      for (Value f : features)
+        columns.push_back(e.add(offset, f));
+      return std::tuple{g, i, columns};
+    };
     auto fromStepOrState = [&](Value s) {
-      auto [g, i, c] = slotPlace(group, s, f);
-      return valueAt(k, g, i, c);
+      auto [g, i, columns] = slotColumns(s);
+      Place place = placeOf(k, g, i);
+      SmallVector<std::pair<Value, Value>> values;
+      for (Value c : columns)
+        values.push_back(valueIn(k, place, c));
+      return values;
     };
     // With more slots than one round of loads takes, a group whose first
     // slot's position is in the step has every slot there (a sequence's
@@ -1946,28 +2006,19 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
                                     /*withElseRegion=*/true);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
-      poolSlots([&](Value s) -> std::pair<Value, Value> {
-        auto [g, i, c] = slotPlace(group, s, f);
+      poolSlots([&](Value s) {
+        auto [g, i, columns] = slotColumns(s);
         Value u = e.sub(k.t, e.sub(k.p, e.add(e.mul(g, r), i)));
-        return {e.load(kv, {u, c}),
-                e.add(e.load(score, {u, c}), e.load(ape, {i, c}))};
+        SmallVector<std::pair<Value, Value>> values;
+        for (Value c : columns)
+          values.push_back({e.load(kv, {u, c}),
+                            e.add(e.load(score, {u, c}), e.load(ape, {i, c}))});
+        return values;
       });
       b.setInsertionPointToStart(ifOp.elseBlock());
       poolSlots(fromStepOrState);
     });
   });
-  // The state rows a step changes, each written by one thread, which reads
-  // no row another thread writes. Row i of a sequence's last group (the
-  // group after its last token) belongs to the step's token at that
-  // position, if there is one, else to the sequence's last token. When the
-  // step completed the group before it, the owner of row i first moves
-  // that group's row i to the previous rows (overlap; it may read the
-  // current row i, which only its owner writes), and the rows after the
-  // last token are reset; otherwise the state already holds the rows
-  // before the step's tokens and the reset rows after them. Spread so, a
-  // prefill's last group is written by its tokens' threads, not by one
-  // thread a column (the ratio-128 state at prefill 8,192 took 59 us on
-  // an H100 in that one thread's row loop).
   auto completedBefore = [&](const Token &k, Value groupStart) {
     return both(e.cmp(IP::sgt, groupStart, zero),
                 inStep(k, e.max(e.sub(groupStart, one), zero)));
@@ -2095,11 +2146,7 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
   // once for several columns, apart by width / columnsPerThread so that a
   // warp's accesses stay contiguous), at most kStateThreadRows runs, so
   // that a long prefill does not launch a thread per token and column.
-  int64_t staticWidth = cast<MemRefType>(kv.getType()).getDimSize(1);
-  int64_t columnsPerThread =
-      ShapedType::isDynamic(staticWidth)
-          ? 1
-          : std::gcd(staticWidth, kStateColumnsPerThread);
+  int64_t columnsPerThread = perThread(staticWidth, kStateColumnsPerThread);
   Value columnGroups = e.div(width, e.index(columnsPerThread));
   Value run = e.max(e.div(e.add(tokens, e.index(kStateThreadRows - 1)),
                           e.index(kStateThreadRows)),
