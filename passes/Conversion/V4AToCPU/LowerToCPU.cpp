@@ -1844,9 +1844,11 @@ constexpr int64_t kPoolSlotsAtOnce = 8;
 /// Runs of tokens the compressor's state kernel spreads a step over.
 constexpr int64_t kStateThreadRows = 16384;
 /// Columns one thread of the compressor's state kernel writes.
-constexpr int64_t kStateColumnsPerThread = 4;
-/// Features one thread of the compressor's pool kernel pools.
+constexpr int64_t kStateColumnsPerThread = 8;
+/// Features one thread of the compressor's pool kernel pools over wide
+/// rows with overlap, and the width from which a row counts as wide.
 constexpr int64_t kPoolFeaturesPerThread = 4;
+constexpr int64_t kWidePoolRow = 512;
 
 /// The compressor over the packed tokens without a walk: what each
 /// completing token pools, and the state each sequence ends with, follow
@@ -1941,13 +1943,18 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
             e.select(previous, f, e.add(d, f))};
   };
   // A thread per token and group of features (apart by d / featureGroups,
-  // so that a warp's accesses stay contiguous): a token's checks and each
-  // slot's place once for several features, and a quarter of the threads
-  // that, for the tokens completing no group, only store zeros (on an
-  // H100, a thread per feature held the ratio-4 pool at prefill 8,192 to
-  // ~46 us, nearly all of it waiting for the tokens' positions).
-  int64_t featuresPerThread = perThread(overlap ? staticWidth / 2 : staticWidth,
-                                        kPoolFeaturesPerThread);
+  // so that a warp's accesses stay contiguous) where most threads belong to
+  // tokens that complete no group and only store zeros: with overlap over
+  // wide rows (ratio 4, d 512). Measured on an H100 at prefill 8,192
+  // (bench/kernels-notes.md): four features a thread took that pool from
+  // 47.9 to 35.4 us (a thread per feature waited for its token's position
+  // in every warp, over ~29 waves), and made the ratio-128 pool (a long
+  // chain of slots in the few completing threads) 44 -> 57 us and the
+  // indexer's (d 128) 15.1 -> 16.1.
+  int64_t poolWidth = overlap ? staticWidth / 2 : staticWidth;
+  int64_t featuresPerThread = overlap && poolWidth >= kWidePoolRow
+                                  ? perThread(poolWidth, kPoolFeaturesPerThread)
+                                  : 1;
   Value featureGroups = e.div(d, e.index(featuresPerThread));
   auto featuresOf = [&](Value g) {
     SmallVector<Value> features;
