@@ -1017,44 +1017,67 @@ struct LowerHadamard : public V4APattern<HadamardOp> {
   }
 };
 
+/// (kv, score) of one slot in each of several columns.
+using SlotColumns =
+    std::function<SmallVector<std::pair<Value, Value>>(Value slot)>;
+
 /// Softmax-weighted pooling over `slots` (kv, score) pairs produced by
-/// `slot(s)`; slots with score -inf contribute nothing; all -inf gives 0.
-/// With `atOnce` > 1 (it must divide the slot count) each pass takes that
-/// many slots together, their loads first, then folds them in slot order:
-/// the same sums in the same order, with the loads in flight together
-/// (where a thread's slot reads are most of its time, as on a GPU).
-Value pool(LoopEmitter &e, Value slots,
-           const std::function<std::pair<Value, Value>(Value)> &slot,
-           int64_t atOnce = 1) {
+/// `slot(s)`, in each of `columns` columns; slots with score -inf
+/// contribute nothing; all -inf gives 0. With `atOnce` > 1 (it must divide
+/// the slot count) each pass takes that many slots together, their loads
+/// first, then folds them in slot order: the same sums in the same order,
+/// with the loads in flight together (where a thread's slot reads are most
+/// of its time, as on a GPU).
+SmallVector<Value> poolColumns(LoopEmitter &e, Value slots, int64_t columns,
+                               const SlotColumns &slot, int64_t atOnce = 1) {
   Value zero = e.index(0);
   // Slots [chunk * atOnce, (chunk + 1) * atOnce), in order.
   auto chunkSlots = [&](Value chunk) {
-    SmallVector<std::pair<Value, Value>> values;
+    SmallVector<SmallVector<std::pair<Value, Value>>> values;
     for (int64_t u = 0; u < atOnce; ++u)
       values.push_back(slot(e.add(e.mul(chunk, e.index(atOnce)), e.index(u))));
     return values;
   };
   Value chunks = e.div(slots, e.index(atOnce));
-  Value m = e.loop(zero, chunks, {e.f32(kNegInf)},
-                   [&](Value chunk, ValueRange a) -> SmallVector<Value> {
-                     Value max = a[0];
-                     for (auto &[kv, score] : chunkSlots(chunk))
-                       max = e.max(max, score);
-                     return {max};
-                   })[0];
-  SmallVector<Value> sums =
-      e.loop(zero, chunks, {e.f32(0.0), e.f32(0.0)},
+  Value negInf = e.f32(kNegInf), zeroF = e.f32(0.0);
+  SmallVector<Value> maxima =
+      e.loop(zero, chunks, SmallVector<Value>(columns, negInf),
              [&](Value chunk, ValueRange a) -> SmallVector<Value> {
-               Value weighted = a[0], total = a[1];
-               for (auto &[kv, score] : chunkSlots(chunk)) {
-                 Value w = e.exp(e.sub(score, m));
-                 weighted = e.add(weighted, e.mul(kv, w));
-                 total = e.add(total, w);
-               }
-               return {weighted, total};
+               SmallVector<Value> max(a.begin(), a.end());
+               for (auto &values : chunkSlots(chunk))
+                 for (int64_t c = 0; c < columns; ++c)
+                   max[c] = e.max(max[c], values[c].second);
+               return max;
              });
-  Value empty = e.cmp(FP::OEQ, m, e.f32(kNegInf));
-  return e.select(empty, e.f32(0.0), e.div(sums[0], sums[1]));
+  SmallVector<Value> sums =
+      e.loop(zero, chunks, SmallVector<Value>(2 * columns, zeroF),
+             [&](Value chunk, ValueRange a) -> SmallVector<Value> {
+               SmallVector<Value> next(a.begin(), a.end());
+               for (auto &values : chunkSlots(chunk))
+                 for (int64_t c = 0; c < columns; ++c) {
+                   auto [kv, score] = values[c];
+                   Value w = e.exp(e.sub(score, maxima[c]));
+                   next[2 * c] = e.add(next[2 * c], e.mul(kv, w));
+                   next[2 * c + 1] = e.add(next[2 * c + 1], w);
+                 }
+               return next;
+             });
+  SmallVector<Value> pooled;
+  for (int64_t c = 0; c < columns; ++c) {
+    Value empty = e.cmp(FP::OEQ, maxima[c], negInf);
+    Value mean = e.div(sums[2 * c], sums[2 * c + 1]);
+    pooled.push_back(e.select(empty, zeroF, mean));
+  }
+  return pooled;
+}
+
+Value pool(LoopEmitter &e, Value slots,
+           const std::function<std::pair<Value, Value>(Value)> &slot,
+           int64_t atOnce = 1) {
+  return poolColumns(
+      e, slots, 1,
+      [&](Value s) { return SmallVector<std::pair<Value, Value>>{slot(s)}; },
+      atOnce)[0];
 }
 
 struct LowerCompress : public V4APattern<CompressOp> {
@@ -1819,7 +1842,13 @@ constexpr int64_t kStateRowsAtOnce = 8;
 /// Group slots one thread of the compressor's pool kernel loads together.
 constexpr int64_t kPoolSlotsAtOnce = 8;
 /// Runs of tokens the compressor's state kernel spreads a step over.
-constexpr int64_t kStateThreadRows = 1024;
+constexpr int64_t kStateThreadRows = 16384;
+/// Columns one thread of the compressor's state kernel writes.
+constexpr int64_t kStateColumnsPerThread = 8;
+/// Features one thread of the compressor's pool kernel pools over wide
+/// rows with overlap, and the width from which a row counts as wide.
+constexpr int64_t kPoolFeaturesPerThread = 4;
+constexpr int64_t kWidePoolRow = 512;
 
 /// The compressor over the packed tokens without a walk: what each
 /// completing token pools, and the state each sequence ends with, follow
@@ -1872,26 +1901,38 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
   // state's current rows when it shares a group with the step's first
   // token, else in its previous rows; that first token shares q's group
   // exactly when the group's last position is in the step or after p.
-  auto valueAt = [&](const Token &k, Value group, Value i,
-                     Value c) -> std::pair<Value, Value> {
+  // The place is the same for every column: found once, read per column.
+  struct Place {
+    Value i, stepRow, stateRow, fromStep;
+  };
+  auto placeOf = [&](const Token &k, Value group, Value i) {
     Value q = e.add(e.mul(group, r), i);
-    Value u = packedIndex(k, q);
-    Value stepKv = e.load(kv, {u, c});
-    Value stepScore = e.add(e.load(score, {u, c}), e.load(ape, {i, c}));
     Value last = e.sub(e.mul(e.add(group, one), r), one);
     Value sameGroup = arith::OrIOp::create(b, loc, e.cmp(IP::sge, last, k.p),
                                            inStep(k, last));
     Value row = e.add(e.select(sameGroup, current, zero), i);
-    Value at = e.add(e.mul(row, width), c);
+    return Place{i, packedIndex(k, q), e.mul(row, width), inStep(k, q)};
+  };
+  auto valueIn = [&](const Token &k, const Place &place,
+                     Value c) -> std::pair<Value, Value> {
+    Value stepKv = e.load(kv, {place.stepRow, c});
+    Value stepScore =
+        e.add(e.load(score, {place.stepRow, c}), e.load(ape, {place.i, c}));
+    Value at = e.add(place.stateRow, c);
     Value stateKv = e.load(state, {e.add(k.base, at)});
     Value stateScore = e.load(state, {e.add(k.scoreBase, at)});
-    Value fromStep = inStep(k, q);
-    return {e.select(fromStep, stepKv, stateKv),
-            e.select(fromStep, stepScore, stateScore)};
+    return {e.select(place.fromStep, stepKv, stateKv),
+            e.select(place.fromStep, stepScore, stateScore)};
   };
   // Slot s of the group a token completes: its group, row in the group and
   // column (with overlap the previous group's rows in columns [0, d), the
   // current's in [d, 2d)).
+  // Columns a thread takes of rows of `columns` (1 when the width is not
+  // static).
+  int64_t staticWidth = cast<MemRefType>(kv.getType()).getDimSize(1);
+  auto perThread = [&](int64_t columns, int64_t wanted) -> int64_t {
+    return ShapedType::isDynamic(staticWidth) ? 1 : std::gcd(columns, wanted);
+  };
   auto slotPlace = [&](Value group, Value s,
                        Value f) -> std::tuple<Value, Value, Value> {
     if (!overlap)
@@ -1901,21 +1942,58 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
             e.select(previous, s, e.sub(s, r)),
             e.select(previous, f, e.add(d, f))};
   };
-  e.parallelLoop(tokens, d, [&](Value t, Value f) {
+  // A thread per token and group of features (apart by d / featureGroups,
+  // so that a warp's accesses stay contiguous) where most threads belong to
+  // tokens that complete no group and only store zeros: with overlap over
+  // wide rows (ratio 4, d 512). Measured on an H100 at prefill 8,192
+  // (bench/kernels-notes.md): four features a thread took that pool from
+  // 47.9 to 35.4 us (a thread per feature waited for its token's position
+  // in every warp, over ~29 waves), and made the ratio-128 pool (a long
+  // chain of slots in the few completing threads) 44 -> 57 us and the
+  // indexer's (d 128) 15.1 -> 16.1.
+  int64_t poolWidth = overlap ? staticWidth / 2 : staticWidth;
+  int64_t featuresPerThread = overlap && poolWidth >= kWidePoolRow
+                                  ? perThread(poolWidth, kPoolFeaturesPerThread)
+                                  : 1;
+  Value featureGroups = e.div(d, e.index(featuresPerThread));
+  auto featuresOf = [&](Value g) {
+    SmallVector<Value> features;
+    for (int64_t u = 0; u < featuresPerThread; ++u)
+      features.push_back(e.add(g, e.mul(e.index(u), featureGroups)));
+    return features;
+  };
+  e.parallelLoop(tokens, featureGroups, [&](Value t, Value g) {
+    SmallVector<Value> features = featuresOf(g);
     Token k = tokenAt(t);
     Value group = e.div(k.p, r);
     Value completes = e.cmp(IP::eq, e.rem(k.p, r), e.sub(r, one));
-    e.store(e.f32(0.0), out, {t, f});
+    for (Value f : features)
+      e.store(e.f32(0.0), out, {t, f});
     // A completing token's thread reads every slot of its group, several
     // at once.
     int64_t atOnce = std::gcd(slots, kPoolSlotsAtOnce);
-    auto poolSlots =
-        [&](const std::function<std::pair<Value, Value>(Value)> &slot) {
-          e.store(pool(e, slotCount, slot, atOnce), out, {t, f});
-        };
+    auto poolSlots = [&](const SlotColumns &slot) {
+      SmallVector<Value> pooled =
+          poolColumns(e, slotCount, featuresPerThread, slot, atOnce);
+      for (auto [f, value] : llvm::zip(features, pooled))
+        e.store(value, out, {t, f});
+    };
+    // The slot's group, row and columns (with overlap the previous group's
+    // rows in columns [0, d), the current's in [d, 2d)).
+    auto slotColumns = [&](Value s) {
+      auto [g, i, offset] = slotPlace(group, s, zero);
+      SmallVector<Value> columns;
+      for (Value f : features)
+        columns.push_back(e.add(offset, f));
+      return std::tuple{g, i, columns};
+    };
     auto fromStepOrState = [&](Value s) {
-      auto [g, i, c] = slotPlace(group, s, f);
-      return valueAt(k, g, i, c);
+      auto [g, i, columns] = slotColumns(s);
+      Place place = placeOf(k, g, i);
+      SmallVector<std::pair<Value, Value>> values;
+      for (Value c : columns)
+        values.push_back(valueIn(k, place, c));
+      return values;
     };
     // With more slots than one round of loads takes, a group whose first
     // slot's position is in the step has every slot there (a sequence's
@@ -1935,122 +2013,159 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
                                     /*withElseRegion=*/true);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
-      poolSlots([&](Value s) -> std::pair<Value, Value> {
-        auto [g, i, c] = slotPlace(group, s, f);
+      poolSlots([&](Value s) {
+        auto [g, i, columns] = slotColumns(s);
         Value u = e.sub(k.t, e.sub(k.p, e.add(e.mul(g, r), i)));
-        return {e.load(kv, {u, c}),
-                e.add(e.load(score, {u, c}), e.load(ape, {i, c}))};
+        SmallVector<std::pair<Value, Value>> values;
+        for (Value c : columns)
+          values.push_back({e.load(kv, {u, c}),
+                            e.add(e.load(score, {u, c}), e.load(ape, {i, c}))});
+        return values;
       });
       b.setInsertionPointToStart(ifOp.elseBlock());
       poolSlots(fromStepOrState);
     });
   });
-  // Token t, if it is its sequence's last, writes the state rows of column
-  // c that the step changes.
-  auto writeStateOfLastToken = [&](Value t, Value c) {
+  auto completedBefore = [&](const Token &k, Value groupStart) {
+    return both(e.cmp(IP::sgt, groupStart, zero),
+                inStep(k, e.max(e.sub(groupStart, one), zero)));
+  };
+  auto storeRow = [&](const Token &k, Value row, Value c, Value kvValue,
+                      Value scoreValue) {
+    Value at = e.add(e.mul(row, width), c);
+    e.store(kvValue, state, {e.add(k.base, at)});
+    e.store(scoreValue, state, {e.add(k.scoreBase, at)});
+  };
+  // Rows `rows` of the completed group `group` move to the previous rows,
+  // every column's loads before the stores.
+  auto movePrevious = [&](const Token &k, Value group, ArrayRef<Value> rows,
+                          ArrayRef<Value> columns) {
+    SmallVector<std::tuple<Value, Value, Value, Value>> moved;
+    for (Value i : rows) {
+      Place place = placeOf(k, group, i);
+      for (Value c : columns) {
+        auto [kvValue, scoreValue] = valueIn(k, place, c);
+        moved.push_back({i, c, kvValue, scoreValue});
+      }
+    }
+    for (auto &[i, c, kvValue, scoreValue] : moved)
+      storeRow(k, i, c, kvValue, scoreValue);
+  };
+  auto notValue = [&](Value x) {
+    return arith::XOrIOp::create(b, loc, x,
+                                 arith::ConstantIntOp::create(b, loc, 1, 1))
+        .getResult();
+  };
+  auto writeState = [&](Value t, ArrayRef<Value> columns) {
     Token k = tokenAt(t);
+    Value group = e.div(k.p, r);
+    Value groupStart = e.mul(group, r);
+    Value i = e.sub(k.p, groupStart);
+    // The token's group is its sequence's last unless the step holds the
+    // group's last position; it is the group before the last, with no
+    // token at its row of the last group, when the step holds that but
+    // not the position a group later.
+    Value endInStep = inStep(k, e.sub(e.add(groupStart, r), one));
+    Value nextInStep = inStep(k, e.add(k.p, r));
     Value next = e.min(e.add(t, one), lastToken);
     Value last = arith::OrIOp::create(
         b, loc, e.cmp(IP::eq, t, lastToken),
         e.cmp(IP::ne, e.loadIndex(slotIds, {next}), k.slot));
-    e.ifThen(last, [&] {
-      // The group after the last token: its rows up to the last token, and
-      // (overlap) the whole group before it. Unless the step completed the
-      // group before it, only its own tokens' rows change: the state holds
-      // the earlier ones, and the later ones are reset (by the walk, or when
-      // the sequence started).
-      Value group = e.div(e.add(k.p, one), r);
-      Value groupStart = e.mul(group, r);
-      Value completed = both(e.cmp(IP::sgt, groupStart, zero),
-                             inStep(k, e.max(e.sub(groupStart, one), zero)));
-      auto storeRow = [&](Value i, Value kvValue, Value scoreValue) {
-        Value at = e.add(e.mul(e.add(current, i), width), c);
-        e.store(kvValue, state, {e.add(k.base, at)});
-        e.store(scoreValue, state, {e.add(k.scoreBase, at)});
-      };
-      // Rows in groups of `unroll`, their loads out together before their
-      // stores: a row's stores change no row a later load reads (the
-      // previous rows read their own places or the current rows, the
-      // current rows their own places or the step's).
-      int64_t unroll = std::gcd(ratio, kStateRowsAtOnce);
-      auto rowsInChunks = [&](auto valueOfRow, auto writeRow) {
-        e.loop(zero, e.index(ratio / unroll), [&](Value chunk) {
-          SmallVector<std::tuple<Value, Value, Value>> rows;
-          for (int64_t u = 0; u < unroll; ++u) {
-            Value i = e.add(e.mul(chunk, e.index(unroll)), e.index(u));
-            auto [kvValue, scoreValue] = valueOfRow(i);
-            rows.push_back({i, kvValue, scoreValue});
-          }
-          for (auto &[i, kvValue, scoreValue] : rows)
-            writeRow(i, kvValue, scoreValue);
-        });
-      };
-      auto ifOp = scf::IfOp::create(b, loc, completed, /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      // The completed group becomes the previous one; it reads the current
-      // rows, so it goes first.
+    auto ownValues = [&] {
+      SmallVector<std::pair<Value, Value>> values;
+      for (Value c : columns)
+        values.push_back({e.load(kv, {t, c}),
+                          e.add(e.load(score, {t, c}), e.load(ape, {i, c}))});
+      return values;
+    };
+    e.ifThen(notValue(endInStep), [&] {
+      auto values = ownValues();
       if (overlap)
-        rowsInChunks(
-            [&](Value i) { return valueAt(k, e.sub(group, one), i, c); },
-            [&](Value i, Value kvValue, Value scoreValue) {
-              Value before = e.add(e.mul(i, width), c);
-              e.store(kvValue, state, {e.add(k.base, before)});
-              e.store(scoreValue, state, {e.add(k.scoreBase, before)});
-            });
-      // Every current row: the step's up to the last token, reset after.
-      rowsInChunks(
-          [&](Value i) {
-            Value seen = e.cmp(IP::sle, e.add(groupStart, i), k.p);
-            auto [curKv, curScore] = valueAt(k, group, i, c);
-            return std::pair{e.select(seen, curKv, e.f32(0.0)),
-                             e.select(seen, curScore, e.f32(kNegInf))};
-          },
-          storeRow);
-      // Else the rows of this step's tokens in the group: from the first
-      // one to the last token's. When the position before the last token's
-      // is not in the step (a decode step), the first is the last: no
-      // search, whose dependent loads would be most of a decode step's
-      // state kernel. Otherwise it is found by halving (the step's
-      // positions of a sequence are consecutive).
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      Value lastRow = e.sub(k.p, groupStart);
-      Value earlierInStep = both(e.cmp(IP::sgt, lastRow, zero),
-                                 inStep(k, e.max(e.sub(k.p, one), zero)));
-      auto search = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()},
-                                      earlierInStep, /*withElseRegion=*/true);
-      b.setInsertionPointToStart(search.thenBlock());
-      int64_t halvings = llvm::Log2_64_Ceil(ratio) + 1;
-      Value found = e.loop(zero, e.index(halvings), {zero, lastRow},
-                           [&](Value, ValueRange range) -> SmallVector<Value> {
-                             Value mid =
-                                 e.div(e.add(range[0], range[1]), e.index(2));
-                             Value in = inStep(k, e.add(groupStart, mid));
-                             return {e.select(in, range[0], e.add(mid, one)),
-                                     e.select(in, mid, range[1])};
-                           })[1];
-      scf::YieldOp::create(b, loc, found);
-      b.setInsertionPointToStart(search.elseBlock());
-      scf::YieldOp::create(b, loc, lastRow);
-      b.setInsertionPointAfter(search);
-      Value firstRow = search.getResult(0);
-      e.loop(firstRow, e.add(lastRow, one), [&](Value i) {
-        auto [curKv, curScore] = valueAt(k, group, i, c);
-        storeRow(i, curKv, curScore);
+        e.ifThen(completedBefore(k, groupStart),
+                 [&] { movePrevious(k, e.sub(group, one), {i}, columns); });
+      for (auto [c, value] : llvm::zip(columns, values))
+        storeRow(k, e.add(current, i), c, value.first, value.second);
+    });
+    e.ifThen(both(endInStep, notValue(nextInStep)), [&] {
+      auto values =
+          overlap ? ownValues() : SmallVector<std::pair<Value, Value>>{};
+      for (auto [c, value] : llvm::zip(columns, values))
+        storeRow(k, i, c, value.first, value.second);
+      for (Value c : columns)
+        storeRow(k, e.add(current, i), c, e.f32(0.0), e.f32(kNegInf));
+    });
+    // The last token owns the rows after its own whose position in the
+    // completed group precedes the step (a decode step that completes a
+    // group: all but its own).
+    e.ifThen(last, [&] {
+      Value after = e.add(k.p, one);
+      Value lastGroup = e.div(after, r);
+      Value lastStart = e.mul(lastGroup, r);
+      Value firstRow = e.sub(after, lastStart);
+      Value completedStart = e.max(e.sub(lastStart, r), zero);
+      Value beforeStep =
+          both(completedBefore(k, lastStart),
+               notValue(inStep(k, e.add(completedStart, firstRow))));
+      e.ifThen(beforeStep, [&] {
+        // The row of the step's first position: this token's own when the
+        // position before it is not in the step, else found by halving
+        // (the step's positions of a sequence are consecutive).
+        Value alone = notValue(inStep(k, e.max(e.sub(k.p, one), zero)));
+        auto search = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()},
+                                        alone, /*withElseRegion=*/true);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(search.thenBlock());
+        scf::YieldOp::create(b, loc, e.sub(k.p, completedStart));
+        b.setInsertionPointToStart(search.elseBlock());
+        int64_t halvings = llvm::Log2_64_Ceil(ratio) + 1;
+        Value found = e.loop(
+            zero, e.index(halvings), {e.add(firstRow, one), e.sub(r, one)},
+            [&](Value, ValueRange range) -> SmallVector<Value> {
+              Value mid = e.div(e.add(range[0], range[1]), e.index(2));
+              Value in = inStep(k, e.add(completedStart, mid));
+              return {e.select(in, range[0], e.add(mid, one)),
+                      e.select(in, mid, range[1])};
+            })[1];
+        scf::YieldOp::create(b, loc, found);
+        b.setInsertionPointAfter(search);
+        Value endRow = search.getResult(0);
+        // Rows [firstRow, endRow) in chunks, loads first; a chunk's rows
+        // outside repeat an end row (the same values again).
+        int64_t unroll = std::gcd(ratio, kStateRowsAtOnce);
+        Value lastOwned = e.sub(endRow, one);
+        if (overlap)
+          e.loop(zero, e.index(ratio / unroll), [&](Value chunk) {
+            SmallVector<Value> rows;
+            for (int64_t u = 0; u < unroll; ++u) {
+              Value row = e.add(e.mul(chunk, e.index(unroll)), e.index(u));
+              rows.push_back(e.min(e.max(row, firstRow), lastOwned));
+            }
+            movePrevious(k, e.sub(lastGroup, one), rows, columns);
+          });
+        e.loop(firstRow, endRow, [&](Value row) {
+          for (Value c : columns)
+            storeRow(k, e.add(current, row), c, e.f32(0.0), e.f32(kNegInf));
+        });
       });
     });
   };
-  // The state's writers are the sequences' last tokens: a thread per
-  // column and run of tokens, at most kStateThreadRows runs, so that a long
-  // prefill does not launch a thread per token and column.
+  // A thread per run of tokens and group of columns (the tokens' checks
+  // once for several columns, apart by width / columnsPerThread so that a
+  // warp's accesses stay contiguous), at most kStateThreadRows runs, so
+  // that a long prefill does not launch a thread per token and column.
+  int64_t columnsPerThread = perThread(staticWidth, kStateColumnsPerThread);
+  Value columnGroups = e.div(width, e.index(columnsPerThread));
   Value run = e.max(e.div(e.add(tokens, e.index(kStateThreadRows - 1)),
                           e.index(kStateThreadRows)),
                     one);
   Value runs = e.div(e.add(tokens, e.sub(run, one)), run);
-  e.parallelLoop(runs, width, [&](Value g, Value c) {
+  e.parallelLoop(runs, columnGroups, [&](Value g, Value column) {
+    SmallVector<Value> columns;
+    for (int64_t u = 0; u < columnsPerThread; ++u)
+      columns.push_back(e.add(column, e.mul(e.index(u), columnGroups)));
     Value begin = e.mul(g, run);
     e.loop(begin, e.min(e.add(begin, run), tokens),
-           [&](Value t) { writeStateOfLastToken(t, c); });
+           [&](Value t) { writeState(t, columns); });
   });
 }
 
