@@ -1839,8 +1839,11 @@ struct CachePattern : public OpConversionPattern<OpTy> {
 
 /// State rows one thread of the compressor's state kernel loads together.
 constexpr int64_t kStateRowsAtOnce = 8;
-/// Group slots one thread of the compressor's pool kernel loads together.
+/// Group slots one thread of the compressor's pool kernel loads together,
+/// and when every slot is a row of the step (no packing checks: three
+/// loads a slot).
 constexpr int64_t kPoolSlotsAtOnce = 8;
+constexpr int64_t kPoolSlotsFromStepAtOnce = 32;
 /// Runs of tokens the compressor's state kernel spreads a step over.
 constexpr int64_t kStateThreadRows = 16384;
 /// Columns one thread of the compressor's state kernel writes.
@@ -1972,9 +1975,9 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     // A completing token's thread reads every slot of its group, several
     // at once.
     int64_t atOnce = std::gcd(slots, kPoolSlotsAtOnce);
-    auto poolSlots = [&](const SlotColumns &slot) {
+    auto poolSlots = [&](const SlotColumns &slot, int64_t together) {
       SmallVector<Value> pooled =
-          poolColumns(e, slotCount, featuresPerThread, slot, atOnce);
+          poolColumns(e, slotCount, featuresPerThread, slot, together);
       for (auto [f, value] : llvm::zip(features, pooled))
         e.store(value, out, {t, f});
     };
@@ -2003,7 +2006,7 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     // notes.md): the ratio-128 pool at prefill 8,192 103 -> 61 us; with a
     // single round (ratio 4) the check's own loads cost more than it saves.
     if (slots <= atOnce) {
-      e.ifThen(completes, [&] { poolSlots(fromStepOrState); });
+      e.ifThen(completes, [&] { poolSlots(fromStepOrState, atOnce); });
       return;
     }
     e.ifThen(completes, [&] {
@@ -2013,17 +2016,20 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
                                     /*withElseRegion=*/true);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
-      poolSlots([&](Value s) {
-        auto [g, i, columns] = slotColumns(s);
-        Value u = e.sub(k.t, e.sub(k.p, e.add(e.mul(g, r), i)));
-        SmallVector<std::pair<Value, Value>> values;
-        for (Value c : columns)
-          values.push_back({e.load(kv, {u, c}),
-                            e.add(e.load(score, {u, c}), e.load(ape, {i, c}))});
-        return values;
-      });
+      poolSlots(
+          [&](Value s) {
+            auto [g, i, columns] = slotColumns(s);
+            Value u = e.sub(k.t, e.sub(k.p, e.add(e.mul(g, r), i)));
+            SmallVector<std::pair<Value, Value>> values;
+            for (Value c : columns)
+              values.push_back(
+                  {e.load(kv, {u, c}),
+                   e.add(e.load(score, {u, c}), e.load(ape, {i, c}))});
+            return values;
+          },
+          std::gcd(slots, kPoolSlotsFromStepAtOnce));
       b.setInsertionPointToStart(ifOp.elseBlock());
-      poolSlots(fromStepOrState);
+      poolSlots(fromStepOrState, atOnce);
     });
   });
   auto completedBefore = [&](const Token &k, Value groupStart) {
