@@ -1301,11 +1301,47 @@ bool Model::step(const StepBatch &batch,
                         error))
     return false;
   int64_t dim = m.config.hiddenSize, padded = batch.paddedTokens;
-  auto clearOutputs = [&] {
+  // Each layer's rows of the batch's tokens, in chunks over the cores when
+  // a step moves enough of them to pay for the threads (a prefill's rows
+  // are ~100 M values a direction; a decode step's a few thousand rows).
+  std::vector<std::pair<size_t, int64_t>> tokenRows; // (sequence, t)
+  for (size_t b = 0; b < rows; ++b)
+    for (int64_t t = 0; t < batch.lengths[b]; ++t)
+      tokenRows.push_back({b, t});
+  constexpr size_t kChunkRows = 64;
+  size_t chunks = (tokenRows.size() + kChunkRows - 1) / kChunkRows;
+  bool parallel = tokenRows.size() * dim * m.layers.size() >= (1u << 22);
+  auto forEachRow =
+      [&](const std::function<void(const LayerSpec &, size_t, size_t, int64_t)>
+              &body) {
+        auto chunk = [&](size_t job) {
+          const LayerSpec &layer = m.layers[job / chunks];
+          size_t first = job % chunks * kChunkRows;
+          size_t last = std::min(first + kChunkRows, tokenRows.size());
+          for (size_t row = first; row < last; ++row)
+            body(layer, row, tokenRows[row].first, tokenRows[row].second);
+        };
+        size_t jobs = m.layers.size() * chunks;
+        if (parallel)
+          parallelFor(jobs, chunk);
+        else
+          for (size_t job = 0; job < jobs; ++job)
+            chunk(job);
+      };
+  // Rows past a sequence's length are zeros; the others are written after
+  // the step (or zeroed when it fails).
+  auto clearPaddingRows = [&] {
     for (const LayerSpec &layer : m.layers)
-      if (rows > 0 && padded > 0)
-        std::fill(outputs[layer.id], outputs[layer.id] + rows * padded * dim,
-                  0.0f);
+      for (size_t b = 0; b < rows && padded > 0; ++b)
+        std::fill(outputs[layer.id] + (b * padded + batch.lengths[b]) * dim,
+                  outputs[layer.id] + (b + 1) * padded * dim, 0.0f);
+  };
+  auto clearOutputs = [&] {
+    clearPaddingRows();
+    forEachRow([&](const LayerSpec &layer, size_t, size_t b, int64_t t) {
+      float *row = outputs[layer.id] + (b * padded + t) * dim;
+      std::fill(row, row + dim, 0.0f);
+    });
   };
   if (tokens == 0) {
     clearOutputs();
@@ -1320,16 +1356,15 @@ bool Model::step(const StepBatch &batch,
   const StepLayout &layout = m.layoutOf(runTokens);
   std::vector<uint8_t> staged = m.stageIds(batch, paddingSlot, layout);
   staged.resize(layout.inputBytes);
-  for (const LayerSpec &layer : m.layers) {
+  forEachRow([&](const LayerSpec &layer, size_t row, size_t b, int64_t t) {
     auto *bits =
-        reinterpret_cast<uint16_t *>(staged.data() + layout.x.at(layer.id));
-    for (size_t b = 0, row = 0; b < rows; ++b)
-      for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row)
-        for (int64_t i = 0; i < dim; ++i)
-          bits[row * dim + i] =
-              num::toBF16Bits(inputs[layer.id][(b * padded + t) * dim + i]);
-  }
-  clearOutputs();
+        reinterpret_cast<uint16_t *>(staged.data() + layout.x.at(layer.id)) +
+        row * dim;
+    const float *x = inputs[layer.id] + (b * padded + t) * dim;
+    for (int64_t i = 0; i < dim; ++i)
+      bits[i] = num::toBF16Bits(x[i]);
+  });
+  clearPaddingRows();
   m.backend->copyToDevice(m.workspaceBase(), staged.data(), layout.inputBytes);
   bool recorded = false;
   bool queued = m.queueStep(layout, context, recorded, error);
@@ -1339,20 +1374,21 @@ bool Model::step(const StepBatch &batch,
   if (!ran) {
     // The caches may be half-written and the device state unknown.
     m.fault = error;
+    clearOutputs();
     return false;
   }
   staged.resize(layout.outputEnd - layout.outputBegin);
   m.backend->copyToHost(staged.data(), m.workspaceBase() + layout.outputBegin,
                         layout.outputEnd - layout.outputBegin);
-  for (const LayerSpec &layer : m.layers) {
-    const auto *bits = reinterpret_cast<const uint16_t *>(
-        staged.data() + layout.y.at(layer.id) - layout.outputBegin);
-    for (size_t b = 0, row = 0; b < rows; ++b)
-      for (int64_t t = 0; t < batch.lengths[b]; ++t, ++row)
-        for (int64_t i = 0; i < dim; ++i)
-          outputs[layer.id][(b * padded + t) * dim + i] =
-              num::fromBF16Bits(bits[row * dim + i]);
-  }
+  forEachRow([&](const LayerSpec &layer, size_t row, size_t b, int64_t t) {
+    const auto *bits =
+        reinterpret_cast<const uint16_t *>(
+            staged.data() + layout.y.at(layer.id) - layout.outputBegin) +
+        row * dim;
+    float *y = outputs[layer.id] + (b * padded + t) * dim;
+    for (int64_t i = 0; i < dim; ++i)
+      y[i] = num::fromBF16Bits(bits[i]);
+  });
   m.advance(batch);
   return true;
 }
