@@ -1329,7 +1329,7 @@ bool Model::step(const StepBatch &batch,
             chunk(job);
       };
   // Rows past a sequence's length are zeros; the others are written after
-  // the step (or zeroed when it fails).
+  // the step (all are zeros when there is none or it fails).
   auto clearPaddingRows = [&] {
     for (const LayerSpec &layer : m.layers)
       for (size_t b = 0; b < rows && padded > 0; ++b)
@@ -1337,11 +1337,10 @@ bool Model::step(const StepBatch &batch,
                   outputs[layer.id] + (b + 1) * padded * dim, 0.0f);
   };
   auto clearOutputs = [&] {
-    clearPaddingRows();
-    forEachRow([&](const LayerSpec &layer, size_t, size_t b, int64_t t) {
-      float *row = outputs[layer.id] + (b * padded + t) * dim;
-      std::fill(row, row + dim, 0.0f);
-    });
+    for (const LayerSpec &layer : m.layers)
+      if (rows > 0 && padded > 0)
+        std::fill(outputs[layer.id], outputs[layer.id] + rows * padded * dim,
+                  0.0f);
   };
   if (tokens == 0) {
     clearOutputs();

@@ -1930,15 +1930,15 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     return {e.select(place.fromStep, stepKv, stateKv),
             e.select(place.fromStep, stepScore, stateScore)};
   };
-  // Slot s of the group a token completes: its group, row in the group and
-  // column (with overlap the previous group's rows in columns [0, d), the
-  // current's in [d, 2d)).
   // Columns a thread takes of rows of `columns` (1 when the width is not
   // static).
   int64_t staticWidth = cast<MemRefType>(kv.getType()).getDimSize(1);
   auto perThread = [&](int64_t columns, int64_t wanted) -> int64_t {
     return ShapedType::isDynamic(staticWidth) ? 1 : std::gcd(columns, wanted);
   };
+  // Slot s of the group a token completes: its group, row in the group and
+  // column (with overlap the previous group's rows in columns [0, d), the
+  // current's in [d, 2d)).
   auto slotPlace = [&](Value group, Value s,
                        Value f) -> std::tuple<Value, Value, Value> {
     if (!overlap)
@@ -1984,8 +1984,7 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
       for (auto [f, value] : llvm::zip(features, pooled))
         e.store(value, out, {t, f});
     };
-    // The slot's group, row and columns (with overlap the previous group's
-    // rows in columns [0, d), the current's in [d, 2d)).
+    // slotPlace for the thread's features.
     auto slotColumns = [&](Value s) {
       auto [g, i, offset] = slotPlace(group, s, zero);
       SmallVector<Value> columns;
@@ -2096,10 +2095,11 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
         storeRow(k, e.add(current, i), c, value.first, value.second);
     });
     e.ifThen(both(endInStep, notValue(nextInStep)), [&] {
-      auto values =
-          overlap ? ownValues() : SmallVector<std::pair<Value, Value>>{};
-      for (auto [c, value] : llvm::zip(columns, values))
-        storeRow(k, i, c, value.first, value.second);
+      if (overlap) {
+        auto values = ownValues();
+        for (auto [c, value] : llvm::zip(columns, values))
+          storeRow(k, i, c, value.first, value.second);
+      }
       for (Value c : columns)
         storeRow(k, e.add(current, i), c, e.f32(0.0), e.f32(kNegInf));
     });
