@@ -1839,10 +1839,16 @@ struct CachePattern : public OpConversionPattern<OpTy> {
 
 /// State rows one thread of the compressor's state kernel loads together.
 constexpr int64_t kStateRowsAtOnce = 8;
-/// Group slots one thread of the compressor's pool kernel loads together.
+/// Group slots one thread of the compressor's pool kernel loads together,
+/// and when every slot is a row of the step (no packing checks: three
+/// loads a slot).
 constexpr int64_t kPoolSlotsAtOnce = 8;
-/// Runs of tokens the compressor's state kernel spreads a step over.
+constexpr int64_t kPoolSlotsFromStepAtOnce = 32;
+/// Runs of tokens the compressor's state kernel spreads a step over: a
+/// token a thread up to 16,384 tokens; with overlap (ratio 4, whose walk
+/// measured faster in runs of eight tokens at prefill 8,192) 1,024 runs.
 constexpr int64_t kStateThreadRows = 16384;
+constexpr int64_t kOverlapStateThreadRows = 1024;
 /// Columns one thread of the compressor's state kernel writes.
 constexpr int64_t kStateColumnsPerThread = 8;
 /// Features one thread of the compressor's pool kernel pools over wide
@@ -1972,9 +1978,9 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     // A completing token's thread reads every slot of its group, several
     // at once.
     int64_t atOnce = std::gcd(slots, kPoolSlotsAtOnce);
-    auto poolSlots = [&](const SlotColumns &slot) {
+    auto poolSlots = [&](const SlotColumns &slot, int64_t together) {
       SmallVector<Value> pooled =
-          poolColumns(e, slotCount, featuresPerThread, slot, atOnce);
+          poolColumns(e, slotCount, featuresPerThread, slot, together);
       for (auto [f, value] : llvm::zip(features, pooled))
         e.store(value, out, {t, f});
     };
@@ -2002,7 +2008,7 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     // notes.md): the ratio-128 pool at prefill 8,192 103 -> 61 us; with a
     // single round (ratio 4) the check's own loads cost more than it saves.
     if (slots <= atOnce) {
-      e.ifThen(completes, [&] { poolSlots(fromStepOrState); });
+      e.ifThen(completes, [&] { poolSlots(fromStepOrState, atOnce); });
       return;
     }
     e.ifThen(completes, [&] {
@@ -2012,17 +2018,20 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
                                     /*withElseRegion=*/true);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
-      poolSlots([&](Value s) {
-        auto [g, i, columns] = slotColumns(s);
-        Value u = e.sub(k.t, e.sub(k.p, e.add(e.mul(g, r), i)));
-        SmallVector<std::pair<Value, Value>> values;
-        for (Value c : columns)
-          values.push_back({e.load(kv, {u, c}),
-                            e.add(e.load(score, {u, c}), e.load(ape, {i, c}))});
-        return values;
-      });
+      poolSlots(
+          [&](Value s) {
+            auto [g, i, columns] = slotColumns(s);
+            Value u = e.sub(k.t, e.sub(k.p, e.add(e.mul(g, r), i)));
+            SmallVector<std::pair<Value, Value>> values;
+            for (Value c : columns)
+              values.push_back(
+                  {e.load(kv, {u, c}),
+                   e.add(e.load(score, {u, c}), e.load(ape, {i, c}))});
+            return values;
+          },
+          std::gcd(slots, kPoolSlotsFromStepAtOnce));
       b.setInsertionPointToStart(ifOp.elseBlock());
-      poolSlots(fromStepOrState);
+      poolSlots(fromStepOrState, atOnce);
     });
   });
   auto completedBefore = [&](const Token &k, Value groupStart) {
@@ -2155,9 +2164,9 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
   // that a long prefill does not launch a thread per token and column.
   int64_t columnsPerThread = perThread(staticWidth, kStateColumnsPerThread);
   Value columnGroups = e.div(width, e.index(columnsPerThread));
-  Value run = e.max(e.div(e.add(tokens, e.index(kStateThreadRows - 1)),
-                          e.index(kStateThreadRows)),
-                    one);
+  int64_t threadRows = overlap ? kOverlapStateThreadRows : kStateThreadRows;
+  Value run = e.max(
+      e.div(e.add(tokens, e.index(threadRows - 1)), e.index(threadRows)), one);
   Value runs = e.div(e.add(tokens, e.sub(run, one)), run);
   e.parallelLoop(runs, columnGroups, [&](Value g, Value column) {
     SmallVector<Value> columns;
