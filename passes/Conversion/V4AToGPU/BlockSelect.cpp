@@ -431,99 +431,53 @@ void BlockSelect::cutToBest() {
   barrier();
 }
 
-Value BlockSelect::shuffleKey(Value key, int64_t mask) {
-  Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
-  Value low = arith::TruncIOp::create(b, loc, i32Type, key);
-  Value high = arith::TruncIOp::create(
-      b, loc, i32Type, arith::ShRUIOp::create(b, loc, key, e.i64(32)));
-  Value lowThere = shuffleXor(b, loc, low, mask);
-  Value highThere = shuffleXor(b, loc, high, mask);
-  return arith::OrIOp::create(
-      b, loc,
-      arith::ShLIOp::create(b, loc,
-                            arith::ExtUIOp::create(b, loc, i64Type, highThere),
-                            e.i64(32)),
-      arith::ExtUIOp::create(b, loc, i64Type, lowThere));
-}
-
-Value BlockSelect::bitonicKeep(Value position, int64_t size, int64_t stride,
-                               Value x, Value y) {
-  auto bitClear = [&](int64_t bit) {
-    return arith::CmpIOp::create(
-        b, loc, arith::CmpIPredicate::eq,
-        arith::AndIOp::create(b, loc, position, e.index(bit)), e.index(0));
-  };
-  // Runs whose bit `size` is clear sort descending, the others ascending
-  // (at the last size every run is descending); the lower place of a pair
-  // keeps the larger key of a descending run.
-  Value keepsLarger = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                            bitClear(size), bitClear(stride));
-  return arith::SelectOp::create(b, loc, keepsLarger,
-                                 arith::MaxUIOp::create(b, loc, x, y),
-                                 arith::MinUIOp::create(b, loc, x, y));
-}
-
 void BlockSelect::sortDescending() {
-  // Thread t holds places t, t + threads, ...: a pair's partner is then in
-  // the same thread (strides from `threads` up), in the same warp (strides
-  // below a warp: a shuffle) or in another warp (through shared memory, in
-  // two buffers taken in turn, so that one barrier a stage suffices).
-  int64_t perThread = std::max<int64_t>(1, sortSize / threads);
-  SmallVector<Value> places, inside, held;
-  for (int64_t r = 0; r < perThread; ++r) {
-    Value place =
-        arith::AddIOp::create(b, loc, thread, e.index(r * threads)).getResult();
-    Value real = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, place,
-                                       e.index(sortSize));
-    places.push_back(place);
-    inside.push_back(real);
-    held.push_back(arith::SelectOp::create(
-        b, loc, real,
-        memref::LoadOp::create(b, loc, candidates,
-                               ValueRange{arith::SelectOp::create(
-                                   b, loc, real, place, e.index(0))}),
-        e.i64(0)));
-  }
-  int64_t exchanges = 0;
+  int64_t pairs = sortSize / 2;
   for (int64_t size = 2; size <= sortSize; size *= 2) {
     for (int64_t stride = size / 2; stride >= 1; stride /= 2) {
-      SmallVector<Value> partners;
-      if (stride >= threads) {
-        for (int64_t r = 0; r < perThread; ++r)
-          partners.push_back(held[r ^ (stride / threads)]);
-      } else if (stride < kWarpLanes) {
-        for (int64_t r = 0; r < perThread; ++r)
-          partners.push_back(shuffleKey(held[r], stride));
-      } else {
-        Value buffer = exchanges++ % 2 == 0 ? candidates : kept;
-        for (int64_t r = 0; r < perThread; ++r)
-          scf::IfOp::create(b, loc, inside[r], [&](OpBuilder &, Location) {
-            memref::StoreOp::create(b, loc, held[r], buffer,
-                                    ValueRange{places[r]});
+      for (int64_t first = 0; first < pairs; first += threads) {
+        Value p = arith::AddIOp::create(b, loc, thread, e.index(first));
+        auto body = [&] {
+          // Pair p compares i and i + stride, i with a 0 bit at `stride`.
+          Value i = arith::AddIOp::create(
+              b, loc,
+              arith::MulIOp::create(
+                  b, loc, arith::DivUIOp::create(b, loc, p, e.index(stride)),
+                  e.index(2 * stride)),
+              arith::RemUIOp::create(b, loc, p, e.index(stride)));
+          Value j = arith::AddIOp::create(b, loc, i, e.index(stride));
+          Value x = memref::LoadOp::create(b, loc, candidates, ValueRange{i});
+          Value y = memref::LoadOp::create(b, loc, candidates, ValueRange{j});
+          // Runs whose bit `size` is clear sort descending, the others
+          // ascending; at the last size every run is descending.
+          Value descending = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::eq,
+              arith::AndIOp::create(b, loc, i, e.index(size)), e.index(0));
+          Value larger = arith::MaxUIOp::create(b, loc, x, y);
+          Value smaller = arith::MinUIOp::create(b, loc, x, y);
+          memref::StoreOp::create(
+              b, loc,
+              arith::SelectOp::create(b, loc, descending, larger, smaller),
+              candidates, ValueRange{i});
+          memref::StoreOp::create(
+              b, loc,
+              arith::SelectOp::create(b, loc, descending, smaller, larger),
+              candidates, ValueRange{j});
+        };
+        if (first + threads <= pairs) {
+          body();
+        } else {
+          Value inside = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::ult, p, e.index(pairs));
+          scf::IfOp::create(b, loc, inside, [&](OpBuilder &, Location) {
+            body();
             scf::YieldOp::create(b, loc);
           });
-        barrier();
-        for (int64_t r = 0; r < perThread; ++r) {
-          Value there = arith::SelectOp::create(
-              b, loc, inside[r],
-              arith::XOrIOp::create(b, loc, places[r], e.index(stride)),
-              e.index(0));
-          partners.push_back(
-              memref::LoadOp::create(b, loc, buffer, ValueRange{there}));
         }
       }
-      for (int64_t r = 0; r < perThread; ++r)
-        held[r] = bitonicKeep(places[r], size, stride, held[r], partners[r]);
+      barrier();
     }
   }
-  barrier();
-  for (int64_t r = 0; r < perThread; ++r)
-    scf::IfOp::create(b, loc, inside[r], [&](OpBuilder &, Location) {
-      memref::StoreOp::create(b, loc, held[r], candidates,
-                              ValueRange{places[r]});
-      scf::YieldOp::create(b, loc);
-    });
-  barrier();
 }
 
 void BlockSelect::finish() {

@@ -7,7 +7,7 @@
 // a full buffer is cut back to its k largest by a radix select (8-bit digits
 // from the top, a histogram in shared memory), whose k-th key becomes the new
 // threshold. At the end the k largest are sorted, descending, by a bitonic
-// sort in registers (shuffles within a warp, shared memory across warps). Keys
+// sort. Keys
 // are compared as unsigned integers and must be distinct; 0 means "none" and is
 // never kept. The result depends only on the set of keys offered, never on
 // their order or on how a stream was split.
@@ -100,12 +100,6 @@ private:
   /// and above every key outside them.
   mlir::Value kthLargest(mlir::Value count);
   void sortDescending();
-  /// The key at position `position` after the bitonic stage (`size`,
-  /// `stride`), this thread holding `x` there and its partner `y`.
-  mlir::Value bitonicKeep(mlir::Value position, int64_t size, int64_t stride,
-                          mlir::Value x, mlir::Value y);
-  /// `key` (i64) of the lane whose id differs from this one's in `mask`.
-  mlir::Value shuffleKey(mlir::Value key, int64_t mask);
 
   mlir::Value count();
   void setCount(mlir::Value count);
