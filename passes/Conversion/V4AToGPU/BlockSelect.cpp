@@ -22,10 +22,16 @@ namespace {
 constexpr int64_t kDigitBits = 8;
 constexpr int64_t kBins = 256;
 constexpr int64_t kPasses = 64 / kDigitBits;
-constexpr int64_t kWarps = BlockSelect::kThreads / kWarpLanes;
 /// Counters: the buffer's count, the kept count, then a total per warp.
 constexpr int64_t kCount = 0, kKeptCount = 1, kWarpTotals = 2;
-constexpr int64_t kCounters = kWarpTotals + kWarps;
+/// Up to this many warps, every thread reads each warp's total in a scan
+/// (the scoring kernel's cuts, whose MMAs are in flight: shuffles of the
+/// totals there stopped its kernel with an illegal instruction on an H100);
+/// more, the totals are scanned across a warp's lanes.
+constexpr int64_t kWarpsReadInTurn = 4;
+int64_t countersFor(int64_t threads) {
+  return kWarpTotals + threads / kWarpLanes;
+}
 /// Words: the threshold, then the select's bin, the weight above it and in
 /// it, and the keys in it.
 constexpr int64_t kThreshold = 0, kBin = 1, kAbove = 2, kInBin = 3,
@@ -43,18 +49,22 @@ int64_t BlockSelect::leastCapacity(int64_t k, int64_t incoming) {
   return std::max(2 * sortSize, sortSize + incoming);
 }
 
-int64_t BlockSelect::sharedBytes(int64_t k, int64_t incoming, int64_t room) {
+int64_t BlockSelect::sharedBytes(int64_t k, int64_t incoming, int64_t room,
+                                 int64_t threads) {
   return (std::max(room, leastCapacity(k, incoming)) + sortSizeFor(k) +
           kWords) *
              8 +
-         llvm::alignTo((2 * kBins + kCounters) * 4, 8);
+         llvm::alignTo((2 * kBins + countersFor(threads)) * 4, 8);
 }
 
 BlockSelect::BlockSelect(OpBuilder &b, Location loc, Value shared, Value offset,
                          Value thread, int64_t k, int64_t incoming,
-                         int64_t room)
+                         int64_t room, int64_t threads)
     : b(b), loc(loc), e(b, loc), thread(thread), k(k), sortSize(sortSizeFor(k)),
-      capacity(std::max(room, leastCapacity(k, incoming))), incoming(incoming) {
+      capacity(std::max(room, leastCapacity(k, incoming))), incoming(incoming),
+      threads(threads) {
+  assert(llvm::isPowerOf2_64(threads) && threads >= kWarpLanes &&
+         threads <= kMostThreads);
   int64_t at = 0;
   auto view = [&](Type element, int64_t count) {
     Value v = sharedView(
@@ -69,7 +79,7 @@ BlockSelect::BlockSelect(OpBuilder &b, Location loc, Value shared, Value offset,
   words = view(b.getI64Type(), kWords);
   histogram = view(b.getI32Type(), kBins);
   binCounts = view(b.getI32Type(), kBins);
-  counters = view(b.getI32Type(), kCounters);
+  counters = view(b.getI32Type(), countersFor(threads));
 }
 
 void BlockSelect::barrier() { mlir::gpu::BarrierOp::create(b, loc); }
@@ -173,19 +183,53 @@ Value BlockSelect::inclusiveScan(Value local, Value &total) {
     scf::YieldOp::create(b, loc);
   });
   barrier();
-  total = e.i32(0);
-  for (int64_t w = 0; w < kWarps; ++w) {
-    Value sum = memref::LoadOp::create(b, loc, counters,
-                                       ValueRange{e.index(kWarpTotals + w)});
-    total = arith::AddIOp::create(b, loc, total, sum);
-    if (w + 1 == kWarps)
-      continue;
-    Value later = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, warp,
-                                        e.index(w));
-    scan = arith::AddIOp::create(
-        b, loc, scan, arith::SelectOp::create(b, loc, later, sum, e.i32(0)));
+  int64_t warps = threads / kWarpLanes;
+  if (warps <= kWarpsReadInTurn) {
+    total = e.i32(0);
+    for (int64_t w = 0; w < warps; ++w) {
+      Value sum = memref::LoadOp::create(b, loc, counters,
+                                         ValueRange{e.index(kWarpTotals + w)});
+      total = arith::AddIOp::create(b, loc, total, sum);
+      if (w + 1 == warps)
+        continue;
+      Value later = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt,
+                                          warp, e.index(w));
+      scan = arith::AddIOp::create(
+          b, loc, scan, arith::SelectOp::create(b, loc, later, sum, e.i32(0)));
+    }
+    return scan;
   }
-  return scan;
+  // Lane w of every warp takes warp w's total and scans them as above: the
+  // total is lane 31's, and the warps before this one sum to the scan at
+  // lane `warp` less that warp's own total.
+  Value holds = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, lane,
+                                      e.index(warps));
+  Value slot = arith::AddIOp::create(
+      b, loc, arith::SelectOp::create(b, loc, holds, lane, e.index(0)),
+      e.index(kWarpTotals));
+  Value own = arith::SelectOp::create(
+      b, loc, holds, memref::LoadOp::create(b, loc, counters, ValueRange{slot}),
+      e.i32(0));
+  Value warpScan = own;
+  for (int64_t offset = 1; offset < warps; offset *= 2) {
+    auto up = mlir::gpu::ShuffleOp::create(
+        b, loc, warpScan, static_cast<int32_t>(offset),
+        static_cast<int32_t>(kWarpLanes), mlir::gpu::ShuffleMode::UP);
+    warpScan = arith::AddIOp::create(
+        b, loc, warpScan,
+        arith::SelectOp::create(b, loc, up.getValid(), up.getShuffleResult(),
+                                e.i32(0)));
+  }
+  auto fromLane = [&](Value value, Value from) {
+    return mlir::gpu::ShuffleOp::create(
+               b, loc, value,
+               arith::IndexCastOp::create(b, loc, b.getI32Type(), from),
+               e.i32(kWarpLanes), mlir::gpu::ShuffleMode::IDX)
+        .getShuffleResult();
+  };
+  total = fromLane(warpScan, e.index(kWarpLanes - 1));
+  Value before = fromLane(arith::SubIOp::create(b, loc, warpScan, own), warp);
+  return arith::AddIOp::create(b, loc, scan, before);
 }
 
 Value BlockSelect::kthLargest(Value n) {
@@ -213,15 +257,13 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(step.thenBlock());
       Value prefix = state[0], mask = state[1], need = state[2];
-      for (int64_t part = 0; part < kBins / kThreads; ++part) {
-        Value bin =
-            arith::AddIOp::create(b, loc, thread, e.index(part * kThreads));
+      strided(b, loc, thread, e.index(kBins), threads, [&](Value bin) {
         memref::StoreOp::create(b, loc, e.i32(0), histogram, ValueRange{bin});
         if (weight)
           memref::StoreOp::create(b, loc, e.i32(0), binCounts, ValueRange{bin});
-      }
+      });
       barrier();
-      strided(b, loc, thread, nIndex, kThreads, [&](Value i) {
+      strided(b, loc, thread, nIndex, threads, [&](Value i) {
         Value x = memref::LoadOp::create(b, loc, keys, ValueRange{i});
         Value matches = arith::AndIOp::create(
             b, loc,
@@ -246,17 +288,29 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
         });
       });
       barrier();
-      // Thread t holds bins 255 - 2t and 254 - 2t: an inclusive scan over
-      // threads weighs the keys in bins from the top down to its own.
-      Value highBin = arith::SubIOp::create(
-          b, loc, e.index(kBins - 1),
-          arith::MulIOp::create(b, loc, thread, e.index(2)));
-      Value lowBin = arith::SubIOp::create(b, loc, highBin, e.index(1));
-      Value inHigh =
-          memref::LoadOp::create(b, loc, histogram, ValueRange{highBin});
-      Value inLow =
-          memref::LoadOp::create(b, loc, histogram, ValueRange{lowBin});
-      Value local = arith::AddIOp::create(b, loc, inHigh, inLow);
+      // Thread t holds bins 255 - nt, ..., 256 - n(t + 1), n bins a thread
+      // (threads past the 256th none): an inclusive scan over threads weighs
+      // the keys in bins from the top down to its own.
+      int64_t perThread = std::max<int64_t>(1, kBins / threads);
+      Value holder = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                           thread, e.index(kBins / perThread));
+      SmallVector<Value> ownBins, inOwnBins;
+      Value local = e.i32(0);
+      for (int64_t j = 0; j < perThread; ++j) {
+        Value bin = arith::SubIOp::create(
+            b, loc, e.index(kBins - 1 - j),
+            arith::MulIOp::create(
+                b, loc,
+                arith::SelectOp::create(b, loc, holder, thread, e.index(0)),
+                e.index(perThread)));
+        Value in = arith::SelectOp::create(
+            b, loc, holder,
+            memref::LoadOp::create(b, loc, histogram, ValueRange{bin}),
+            e.i32(0));
+        ownBins.push_back(bin);
+        inOwnBins.push_back(in);
+        local = arith::AddIOp::create(b, loc, local, in);
+      }
       Value total;
       Value through = inclusiveScan(local, total);
       Value before = arith::SubIOp::create(b, loc, through, local);
@@ -267,14 +321,22 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, through,
                                 need));
       scf::IfOp::create(b, loc, owner, [&](OpBuilder &, Location) {
-        Value highTakes = arith::CmpIOp::create(
-            b, loc, arith::CmpIPredicate::sge,
-            arith::AddIOp::create(b, loc, before, inHigh), need);
-        Value bin = arith::SelectOp::create(b, loc, highTakes, highBin, lowBin);
-        Value above = arith::SelectOp::create(
-            b, loc, highTakes, before,
-            arith::AddIOp::create(b, loc, before, inHigh));
-        Value inBin = arith::SelectOp::create(b, loc, highTakes, inHigh, inLow);
+        // The first of its bins, from the top, that reaches the need.
+        Value bin = ownBins.back(), above = before, inBin = inOwnBins.back();
+        Value found = arith::ConstantOp::create(b, loc, b.getBoolAttr(false));
+        Value weighed = before;
+        for (int64_t j = 0; j < perThread; ++j) {
+          Value through = arith::AddIOp::create(b, loc, weighed, inOwnBins[j]);
+          Value takes = arith::AndIOp::create(
+              b, loc, arith::XOrIOp::create(b, loc, found, trueValue),
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, through,
+                                    need));
+          bin = arith::SelectOp::create(b, loc, takes, ownBins[j], bin);
+          above = arith::SelectOp::create(b, loc, takes, weighed, above);
+          inBin = arith::SelectOp::create(b, loc, takes, inOwnBins[j], inBin);
+          found = arith::OrIOp::create(b, loc, found, takes);
+          weighed = through;
+        }
         Value keysInBin =
             weight ? memref::LoadOp::create(b, loc, binCounts, ValueRange{bin})
                          .getResult()
@@ -339,7 +401,7 @@ void BlockSelect::cutToBest() {
   Value n = count();
   Value nIndex = arith::IndexCastOp::create(b, loc, b.getIndexType(), n);
   Value floor = kthLargest(n);
-  strided(b, loc, thread, nIndex, kThreads, [&](Value i) {
+  strided(b, loc, thread, nIndex, threads, [&](Value i) {
     Value x = memref::LoadOp::create(b, loc, candidates, ValueRange{i});
     Value best =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, x, floor);
@@ -354,7 +416,7 @@ void BlockSelect::cutToBest() {
     });
   });
   barrier();
-  strided(b, loc, thread, e.index(k), kThreads, [&](Value i) {
+  strided(b, loc, thread, e.index(k), threads, [&](Value i) {
     memref::StoreOp::create(b, loc,
                             memref::LoadOp::create(b, loc, kept, ValueRange{i}),
                             candidates, ValueRange{i});
@@ -373,7 +435,7 @@ void BlockSelect::sortDescending() {
   int64_t pairs = sortSize / 2;
   for (int64_t size = 2; size <= sortSize; size *= 2) {
     for (int64_t stride = size / 2; stride >= 1; stride /= 2) {
-      for (int64_t first = 0; first < pairs; first += kThreads) {
+      for (int64_t first = 0; first < pairs; first += threads) {
         Value p = arith::AddIOp::create(b, loc, thread, e.index(first));
         auto body = [&] {
           // Pair p compares i and i + stride, i with a 0 bit at `stride`.
@@ -402,7 +464,7 @@ void BlockSelect::sortDescending() {
               arith::SelectOp::create(b, loc, descending, smaller, larger),
               candidates, ValueRange{j});
         };
-        if (first + kThreads <= pairs) {
+        if (first + threads <= pairs) {
           body();
         } else {
           Value inside = arith::CmpIOp::create(
@@ -432,7 +494,7 @@ void BlockSelect::finish() {
   Value held = arith::IndexCastOp::create(
       b, loc, b.getIndexType(), arith::MinSIOp::create(b, loc, n, e.i32(k)));
   strided(b, loc, arith::AddIOp::create(b, loc, held, thread),
-          e.index(sortSize), kThreads, [&](Value i) {
+          e.index(sortSize), threads, [&](Value i) {
             memref::StoreOp::create(b, loc, e.i64(0), candidates,
                                     ValueRange{i});
           });

@@ -1,15 +1,16 @@
 //===- BlockSelect.h - a block's streaming top-k in shared memory -*- C++
 //-*-===//
 //
-// The k largest of a stream of 64-bit keys, kept by one block of 128 threads
-// in shared memory: keys are offered a block of the stream at a time, those
-// above a running threshold are appended to a candidate buffer, and a full
-// buffer is cut back to its k largest by a radix select (8-bit digits from
-// the top, a histogram in shared memory), whose k-th key becomes the new
+// The k largest of a stream of 64-bit keys, kept by one block (128 threads
+// unless told) in shared memory: keys are offered a block of the stream at a
+// time, those above a running threshold are appended to a candidate buffer, and
+// a full buffer is cut back to its k largest by a radix select (8-bit digits
+// from the top, a histogram in shared memory), whose k-th key becomes the new
 // threshold. At the end the k largest are sorted, descending, by a bitonic
-// sort. Keys are compared as unsigned integers and must be distinct; 0 means
-// "none" and is never kept. The result depends only on the set of keys
-// offered, never on their order or on how a stream was split.
+// sort. Keys
+// are compared as unsigned integers and must be distinct; 0 means "none" and is
+// never kept. The result depends only on the set of keys offered, never on
+// their order or on how a stream was split.
 //
 // A score and its row make a key (`rankKey`): the score's bits in an order
 // that sorts like the float, above the row's complement, so that keys
@@ -28,8 +29,10 @@ namespace v4a::gpu {
 
 class BlockSelect {
 public:
-  /// Threads of the block that runs a selection.
+  /// Threads of the block that runs a selection, unless told: a power of
+  /// two from one warp to kMostThreads.
   static constexpr int64_t kThreads = 128;
+  static constexpr int64_t kMostThreads = 1024;
 
   /// The keys the final sort of a selection of `k` keys orders (a power of
   /// two, at least k).
@@ -39,16 +42,18 @@ public:
   /// cut leaves k, and makeRoom cuts when another round might not fit.
   static int64_t leastCapacity(int64_t k, int64_t incoming);
   /// The shared memory such a selection with room for `room` candidates
-  /// (never fewer than the least) needs (bytes, a multiple of 8).
-  static int64_t sharedBytes(int64_t k, int64_t incoming, int64_t room = 0);
+  /// (never fewer than the least) over `threads` needs (bytes, a multiple
+  /// of 8).
+  static int64_t sharedBytes(int64_t k, int64_t incoming, int64_t room = 0,
+                             int64_t threads = kThreads);
 
   /// A selection over the shared bytes at `shared` + `offset` (memref<?xi8>,
   /// workgroup; the offset an index, a multiple of 8). Every thread of the
-  /// block constructs it; `start` must run before the first offer. Room
-  /// for `room` candidates (never fewer than the least).
+  /// block (of `threads`) constructs it; `start` must run before the first
+  /// offer. Room for `room` candidates (never fewer than the least).
   BlockSelect(mlir::OpBuilder &b, mlir::Location loc, mlir::Value shared,
               mlir::Value offset, mlir::Value thread, int64_t k,
-              int64_t incoming, int64_t room = 0);
+              int64_t incoming, int64_t room = 0, int64_t threads = kThreads);
 
   /// Empties the buffer (thread 0; a barrier follows before any offer).
   void start();
@@ -65,6 +70,8 @@ public:
   /// descending; then key(i) for i < k is the i-th largest (0: none).
   void finish();
   mlir::Value key(mlir::Value i);
+  /// The block's threads.
+  int64_t threadCount() const { return threads; }
 
   /// The largest key v of `keys` (shared i64, `n` of them, 0s skipped) such
   /// that the keys at or above v weigh at least `need` (i32) in all, or a
@@ -103,7 +110,7 @@ private:
   /// Constants.
   cpu::LoopEmitter e;
   mlir::Value thread;
-  int64_t k, sortSize, capacity, incoming;
+  int64_t k, sortSize, capacity, incoming, threads;
   /// Shared views: candidates (i64), kept keys (i64), the histogram (weights
   /// per bin), keys per bin and the counters (i32), the threshold and the
   /// select's answers (i64).

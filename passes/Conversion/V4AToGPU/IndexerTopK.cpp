@@ -74,12 +74,14 @@ static_assert(kThreads == BlockSelect::kThreads);
 constexpr int64_t kSMs = 132;
 constexpr int64_t kMostBlocksPerSM = 3;
 constexpr int64_t kSplitRows = 256;
-/// The sampled merge: a block of one selection's threads per token, over at
-/// most kMaxSplits lists, kListsPerThread of them per thread in its scan. (A
-/// token's splits stop there even when the chip holds more blocks: each
-/// list costs the merge more than its block saves the scores.)
-constexpr int64_t kMergeThreads = BlockSelect::kThreads;
-constexpr int64_t kMergeKeysPerThread = 8;
+/// The sampled merge: a block of a selection's most threads per token (its
+/// time is one chain of steps, each shorter with more threads; it runs
+/// where few tokens leave the chip idle), over at most kMaxSplits lists,
+/// kListsPerThread of them per thread in its scan. (A token's splits stop
+/// there even when the chip holds more blocks: each list costs the merge
+/// more than its block saves the scores.)
+constexpr int64_t kMergeThreads = BlockSelect::kMostThreads;
+constexpr int64_t kMergeKeysPerThread = 2;
 constexpr int64_t kMaxSplits = 2 * kSMs;
 constexpr int64_t kListsPerThread =
     (kMaxSplits + kMergeThreads - 1) / kMergeThreads;
@@ -226,7 +228,7 @@ void writeBest(cpu::LoopEmitter &e, BlockSelect &select, const Operands &o,
   OpBuilder &b = e.builder();
   Location loc = e.location();
   scf::ForOp::create(
-      b, loc, thread, e.index(o.k), e.index(kThreads), ValueRange{},
+      b, loc, thread, e.index(o.k), e.index(select.threadCount()), ValueRange{},
       [&](OpBuilder &, Location, Value i, ValueRange) {
         Value key = select.key(i);
         auto which = scf::IfOp::create(b, loc, asPicks, /*withElse=*/true);
@@ -842,7 +844,8 @@ SmallVector<int64_t> samplePositions(int64_t k) {
 /// lists' first candidates (i32).
 int64_t mergeSharedBytes(int64_t k) {
   int64_t samples = kMaxSplits * samplePositions(k).size();
-  return BlockSelect::sharedBytes(k, kMergeThreads * kMergeKeysPerThread) +
+  return BlockSelect::sharedBytes(k, kMergeThreads * kMergeKeysPerThread,
+                                  /*room=*/0, kMergeThreads) +
          samples * 8 + kMaxSplits * 4 + kSwizzleAtomBytes;
 }
 
@@ -871,8 +874,10 @@ void buildMerge(OpBuilder &b, Location loc, const Operands &o,
   // At the aligned base, as in the scoring kernel (and with the offset a
   // run-time value, no access looks out of bounds to ptxas).
   Value pad = alignToAtom(b, loc, shared).pad;
-  int64_t selectBytes = BlockSelect::sharedBytes(o.k, incoming);
-  BlockSelect select(b, loc, shared, pad, thread, o.k, incoming);
+  int64_t selectBytes =
+      BlockSelect::sharedBytes(o.k, incoming, /*room=*/0, kMergeThreads);
+  BlockSelect select(b, loc, shared, pad, thread, o.k, incoming, /*room=*/0,
+                     kMergeThreads);
   Value samples = sharedView(b, loc, shared, e.add(pad, e.index(selectBytes)),
                              b.getI64Type(), kMaxSplits * perList);
   Value starts =
