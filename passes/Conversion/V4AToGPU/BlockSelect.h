@@ -3,14 +3,13 @@
 //
 // The k largest of a stream of 64-bit keys, kept by one block (128 threads
 // unless told) in shared memory: keys are offered a block of the stream at a
-// time, those above a running threshold are appended to a candidate buffer, and
-// a full buffer is cut back to its k largest by a radix select (8-bit digits
-// from the top, a histogram in shared memory), whose k-th key becomes the new
-// threshold. At the end the k largest are sorted, descending, by a bitonic
-// sort. Keys
-// are compared as unsigned integers and must be distinct; 0 means "none" and is
-// never kept. The result depends only on the set of keys offered, never on
-// their order or on how a stream was split.
+// time, those above a running threshold are appended to a candidate buffer,
+// and a full buffer is cut back to its k largest by a radix select (8-bit
+// digits from the top, a histogram in shared memory), whose k-th key becomes
+// the new threshold. At the end the k largest are sorted, descending, by a
+// bitonic sort. Keys are compared as unsigned integers and must be distinct;
+// 0 means "none" and is never kept. The result depends only on the set of
+// keys offered, never on their order or on how a stream was split.
 //
 // A score and its row make a key (`rankKey`): the score's bits in an order
 // that sorts like the float, above the row's complement, so that keys
