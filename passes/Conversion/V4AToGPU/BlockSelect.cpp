@@ -24,10 +24,9 @@ constexpr int64_t kBins = 256;
 constexpr int64_t kPasses = 64 / kDigitBits;
 /// Counters: the buffer's count, the kept count, then a total per warp.
 constexpr int64_t kCount = 0, kKeptCount = 1, kWarpTotals = 2;
-/// Up to this many warps, every thread reads each warp's total in a scan
-/// (the scoring kernel's cuts, whose MMAs are in flight: shuffles of the
-/// totals there stopped its kernel with an illegal instruction on an H100);
-/// more, the totals are scanned across a warp's lanes.
+/// Up to this many warps, every thread reads each warp's total in a scan (a
+/// few loads, issued together); more, the totals are scanned across a
+/// warp's lanes.
 constexpr int64_t kWarpsReadInTurn = 4;
 int64_t countersFor(int64_t threads) {
   return kWarpTotals + threads / kWarpLanes;
@@ -199,9 +198,10 @@ Value BlockSelect::inclusiveScan(Value local, Value &total) {
     }
     return scan;
   }
-  // Lane w of every warp takes warp w's total and scans them as above: the
-  // total is lane 31's, and the warps before this one sum to the scan at
-  // lane `warp` less that warp's own total.
+  // Lane w of every warp takes warp w's total and scans them as above (the
+  // steps reach only the lanes that hold one): the total is the last such
+  // lane's scan, and the warps before this one sum to the scan at lane
+  // `warp` less that warp's own total.
   Value holds = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, lane,
                                       e.index(warps));
   Value slot = arith::AddIOp::create(
@@ -227,7 +227,7 @@ Value BlockSelect::inclusiveScan(Value local, Value &total) {
                e.i32(kWarpLanes), mlir::gpu::ShuffleMode::IDX)
         .getShuffleResult();
   };
-  total = fromLane(warpScan, e.index(kWarpLanes - 1));
+  total = fromLane(warpScan, e.index(warps - 1));
   Value before = fromLane(arith::SubIOp::create(b, loc, warpScan, own), warp);
   return arith::AddIOp::create(b, loc, scan, before);
 }
