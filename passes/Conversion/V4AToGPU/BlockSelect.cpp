@@ -257,11 +257,27 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(step.thenBlock());
       Value prefix = state[0], mask = state[1], need = state[2];
-      strided(b, loc, thread, e.index(kBins), threads, [&](Value bin) {
-        memref::StoreOp::create(b, loc, e.i32(0), histogram, ValueRange{bin});
-        if (weight)
-          memref::StoreOp::create(b, loc, e.i32(0), binCounts, ValueRange{bin});
-      });
+      for (int64_t part = 0; part * threads < kBins; ++part) {
+        Value bin =
+            arith::AddIOp::create(b, loc, thread, e.index(part * threads));
+        auto clear = [&] {
+          memref::StoreOp::create(b, loc, e.i32(0), histogram, ValueRange{bin});
+          if (weight)
+            memref::StoreOp::create(b, loc, e.i32(0), binCounts,
+                                    ValueRange{bin});
+        };
+        if ((part + 1) * threads <= kBins)
+          clear();
+        else
+          scf::IfOp::create(b, loc,
+                            arith::CmpIOp::create(b, loc,
+                                                  arith::CmpIPredicate::ult,
+                                                  bin, e.index(kBins)),
+                            [&](OpBuilder &, Location) {
+                              clear();
+                              scf::YieldOp::create(b, loc);
+                            });
+      }
       barrier();
       strided(b, loc, thread, nIndex, threads, [&](Value i) {
         Value x = memref::LoadOp::create(b, loc, keys, ValueRange{i});
@@ -292,24 +308,36 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
       // (threads past the 256th none): an inclusive scan over threads weighs
       // the keys in bins from the top down to its own.
       int64_t perThread = std::max<int64_t>(1, kBins / threads);
-      Value holder = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
-                                           thread, e.index(kBins / perThread));
+      // With more threads than bins, the threads past them hold none.
+      Value holder =
+          threads > kBins
+              ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, thread,
+                                      e.index(kBins))
+                    .getResult()
+              : Value();
+      auto held = [&](Value v, Value none) {
+        return holder ? arith::SelectOp::create(b, loc, holder, v, none)
+                            .getResult()
+                      : v;
+      };
       SmallVector<Value> ownBins, inOwnBins;
-      Value local = e.i32(0);
+      Value topBin = arith::SubIOp::create(
+          b, loc, e.index(kBins - 1),
+          arith::MulIOp::create(b, loc, held(thread, e.index(0)),
+                                e.index(perThread)));
+      Value local;
       for (int64_t j = 0; j < perThread; ++j) {
-        Value bin = arith::SubIOp::create(
-            b, loc, e.index(kBins - 1 - j),
-            arith::MulIOp::create(
-                b, loc,
-                arith::SelectOp::create(b, loc, holder, thread, e.index(0)),
-                e.index(perThread)));
-        Value in = arith::SelectOp::create(
-            b, loc, holder,
-            memref::LoadOp::create(b, loc, histogram, ValueRange{bin}),
-            e.i32(0));
+        Value bin =
+            j == 0
+                ? topBin
+                : arith::SubIOp::create(b, loc, topBin, e.index(j)).getResult();
+        Value in =
+            held(memref::LoadOp::create(b, loc, histogram, ValueRange{bin}),
+                 e.i32(0));
         ownBins.push_back(bin);
         inOwnBins.push_back(in);
-        local = arith::AddIOp::create(b, loc, local, in);
+        local =
+            local ? arith::AddIOp::create(b, loc, local, in).getResult() : in;
       }
       Value total;
       Value through = inclusiveScan(local, total);
@@ -321,21 +349,22 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, through,
                                 need));
       scf::IfOp::create(b, loc, owner, [&](OpBuilder &, Location) {
-        // The first of its bins, from the top, that reaches the need.
-        Value bin = ownBins.back(), above = before, inBin = inOwnBins.back();
-        Value found = arith::ConstantOp::create(b, loc, b.getBoolAttr(false));
-        Value weighed = before;
-        for (int64_t j = 0; j < perThread; ++j) {
-          Value through = arith::AddIOp::create(b, loc, weighed, inOwnBins[j]);
-          Value takes = arith::AndIOp::create(
-              b, loc, arith::XOrIOp::create(b, loc, found, trueValue),
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, through,
-                                    need));
+        // The first of its bins, from the top, that reaches the need (the
+        // weights above each bin grow downwards, so from the lowest up,
+        // each bin that reaches it replaces the one below).
+        SmallVector<Value> aboveBin = {before};
+        for (int64_t j = 0; j + 1 < perThread; ++j)
+          aboveBin.push_back(
+              arith::AddIOp::create(b, loc, aboveBin.back(), inOwnBins[j]));
+        Value bin = ownBins.back(), above = aboveBin.back(),
+              inBin = inOwnBins.back();
+        for (int64_t j = perThread - 2; j >= 0; --j) {
+          Value takes = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::sge,
+              arith::AddIOp::create(b, loc, aboveBin[j], inOwnBins[j]), need);
           bin = arith::SelectOp::create(b, loc, takes, ownBins[j], bin);
-          above = arith::SelectOp::create(b, loc, takes, weighed, above);
+          above = arith::SelectOp::create(b, loc, takes, aboveBin[j], above);
           inBin = arith::SelectOp::create(b, loc, takes, inOwnBins[j], inBin);
-          found = arith::OrIOp::create(b, loc, found, takes);
-          weighed = through;
         }
         Value keysInBin =
             weight ? memref::LoadOp::create(b, loc, binCounts, ValueRange{bin})
