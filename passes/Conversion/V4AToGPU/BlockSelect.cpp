@@ -159,20 +159,27 @@ void BlockSelect::makeRoom() {
                     });
 }
 
+/// The inclusive scan of `value` (i32) over the first `lanes` lanes of each
+/// warp (later lanes' sums reach back only that far).
+static Value scanLanes(OpBuilder &b, Location loc, Value value, int64_t lanes) {
+  Value zero = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+  for (int64_t offset = 1; offset < lanes; offset *= 2) {
+    auto up = mlir::gpu::ShuffleOp::create(
+        b, loc, value, static_cast<int32_t>(offset),
+        static_cast<int32_t>(kWarpLanes), mlir::gpu::ShuffleMode::UP);
+    value = arith::AddIOp::create(b, loc, value,
+                                  arith::SelectOp::create(b, loc, up.getValid(),
+                                                          up.getShuffleResult(),
+                                                          zero));
+  }
+  return value;
+}
+
 Value BlockSelect::inclusiveScan(Value local, Value &total) {
   Value lanes = e.index(kWarpLanes);
   Value warp = arith::DivUIOp::create(b, loc, thread, lanes);
   Value lane = arith::RemUIOp::create(b, loc, thread, lanes);
-  Value scan = local;
-  for (int64_t offset = 1; offset < kWarpLanes; offset *= 2) {
-    auto up = mlir::gpu::ShuffleOp::create(
-        b, loc, scan, static_cast<int32_t>(offset),
-        static_cast<int32_t>(kWarpLanes), mlir::gpu::ShuffleMode::UP);
-    scan = arith::AddIOp::create(b, loc, scan,
-                                 arith::SelectOp::create(b, loc, up.getValid(),
-                                                         up.getShuffleResult(),
-                                                         e.i32(0)));
-  }
+  Value scan = scanLanes(b, loc, local, kWarpLanes);
   Value lastLane = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
                                          e.index(kWarpLanes - 1));
   scf::IfOp::create(b, loc, lastLane, [&](OpBuilder &, Location) {
@@ -210,16 +217,7 @@ Value BlockSelect::inclusiveScan(Value local, Value &total) {
   Value own = arith::SelectOp::create(
       b, loc, holds, memref::LoadOp::create(b, loc, counters, ValueRange{slot}),
       e.i32(0));
-  Value warpScan = own;
-  for (int64_t offset = 1; offset < warps; offset *= 2) {
-    auto up = mlir::gpu::ShuffleOp::create(
-        b, loc, warpScan, static_cast<int32_t>(offset),
-        static_cast<int32_t>(kWarpLanes), mlir::gpu::ShuffleMode::UP);
-    warpScan = arith::AddIOp::create(
-        b, loc, warpScan,
-        arith::SelectOp::create(b, loc, up.getValid(), up.getShuffleResult(),
-                                e.i32(0)));
-  }
+  Value warpScan = scanLanes(b, loc, own, warps);
   auto fromLane = [&](Value value, Value from) {
     return mlir::gpu::ShuffleOp::create(
                b, loc, value,
