@@ -208,11 +208,114 @@ struct RopeAngles {
   int64_t at = -1;
 };
 
+/// A row's lanes within one warp: the team, or a warp of a wider team.
+int64_t segmentLanes(int64_t team) { return std::min(team, kWarpLanes); }
+
+/// Whether a row's rope lanes (the last ropeDim / 8 of the row) all lie in
+/// one segment, whose lanes then compute the row's angles together.
+bool spreadsAngles(int64_t team, int64_t width, int64_t ropeDim) {
+  int64_t segment = segmentLanes(team);
+  int64_t start = width - ropeDim;
+  return ropeDim % (2 * kChunk) == 0 && start % kChunk == 0 &&
+         (start / kChunk) / segment == (width / kChunk - 1) / segment;
+}
+
+/// The cosines and sines of `pairs` (this thread's four), computed by the
+/// lanes of the segment that holds the row's rope lanes, a pair (or a few)
+/// a lane, and fetched by shuffles: the same cos and sin of the same angle
+/// as a rope lane computing its own four pairs, where only the rope lanes
+/// (an eighth of a 512-wide row's) would each evaluate eight of them in
+/// turn. Every lane of the warp must call it; the values are meaningful in
+/// the rope's segment.
+SmallVector<std::pair<Value, Value>> spreadCosSins(RowThread &t,
+                                                   int64_t ropeDim,
+                                                   Value positions, Value freqs,
+                                                   ArrayRef<Value> pairs) {
+  cpu::LoopEmitter e(t.b, t.loc);
+  int64_t segment = segmentLanes(t.team);
+  int64_t half = ropeDim / 2;
+  int64_t perLane = (half + segment - 1) / segment;
+  int64_t start = t.width - ropeDim;
+  Value holdsRope =
+      e.cmp(arith::CmpIPredicate::eq,
+            arith::DivUIOp::create(t.b, t.loc, t.lane, t.index(segment)),
+            t.index((start / kChunk) / segment));
+  SmallVector<Type> types(2 * pairs.size(), t.b.getF32Type());
+  auto ifOp = scf::IfOp::create(t.b, t.loc, types, holdsRope, true);
+  OpBuilder::InsertionGuard guard(t.b);
+  t.b.setInsertionPointToStart(ifOp.thenBlock());
+  Value raw =
+      memref::LoadOp::create(t.b, t.loc, positions, ValueRange{t.lead.front()});
+  Value position = arith::SIToFPOp::create(t.b, t.loc, t.b.getF32Type(), raw);
+  // This lane's pairs: its place in the segment, then a segment further on.
+  Value place = arith::RemUIOp::create(t.b, t.loc, t.lane, t.index(segment));
+  SmallVector<Value> own;
+  for (int64_t r = 0; r < perLane; ++r) {
+    Value pair = e.add(place, t.index(r * segment));
+    own.push_back(
+        e.select(e.cmp(arith::CmpIPredicate::ult, pair, t.index(half)), pair,
+                 t.index(0)));
+  }
+  SmallVector<std::pair<Value, Value>> computed =
+      ropeCosSins(t.b, t.loc, position, freqs, own);
+  // Pair q is lane (segment's first) + q % segment's, its q / segment-th.
+  Value warpLane =
+      arith::RemUIOp::create(t.b, t.loc, t.threadId, t.index(kWarpLanes));
+  Value first = arith::SubIOp::create(t.b, t.loc, warpLane, place);
+  auto fromLane = [&](Value value, Value lane) {
+    return mlir::gpu::ShuffleOp::create(
+               t.b, t.loc, value,
+               arith::IndexCastOp::create(t.b, t.loc, t.b.getI32Type(), lane),
+               arith::ConstantOp::create(t.b, t.loc,
+                                         t.b.getI32IntegerAttr(kWarpLanes)),
+               mlir::gpu::ShuffleMode::IDX)
+        .getShuffleResult();
+  };
+  SmallVector<Value> results;
+  for (Value pair : pairs) {
+    Value source = e.add(
+        first, arith::RemUIOp::create(t.b, t.loc, pair, t.index(segment)));
+    Value round = arith::DivUIOp::create(t.b, t.loc, pair, t.index(segment));
+    Value c = fromLane(computed[0].first, source);
+    Value s = fromLane(computed[0].second, source);
+    for (int64_t r = 1; r < perLane; ++r) {
+      Value here = e.cmp(arith::CmpIPredicate::eq, round, t.index(r));
+      c = e.select(here, fromLane(computed[r].first, source), c);
+      s = e.select(here, fromLane(computed[r].second, source), s);
+    }
+    results.push_back(c);
+    results.push_back(s);
+  }
+  scf::YieldOp::create(t.b, t.loc, results);
+  t.b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(t.b, t.loc,
+                       SmallVector<Value>(types.size(), t.f32(0.0)));
+  SmallVector<std::pair<Value, Value>> cosSins;
+  for (size_t i = 0; i < pairs.size(); ++i)
+    cosSins.push_back({ifOp.getResult(2 * i), ifOp.getResult(2 * i + 1)});
+  return cosSins;
+}
+
 Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
                  const RopeAngles &angles) {
   cpu::LoopEmitter e(t.b, t.loc);
   int64_t ropeDim = op.getRopeDim();
   int64_t start = t.width - ropeDim;
+  SmallVector<RopeColumn> columns;
+  SmallVector<Value> pairs;
+  auto placeColumns = [&] {
+    for (int64_t i = 0; i < kChunk; i += 2) {
+      columns.push_back(
+          ropeColumn(t.b, t.loc, e.add(t.column, t.index(i)), start));
+      pairs.push_back(columns.back().pair);
+    }
+  };
+  SmallVector<std::pair<Value, Value>> cosSins;
+  bool spread = !angles.shared && spreadsAngles(t.team, t.width, ropeDim);
+  if (spread) {
+    placeColumns();
+    cosSins = spreadCosSins(t, ropeDim, positions, angles.freqs, pairs);
+  }
   // Only threads whose elements reach the rope dims do any work (lanes past
   // the row's end hold no elements and would read past the table).
   Value touches = arith::AndIOp::create(t.b, t.loc,
@@ -224,20 +327,8 @@ Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
   auto ifOp = scf::IfOp::create(t.b, t.loc, types, touches, true);
   OpBuilder::InsertionGuard guard(t.b);
   t.b.setInsertionPointToStart(ifOp.thenBlock());
-  Value position;
-  if (!angles.shared) {
-    Value raw = memref::LoadOp::create(t.b, t.loc, positions,
-                                       ValueRange{t.lead.front()});
-    position = arith::SIToFPOp::create(t.b, t.loc, t.b.getF32Type(), raw);
-  }
-  SmallVector<RopeColumn> columns;
-  SmallVector<Value> pairs;
-  for (int64_t i = 0; i < kChunk; i += 2) {
-    columns.push_back(
-        ropeColumn(t.b, t.loc, e.add(t.column, t.index(i)), start));
-    pairs.push_back(columns.back().pair);
-  }
-  SmallVector<std::pair<Value, Value>> cosSins;
+  if (!spread)
+    placeColumns();
   if (angles.shared) {
     for (Value pair : pairs) {
       Value at = e.add(pair, t.index(angles.at));
@@ -247,7 +338,10 @@ Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
                t.b, t.loc, angles.shared,
                ValueRange{e.add(at, t.index(ropeDim / 2))})});
     }
-  } else {
+  } else if (!spread) {
+    Value raw = memref::LoadOp::create(t.b, t.loc, positions,
+                                       ValueRange{t.lead.front()});
+    Value position = arith::SIToFPOp::create(t.b, t.loc, t.b.getF32Type(), raw);
     cosSins = ropeCosSins(t.b, t.loc, position, angles.freqs, pairs);
   }
   Values out(v);
