@@ -1855,6 +1855,15 @@ constexpr int64_t kStateColumnsPerThread = 8;
 /// rows with overlap, and the width from which a row counts as wide.
 constexpr int64_t kPoolFeaturesPerThread = 4;
 constexpr int64_t kWidePoolRow = 512;
+/// Tokens one thread of the compressor's pool kernel takes in turn where
+/// it pools one feature, from steps of this many tokens (prefill): most of
+/// a prefill's tokens complete no group and only store zeros, and their
+/// threads' waves were a third of the ratio-128 pool's time (measured on
+/// an H100 at prefill 8,192, bench/kernels-notes.md: 42.3 -> 33.6 us, the
+/// indexer's pool 15.6 -> 13.2; with four features a thread, the ratio-4
+/// pool, 35.5 -> 36.8, so it keeps a token a thread).
+constexpr int64_t kPoolTokensPerThread = 8;
+constexpr int64_t kPoolManyTokens = 1024;
 
 /// The compressor over the packed tokens without a walk: what each
 /// completing token pools, and the state each sequence ends with, follow
@@ -1968,7 +1977,7 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
       features.push_back(e.add(g, e.mul(e.index(u), featureGroups)));
     return features;
   };
-  e.parallelLoop(tokens, featureGroups, [&](Value t, Value g) {
+  auto poolToken = [&](Value t, Value g) {
     SmallVector<Value> features = featuresOf(g);
     Token k = tokenAt(t);
     Value group = e.div(k.p, r);
@@ -2033,7 +2042,25 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
       b.setInsertionPointToStart(ifOp.elseBlock());
       poolSlots(fromStepOrState, atOnce);
     });
-  });
+  };
+  if (featuresPerThread > 1) {
+    e.parallelLoop(tokens, featureGroups, poolToken);
+  } else {
+    // A thread takes consecutive tokens (one at decode, where each may
+    // complete a group and chains would add up).
+    Value tokensPerThread =
+        e.select(e.cmp(IP::sge, tokens, e.index(kPoolManyTokens)),
+                 e.index(kPoolTokensPerThread), one);
+    Value tokenRuns =
+        arith::CeilDivSIOp::create(b, loc, tokens, tokensPerThread);
+    e.parallelLoop(tokenRuns, featureGroups, [&](Value run, Value g) {
+      Value first = e.mul(run, tokensPerThread);
+      e.loop(zero, tokensPerThread, [&](Value u) {
+        Value t = e.add(first, u);
+        e.ifThen(e.cmp(IP::slt, t, tokens), [&] { poolToken(t, g); });
+      });
+    });
+  }
   auto completedBefore = [&](const Token &k, Value groupStart) {
     return both(e.cmp(IP::sgt, groupStart, zero),
                 inStep(k, e.max(e.sub(groupStart, one), zero)));
