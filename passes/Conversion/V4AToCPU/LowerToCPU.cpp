@@ -1849,6 +1849,11 @@ constexpr int64_t kPoolSlotsFromStepAtOnce = 32;
 /// measured faster in runs of eight tokens at prefill 8,192) 1,024 runs.
 constexpr int64_t kStateThreadRows = 16384;
 constexpr int64_t kOverlapStateThreadRows = 1024;
+/// Steps of fewer tokens than this (decode) load each token's own values
+/// in the compressor's state kernel before its checks (a token a thread).
+constexpr int64_t kFewStateTokens = 1024;
+static_assert(kFewStateTokens <= kOverlapStateThreadRows &&
+              kFewStateTokens <= kStateThreadRows);
 /// Columns one thread of the compressor's state kernel writes.
 constexpr int64_t kStateColumnsPerThread = 8;
 /// Features one thread of the compressor's pool kernel pools over wide
@@ -2091,11 +2096,25 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
                                  arith::ConstantIntOp::create(b, loc, 1, 1))
         .getResult();
   };
-  auto writeState = [&](Value t, ArrayRef<Value> columns) {
+  auto writeState = [&](Value t, ArrayRef<Value> columns, bool ownFirst) {
     Token k = tokenAt(t);
     Value group = e.div(k.p, r);
     Value groupStart = e.mul(group, r);
     Value i = e.sub(k.p, groupStart);
+    auto loadOwnValues = [&] {
+      SmallVector<std::pair<Value, Value>> values;
+      for (Value c : columns)
+        values.push_back({e.load(kv, {t, c}),
+                          e.add(e.load(score, {t, c}), e.load(ape, {i, c}))});
+      return values;
+    };
+    // Loaded before the checks that choose their rows, so that they are in
+    // flight with the checks' loads (where a step's tokens mostly need
+    // none of them, a prefill's, they are loaded where needed).
+    SmallVector<std::pair<Value, Value>> early;
+    if (ownFirst)
+      early = loadOwnValues();
+    auto ownValues = [&] { return ownFirst ? early : loadOwnValues(); };
     // The token's group is its sequence's last unless the step holds the
     // group's last position; it is the group before the last, with no
     // token at its row of the last group, when the step holds that but
@@ -2106,13 +2125,6 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     Value last = arith::OrIOp::create(
         b, loc, e.cmp(IP::eq, t, lastToken),
         e.cmp(IP::ne, e.loadIndex(slotIds, {next}), k.slot));
-    auto ownValues = [&] {
-      SmallVector<std::pair<Value, Value>> values;
-      for (Value c : columns)
-        values.push_back({e.load(kv, {t, c}),
-                          e.add(e.load(score, {t, c}), e.load(ape, {i, c}))});
-      return values;
-    };
     e.ifThen(notValue(endInStep), [&] {
       auto values = ownValues();
       if (overlap)
@@ -2200,8 +2212,17 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     for (int64_t u = 0; u < columnsPerThread; ++u)
       columns.push_back(e.add(column, e.mul(e.index(u), columnGroups)));
     Value begin = e.mul(g, run);
+    // A step of few tokens (decode) has a thread a token, each of which
+    // may store its own values.
+    auto few = scf::IfOp::create(
+        b, loc, e.cmp(IP::slt, tokens, e.index(kFewStateTokens)),
+        /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(few.thenBlock());
+    writeState(begin, columns, /*ownFirst=*/true);
+    b.setInsertionPointToStart(few.elseBlock());
     e.loop(begin, e.min(e.add(begin, run), tokens),
-           [&](Value t) { writeState(t, columns); });
+           [&](Value t) { writeState(t, columns, /*ownFirst=*/false); });
   });
 }
 
