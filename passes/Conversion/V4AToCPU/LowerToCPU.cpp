@@ -1850,7 +1850,9 @@ constexpr int64_t kPoolSlotsFromStepAtOnce = 32;
 constexpr int64_t kStateThreadRows = 16384;
 constexpr int64_t kOverlapStateThreadRows = 1024;
 /// Steps of fewer tokens than this (decode) load each token's own values
-/// in the compressor's state kernel before its checks (a token a thread).
+/// in the compressor's state kernel before its checks (a token a thread;
+/// measured on an H100, bench/kernels-notes.md: ratio-4 state 5.0 -> 4.5 us
+/// at decode 128 x 64K, at the price of 136 registers where 127 were).
 constexpr int64_t kFewStateTokens = 1024;
 static_assert(kFewStateTokens <= kOverlapStateThreadRows &&
               kFewStateTokens <= kStateThreadRows);
@@ -1863,7 +1865,7 @@ constexpr int64_t kWidePoolRow = 512;
 /// Tokens one thread of the compressor's pool kernel takes in turn where
 /// it pools one feature, from steps of this many tokens (prefill): most of
 /// a prefill's tokens complete no group and only store zeros, and their
-/// threads' waves were a third of the ratio-128 pool's time (measured on
+/// threads' waves were a fifth of the ratio-128 pool's time (measured on
 /// an H100 at prefill 8,192, bench/kernels-notes.md: 42.3 -> 33.6 us, the
 /// indexer's pool 15.6 -> 13.2; with four features a thread, the ratio-4
 /// pool, 35.5 -> 36.8, so it keeps a token a thread).
@@ -2108,9 +2110,9 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
                           e.add(e.load(score, {t, c}), e.load(ape, {i, c}))});
       return values;
     };
-    // Loaded before the checks that choose their rows, so that they are in
-    // flight with the checks' loads (where a step's tokens mostly need
-    // none of them, a prefill's, they are loaded where needed).
+    // At decode they are loaded before the checks that choose their rows,
+    // in flight with the checks' loads; a prefill's tokens mostly store
+    // none of them, so there they are loaded where needed.
     SmallVector<std::pair<Value, Value>> early;
     if (ownFirst)
       early = loadOwnValues();
