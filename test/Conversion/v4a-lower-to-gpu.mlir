@@ -4,8 +4,9 @@
 // 64-wide head vector, 16 rows per 128-thread block over ceil(T * H / 16)
 // blocks; the row read and written once in 16-byte accesses, its sum a
 // shuffle butterfly over the team, the rope frequencies a constant table.
-// A block's 16 rows span 4 tokens (4 heads each): each rope lane computes
-// its own angles, with no workgroup table.
+// A block's 16 rows span 4 tokens (4 heads each), so no workgroup table:
+// the lanes of a row's team compute its angles a pair a lane and the rope
+// lanes fetch theirs by shuffles.
 // CHECK-LABEL: func.func @norm_rope
 // CHECK: %[[X:.*]] = bufferization.to_buffer %arg0 read_only : tensor<?x4x64xbf16> to memref<?x4x64xbf16>
 // CHECK: %[[OUT:.*]] = memref.alloc(%{{.*}}) : memref<?x4x64xbf16>
@@ -21,6 +22,10 @@
 // CHECK-NOT: gpu.shuffle
 // CHECK: math.sqrt
 // CHECK: math.cos
+// CHECK-NEXT: math.sin
+// CHECK-NOT: math.cos
+// CHECK: gpu.shuffle  idx
+// CHECK: gpu.shuffle  idx
 // CHECK: vector.store %{{.*}}, %[[OUT]][{{.*}}] {alignment = 16 : i64} : memref<?x4x64xbf16>, vector<8xbf16>
 // CHECK: gpu.terminator
 // CHECK: %[[Y:.*]] = bufferization.to_tensor %[[OUT]] restrict writable

@@ -1849,8 +1849,9 @@ constexpr int64_t kPoolSlotsFromStepAtOnce = 32;
 /// measured faster in runs of eight tokens at prefill 8,192) 1,024 runs.
 constexpr int64_t kStateThreadRows = 16384;
 constexpr int64_t kOverlapStateThreadRows = 1024;
-/// Steps of fewer tokens than this (decode) load each token's own values
-/// in the compressor's state kernel before its checks (a token a thread;
+/// Steps of fewer tokens than this (decode, and short prefill chunks) load
+/// each token's own values in the compressor's state kernel before its
+/// checks (a token a thread;
 /// measured on an H100, bench/kernels-notes.md: ratio-4 state 5.0 -> 4.5 us
 /// at decode 128 x 64K, at the price of 136 registers where 127 were).
 constexpr int64_t kFewStateTokens = 1024;
@@ -1863,7 +1864,8 @@ constexpr int64_t kStateColumnsPerThread = 8;
 constexpr int64_t kPoolFeaturesPerThread = 4;
 constexpr int64_t kWidePoolRow = 512;
 /// Tokens one thread of the compressor's pool kernel takes in turn where
-/// it pools one feature, from steps of this many tokens (prefill): most of
+/// it pools one feature, from steps of this many tokens (prefill chunks;
+/// a decode step of as many sequences too): most of
 /// a prefill's tokens complete no group and only store zeros, and their
 /// threads' waves were a fifth of the ratio-128 pool's time (measured on
 /// an H100 at prefill 8,192, bench/kernels-notes.md: 42.3 -> 33.6 us, the
