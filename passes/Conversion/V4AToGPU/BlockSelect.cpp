@@ -218,15 +218,9 @@ Value BlockSelect::inclusiveScan(Value local, Value &total) {
       b, loc, holds, memref::LoadOp::create(b, loc, counters, ValueRange{slot}),
       e.i32(0));
   Value warpScan = scanLanes(b, loc, own, warps);
-  auto fromLane = [&](Value value, Value from) {
-    return mlir::gpu::ShuffleOp::create(
-               b, loc, value,
-               arith::IndexCastOp::create(b, loc, b.getI32Type(), from),
-               e.i32(kWarpLanes), mlir::gpu::ShuffleMode::IDX)
-        .getShuffleResult();
-  };
-  total = fromLane(warpScan, e.index(warps - 1));
-  Value before = fromLane(arith::SubIOp::create(b, loc, warpScan, own), warp);
+  total = shuffleFromLane(b, loc, warpScan, e.index(warps - 1));
+  Value before = shuffleFromLane(
+      b, loc, arith::SubIOp::create(b, loc, warpScan, own), warp);
   return arith::AddIOp::create(b, loc, scan, before);
 }
 

@@ -60,6 +60,16 @@ Value shuffleXor(OpBuilder &b, Location loc, Value value, int64_t mask) {
       .getShuffleResult();
 }
 
+Value shuffleFromLane(OpBuilder &b, Location loc, Value value, Value lane) {
+  return mlir::gpu::ShuffleOp::create(
+             b, loc, value,
+             arith::IndexCastOp::create(b, loc, b.getI32Type(), lane),
+             arith::ConstantOp::create(
+                 b, loc, b.getI32IntegerAttr(static_cast<int32_t>(kWarpLanes))),
+             mlir::gpu::ShuffleMode::IDX)
+      .getShuffleResult();
+}
+
 Value reduceLanes(OpBuilder &b, Location loc, Value value, int64_t lanes,
                   Combine how) {
   assert(lanes <= kWarpLanes && llvm::isPowerOf2_64(lanes));

@@ -33,6 +33,11 @@ mlir::Value combine(mlir::OpBuilder &b, mlir::Location loc, Combine how,
 mlir::Value shuffleXor(mlir::OpBuilder &b, mlir::Location loc,
                        mlir::Value value, int64_t mask);
 
+/// `value` of lane `lane` (an index) of this warp; every lane of the warp
+/// takes part.
+mlir::Value shuffleFromLane(mlir::OpBuilder &b, mlir::Location loc,
+                            mlir::Value value, mlir::Value lane);
+
 /// The combination of `value` over each aligned group of `lanes` lanes (a
 /// power of two, at most a warp), every lane of the group getting it. The
 /// order of the combination is fixed (a butterfly), so all lanes agree

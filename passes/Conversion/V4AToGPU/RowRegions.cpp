@@ -208,6 +208,14 @@ struct RopeAngles {
   int64_t at = -1;
 };
 
+/// The position of the thread's token as f32 (a rope's angle is it times a
+/// frequency).
+Value tokenPosition(RowThread &t, Value positions) {
+  Value raw =
+      memref::LoadOp::create(t.b, t.loc, positions, ValueRange{t.lead.front()});
+  return arith::SIToFPOp::create(t.b, t.loc, t.b.getF32Type(), raw);
+}
+
 /// A row's lanes within one warp: the team, or a warp of a wider team.
 int64_t segmentLanes(int64_t team) { return std::min(team, kWarpLanes); }
 
@@ -244,9 +252,7 @@ SmallVector<std::pair<Value, Value>> spreadCosSins(RowThread &t,
   auto ifOp = scf::IfOp::create(t.b, t.loc, types, holdsRope, true);
   OpBuilder::InsertionGuard guard(t.b);
   t.b.setInsertionPointToStart(ifOp.thenBlock());
-  Value raw =
-      memref::LoadOp::create(t.b, t.loc, positions, ValueRange{t.lead.front()});
-  Value position = arith::SIToFPOp::create(t.b, t.loc, t.b.getF32Type(), raw);
+  Value position = tokenPosition(t, positions);
   // This lane's pairs: its place in the segment, then a segment further on.
   Value place = arith::RemUIOp::create(t.b, t.loc, t.lane, t.index(segment));
   SmallVector<Value> own;
@@ -262,26 +268,19 @@ SmallVector<std::pair<Value, Value>> spreadCosSins(RowThread &t,
   Value warpLane =
       arith::RemUIOp::create(t.b, t.loc, t.threadId, t.index(kWarpLanes));
   Value first = arith::SubIOp::create(t.b, t.loc, warpLane, place);
-  auto fromLane = [&](Value value, Value lane) {
-    return mlir::gpu::ShuffleOp::create(
-               t.b, t.loc, value,
-               arith::IndexCastOp::create(t.b, t.loc, t.b.getI32Type(), lane),
-               arith::ConstantOp::create(t.b, t.loc,
-                                         t.b.getI32IntegerAttr(kWarpLanes)),
-               mlir::gpu::ShuffleMode::IDX)
-        .getShuffleResult();
-  };
   SmallVector<Value> results;
   for (Value pair : pairs) {
     Value source = e.add(
         first, arith::RemUIOp::create(t.b, t.loc, pair, t.index(segment)));
     Value round = arith::DivUIOp::create(t.b, t.loc, pair, t.index(segment));
-    Value c = fromLane(computed[0].first, source);
-    Value s = fromLane(computed[0].second, source);
+    Value c = shuffleFromLane(t.b, t.loc, computed[0].first, source);
+    Value s = shuffleFromLane(t.b, t.loc, computed[0].second, source);
     for (int64_t r = 1; r < perLane; ++r) {
       Value here = e.cmp(arith::CmpIPredicate::eq, round, t.index(r));
-      c = e.select(here, fromLane(computed[r].first, source), c);
-      s = e.select(here, fromLane(computed[r].second, source), s);
+      c = e.select(here, shuffleFromLane(t.b, t.loc, computed[r].first, source),
+                   c);
+      s = e.select(here,
+                   shuffleFromLane(t.b, t.loc, computed[r].second, source), s);
     }
     results.push_back(c);
     results.push_back(s);
@@ -339,10 +338,8 @@ Values applyRoPE(RowThread &t, RoPEOp op, Values v, Value positions,
                ValueRange{e.add(at, t.index(ropeDim / 2))})});
     }
   } else if (!spread) {
-    Value raw = memref::LoadOp::create(t.b, t.loc, positions,
-                                       ValueRange{t.lead.front()});
-    Value position = arith::SIToFPOp::create(t.b, t.loc, t.b.getF32Type(), raw);
-    cosSins = ropeCosSins(t.b, t.loc, position, angles.freqs, pairs);
+    cosSins = ropeCosSins(t.b, t.loc, tokenPosition(t, positions), angles.freqs,
+                          pairs);
   }
   Values out(v);
   for (auto [p, column] : llvm::enumerate(columns)) {
