@@ -108,8 +108,14 @@ for group in steps_traced:
     intervals = sorted((e.time_range.start, e.time_range.end) for e in group)
     span = max(end for _, end in intervals) - intervals[0][0]
     used, longest = busy(intervals)
+    first_kernel = min(e.time_range.start for e in group
+                       if kind(e.name) not in ("copy", "set"))
+    graph = [(start, end) for start, end in intervals if start >= first_kernel]
+    graph_used, _ = busy(graph)
+    graph_span = max(end for _, end in graph) - first_kernel
     rows.append({"nodes": len(group), "span_us": span, "busy_us": used,
-                 "gaps_us": span - used, "longest_gap_us": longest})
+                 "gaps_us": span - used, "longest_gap_us": longest,
+                 "graph_gaps_us": graph_span - graph_used})
 
 
 def median(key):
@@ -124,6 +130,9 @@ result = {"package": package, "graphs": graphs, "layers": layers,
           "gaps_us": round(median("gaps_us"), 1),
           "gaps_per_layer_us": round(median("gaps_us") / layers, 2),
           "longest_gap_us": round(median("longest_gap_us"), 1),
+          "graph_gaps_us": round(median("graph_gaps_us"), 1),
+          "graph_gaps_per_layer_us": round(median("graph_gaps_us") / layers,
+                                           2),
           "nodes_per_layer": round(median("nodes") / layers, 1),
           "first_step_nodes_by_kind": dict(sorted(kinds.items()))}
 print(json.dumps(result))
