@@ -8,12 +8,20 @@ kernel's or copy's start to the last one's end), the busy time (the union
 of the kernels' and copies' intervals) and the difference, which is the
 launch overhead: with graphs, the gaps the GPU leaves between dependent
 nodes; and the longest of those gaps (a host pause inside a step shows
-there). Steps are told apart by a marker kernel before each. Printed per step and per layer, medians over the traced steps, as
-one JSON line, with the first traced step's nodes counted by kind (the
-generated kernels by family, the library's kernels, copies and sets)."""
+there). The graph's own gaps are also counted from its first kernel on:
+under the profiler the inputs' copies are followed by a pause while the
+host submits the graph (~1.8 us a node with CUPTI recording each). Before
+the trace, as many steps again (and one) run without the profiler; their
+median time, from the host's call until the GPU is done, less the traced
+busy time, is a step's whole overhead a layer (host, copies, submission,
+gaps). Steps are told apart by a marker kernel before each. Printed per
+step and per layer, medians over the traced steps, as one JSON line, with
+the first traced step's nodes counted by kind (the generated kernels by
+family, the library's kernels, copies and sets)."""
 import json
 import re
 import sys
+import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -45,6 +53,16 @@ ones = [1] * batch
 for _ in range(3):  # stream, record, first replay
     model.step(sequences, ones, x, y)
 torch.cuda.synchronize()
+
+# The same steps without the profiler: the host's call until the GPU is done
+# (Model.step, input copies, the graph's submission, its run).
+walls = []
+for _ in range(2 * steps + 1):
+    start = time.perf_counter()
+    model.step(sequences, ones, x, y)
+    torch.cuda.synchronize()
+    walls.append((time.perf_counter() - start) * 1e6)
+step_us = sorted(walls)[len(walls) // 2]
 
 # A marker kernel (torch's spin kernel) opens each traced step: the steps
 # are what lies between markers, whatever gaps the host leaves inside one.
@@ -108,8 +126,14 @@ for group in steps_traced:
     intervals = sorted((e.time_range.start, e.time_range.end) for e in group)
     span = max(end for _, end in intervals) - intervals[0][0]
     used, longest = busy(intervals)
+    first_kernel = min(e.time_range.start for e in group
+                       if kind(e.name) not in ("copy", "set"))
+    graph = [(start, end) for start, end in intervals if start >= first_kernel]
+    graph_used, _ = busy(graph)
+    graph_span = max(end for _, end in graph) - first_kernel
     rows.append({"nodes": len(group), "span_us": span, "busy_us": used,
-                 "gaps_us": span - used, "longest_gap_us": longest})
+                 "gaps_us": span - used, "longest_gap_us": longest,
+                 "graph_gaps_us": graph_span - graph_used})
 
 
 def median(key):
@@ -124,6 +148,12 @@ result = {"package": package, "graphs": graphs, "layers": layers,
           "gaps_us": round(median("gaps_us"), 1),
           "gaps_per_layer_us": round(median("gaps_us") / layers, 2),
           "longest_gap_us": round(median("longest_gap_us"), 1),
+          "graph_gaps_us": round(median("graph_gaps_us"), 1),
+          "graph_gaps_per_layer_us": round(median("graph_gaps_us") / layers,
+                                           2),
           "nodes_per_layer": round(median("nodes") / layers, 1),
+          "step_us": round(step_us, 1),
+          "overhead_per_layer_us": round((step_us - median("busy_us")) /
+                                         layers, 2),
           "first_step_nodes_by_kind": dict(sorted(kinds.items()))}
 print(json.dumps(result))

@@ -29,12 +29,14 @@
 
 namespace v4a::pkg {
 
-/// Version 5: launches say which buffers a kernel only reads; version 4: the
-/// manifest may name a tensor-parallel degree (an older
-/// runtime would take a rank for a smaller whole model); version 3:
-/// launches name their dynamic shared memory; version 2: host programs may
-/// hand matrix products to a GEMM library.
-constexpr uint32_t kFormatVersion = 5;
+/// Version 6: every kernel waits for the grids before it at its entry
+/// (v4a-chain-kernel-launches), so the runtime may launch it while they
+/// end; version 5: launches say which buffers a kernel only reads; version 4:
+/// the manifest may name a tensor-parallel degree (an older runtime would take
+/// a rank for a smaller whole model); version 3: launches name their dynamic
+/// shared memory; version 2: host programs may hand matrix products to a GEMM
+/// library.
+constexpr uint32_t kFormatVersion = 6;
 constexpr const char *kCompilerVersion = "v4a 0.11";
 /// The largest package the loader reads.
 constexpr uint64_t kMaxPackageBytes = uint64_t(1) << 30;

@@ -365,4 +365,38 @@ def MapLoopsToGPU : Pass<"v4a-map-loops-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::scf::SCFDialect"];
 }
 
+def ChainKernelLaunches : Pass<"v4a-chain-kernel-launches", "::mlir::ModuleOp"> {
+  let summary = "Lets each outlined kernel be launched before the one before it ends";
+  let description = [{
+    Runs after `gpu-kernel-outlining`. Every kernel of every `gpu.module`
+    starts by waiting for the grids it depends on
+    (`nvvm.griddepcontrol wait`: they have completed and their writes are
+    visible) and then lets the grid after it be launched
+    (`nvvm.griddepcontrol launch_dependents`). Nothing of the kernel reads
+    or writes memory before the wait, so the runtime may launch it with
+    programmatic stream serialization (CUDA's programmatic dependent
+    launch) and it still sees everything stream order shows it, while its
+    launch and its blocks' placement overlap the tail of the grid before.
+    Launched plainly, the wait returns at once. A kernel that already
+    starts with the wait is left as it is.
+
+    Example:
+    ```mlir
+    gpu.func @step_rows0(%x: memref<?xbf16>) kernel {
+      ...
+    }
+    ```
+    becomes
+    ```mlir
+    gpu.func @step_rows0(%x: memref<?xbf16>) kernel {
+      nvvm.griddepcontrol wait
+      nvvm.griddepcontrol launch_dependents
+      ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+    "::mlir::NVVM::NVVMDialect"];
+}
+
 #endif // V4A_PASSES_TD

@@ -52,6 +52,29 @@ constexpr unsigned kEventNoTiming = 2, kStreamNonBlocking = 1;
 constexpr int kPointerDeviceOrdinal = 9;
 constexpr unsigned kDefaultSharedBytes = 48 * 1024;
 
+/// CUlaunchAttribute and CUlaunchConfig as cuLaunchKernelEx takes them, for
+/// the one attribute the runtime sets:
+/// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
+struct LaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmaticStreamSerializationAllowed;
+  } value;
+};
+
+constexpr int kProgrammaticStreamSerialization = 6;
+struct LaunchConfig {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned sharedBytes;
+  CUstream_st *stream;
+  LaunchAttribute *attributes;
+  unsigned attributeCount;
+};
+static_assert(sizeof(LaunchConfig) == 56, "CUlaunchConfig's layout");
+
 } // namespace
 
 struct CudaBackend::Driver {
@@ -84,6 +107,9 @@ struct CudaBackend::Driver {
   CUresult (*launchKernel)(CUfunc_st *, unsigned, unsigned, unsigned, unsigned,
                            unsigned, unsigned, unsigned, CUstream_st *, void **,
                            void **) = nullptr;
+  /// cuLaunchKernelEx, or null (a driver before CUDA 12).
+  CUresult (*launchKernelEx)(const LaunchConfig *, CUfunc_st *, void **,
+                             void **) = nullptr;
   CUresult (*funcSetAttribute)(CUfunc_st *, int, int) = nullptr;
   CUresult (*getErrorString)(CUresult, const char **) = nullptr;
   CUresult (*memGetInfo)(size_t *, size_t *) = nullptr;
@@ -222,7 +248,37 @@ struct CudaBackend::Driver {
         return false;
       }
     }
+    // Without it every launch is a plain one.
+    launchKernelEx = reinterpret_cast<decltype(launchKernelEx)>(
+        dlsym(library, "cuLaunchKernelEx"));
     return true;
+  }
+
+  /// Queues `function` on `stream`. A generated kernel waits for the grids
+  /// before it at its entry (v4a-chain-kernel-launches), so it is launched
+  /// with programmatic stream serialization: its launch overlaps the end
+  /// of the grid before. V4A_SERIAL_LAUNCHES=1 launches plainly.
+  CUresult launchChained(CUfunc_st *function, std::array<unsigned, 3> grid,
+                         std::array<unsigned, 3> block, unsigned sharedBytes,
+                         CUstream_st *stream, void **params) const {
+    static const bool serial = [] {
+      const char *setting = std::getenv("V4A_SERIAL_LAUNCHES");
+      return setting && std::string_view(setting) == "1";
+    }();
+    if (serial || !launchKernelEx)
+      return launchKernel(function, grid[0], grid[1], grid[2], block[0],
+                          block[1], block[2], sharedBytes, stream, params,
+                          nullptr);
+    LaunchAttribute chained{};
+    chained.id = kProgrammaticStreamSerialization;
+    chained.value.programmaticStreamSerializationAllowed = 1;
+    LaunchConfig config{{grid[0], grid[1], grid[2]},
+                        {block[0], block[1], block[2]},
+                        sharedBytes,
+                        stream,
+                        &chained,
+                        1};
+    return launchKernelEx(&config, function, params, nullptr);
   }
 };
 
@@ -653,9 +709,8 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
   CUstream_st *stream = streamFor(touches, error);
   if (!stream)
     return false;
-  CUresult result =
-      d.launchKernel(it->second, grid[0], grid[1], grid[2], block[0], block[1],
-                     block[2], sharedBytes, stream, params.data(), nullptr);
+  CUresult result = d.launchChained(it->second, grid, block, sharedBytes,
+                                    stream, params.data());
   if (result == kSuccess && trace)
     result = d.streamSynchronize(stream);
   if (result != kSuccess) {

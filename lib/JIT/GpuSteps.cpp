@@ -52,7 +52,8 @@ std::string kernelPipeline(bool fp8Library, bool indexerFamily) {
          "convert-elementwise-to-linalg,v4a-fuse-elementwise,"
          "one-shot-bufferize,v4a-elide-result-copies,"
          "convert-linalg-to-parallel-loops,lower-affine,canonicalize,"
-         "v4a-map-loops-to-gpu,gpu-kernel-outlining,cse";
+         "v4a-map-loops-to-gpu,gpu-kernel-outlining,v4a-chain-kernel-launches,"
+         "cse";
 }
 
 /// The CUDA toolkit whose libdevice (math functions) the kernels link:

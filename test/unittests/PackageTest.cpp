@@ -113,7 +113,7 @@ TEST(Package, AnotherFormatVersionIsRefusedNamingBoth) {
   bytes[8] = 7;
   std::string error;
   EXPECT_FALSE(pkg::parse(bytes, "", error));
-  EXPECT_EQ(error, "package format version 7, this runtime reads version 5");
+  EXPECT_EQ(error, "package format version 7, this runtime reads version 6");
 }
 
 TEST(Package, AnotherTargetIsRefusedNamingBoth) {

@@ -10,6 +10,8 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -60,7 +62,8 @@ int main(int argc, char **argv) {
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect,
                   mlir::scf::SCFDialect, mlir::memref::MemRefDialect,
                   mlir::gpu::GPUDialect, mlir::linalg::LinalgDialect,
-                  mlir::bufferization::BufferizationDialect>();
+                  mlir::bufferization::BufferizationDialect,
+                  mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect>();
   mlir::registerTransformsPasses();
   v4a::registerV4APasses();
   v4a::registerPipelines();
