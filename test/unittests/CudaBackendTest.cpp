@@ -104,6 +104,30 @@ TEST(CudaBackend, CopiesAndLaunchesAKernel) {
   gpu->release(device);
 }
 
+/// The GPU with the kernels of the package V4A_PACKAGE names. Null with
+/// `skip` set when there is no such package or no GPU; null with `skip`
+/// empty after a failure (reported).
+std::unique_ptr<CudaBackend>
+gpuWithPackage(std::optional<v4a::pkg::Package> &package, std::string &skip) {
+  const char *path = std::getenv("V4A_PACKAGE");
+  if (!path) {
+    skip = "V4A_PACKAGE is not set";
+    return nullptr;
+  }
+  std::string error;
+  auto gpu = openGpu(error);
+  if (!gpu) {
+    skip = error;
+    return nullptr;
+  }
+  package = v4a::pkg::read(path, "sm_90a", error);
+  if (!package || !gpu->loadKernels(package->ptx, error)) {
+    ADD_FAILURE() << error;
+    return nullptr;
+  }
+  return gpu;
+}
+
 /// A step's copies, one a layer (rows landing in reverse order), run as
 /// `table` says (null: the driver's copies), and checked byte for byte.
 void checkStepCopies(CudaBackend &gpu, bool table) {
@@ -161,17 +185,14 @@ TEST(CudaBackend, StepCopiesLandWithoutKernels) {
 
 // The packages' table copy kernel (TableCopy.h). V4A_PACKAGE names one.
 TEST(CudaBackend, StepCopiesLandThroughTheTableKernel) {
-  const char *path = std::getenv("V4A_PACKAGE");
-  if (!path)
-    GTEST_SKIP() << "V4A_PACKAGE is not set";
-  std::string error;
-  auto gpu = openGpu(error);
-  if (!gpu)
-    GTEST_SKIP() << error;
-  std::optional<v4a::pkg::Package> package =
-      v4a::pkg::read(path, "sm_90a", error);
-  ASSERT_TRUE(package) << error;
-  ASSERT_TRUE(gpu->loadKernels(package->ptx, error)) << error;
+  std::optional<v4a::pkg::Package> package;
+  std::string skip;
+  auto gpu = gpuWithPackage(package, skip);
+  if (!gpu) {
+    if (!skip.empty())
+      GTEST_SKIP() << skip;
+    return;
+  }
   checkStepCopies(*gpu, /*table=*/true);
   checkStepCopies(*gpu, /*table=*/false);
 }
@@ -192,17 +213,14 @@ TEST(CudaBackend, BadImageIsAnError) {
 // against the rows of the spec: a varlen batch of three sequences in slots
 // 2, 0 and 5. V4A_PACKAGE names the file.
 TEST(CudaBackend, MetadataFunctionMatchesTheRowsOfTheSpec) {
-  const char *path = std::getenv("V4A_PACKAGE");
-  if (!path)
-    GTEST_SKIP() << "V4A_PACKAGE is not set";
-  std::string error;
-  auto gpu = openGpu(error);
-  if (!gpu)
-    GTEST_SKIP() << error;
-  std::optional<v4a::pkg::Package> package =
-      v4a::pkg::read(path, "sm_90a", error);
-  ASSERT_TRUE(package) << error;
-  ASSERT_TRUE(gpu->loadKernels(package->ptx, error)) << error;
+  std::optional<v4a::pkg::Package> package;
+  std::string skip, error;
+  auto gpu = gpuWithPackage(package, skip);
+  if (!gpu) {
+    if (!skip.empty())
+      GTEST_SKIP() << skip;
+    return;
+  }
   auto meta = std::find_if(
       package->functions.begin(), package->functions.end(),
       [](const v4a::step::Function &f) { return f.name == "meta_4_0_1_4"; });
