@@ -11,6 +11,9 @@
 #       default all:32:16384 0-2-3:128:65536
 #       (on the GPU machine; carry build/bin, build/prefix and both
 #       packages; ROUNDS default 2, REPEAT default 10)
+#   A_RUN / B_RUN, A_LIBRARY / B_LIBRARY: a side's own v4a-run-package and
+#   runtime library (default build/bin's and build/prefix's), for a change
+#   to the runtime alone.
 #   A_ENV / B_ENV: environment settings for one side's runs, so that one
 #   package can face itself, e.g. the graph over several streams:
 #   A_ENV=V4A_GRAPH_STREAMS=1 B_ENV=V4A_GRAPH_STREAMS=4 \
@@ -47,9 +50,9 @@ for shape in "${shapes[@]}"; do
   [[ $layers != all ]] && select=(--layers "${layers//-/,}")
   for round in $(seq "${ROUNDS:-2}"); do
     for side in A B; do
-      package=$a settings=${A_ENV:-}
-      [[ $side == B ]] && package=$b settings=${B_ENV:-}
-      env $settings timeout 300 "$run" "$package" --random-weights 1 "${select[@]}" --bench \
+      package=$a settings=${A_ENV:-} runner=${A_RUN:-$run}
+      [[ $side == B ]] && package=$b settings=${B_ENV:-} runner=${B_RUN:-$run}
+      env $settings timeout 300 "$runner" "$package" --random-weights 1 "${select[@]}" --bench \
         --batch "$batch" --context "$context" --tokens 1 \
         --repeat "${REPEAT:-10}" --graphs both --device-tensors |
         tag "$side" "$round" "$layers" | tee -a "$lines"
@@ -60,9 +63,9 @@ done
 library=${V4A_LIBRARY:-$PWD/build/prefix/lib/libv4a_runtime.so.2}
 if [[ -f $library ]]; then
   for side in A B; do
-    package=$a settings=${A_ENV:-}
-    [[ $side == B ]] && package=$b settings=${B_ENV:-}
-    env $settings PYTHONPATH=$PWD/python V4A_LIBRARY=$library timeout 200 \
+    package=$a settings=${A_ENV:-} own=${A_LIBRARY:-$library}
+    [[ $side == B ]] && package=$b settings=${B_ENV:-} own=${B_LIBRARY:-$library}
+    env $settings PYTHONPATH=$PWD/python V4A_LIBRARY=$own timeout 200 \
       python3 bench/graph_overhead.py "$package" 32 256 8 --graphs on 2>&1 |
       grep '^{' | tag "$side" 1 all | tee -a "$lines"
   done

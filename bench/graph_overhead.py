@@ -78,11 +78,11 @@ events = sorted((e for e in trace.events() if e.device_type.name == "CUDA"),
 
 def kind(name):
     """A generated kernel's family (step_<key>_rows3 -> rows); the rest by
-    what it is."""
+    what it is (the step's table copies are copies)."""
     generated = re.match(r"(?:step|meta)_[0-9_]+?_([a-z]+)[0-9]*$", name)
     if generated:
         return ("meta_" if name.startswith("meta") else "") + generated[1]
-    if "Memcpy" in name or "memcpy" in name:
+    if "Memcpy" in name or "memcpy" in name or name == "v4a_copy_table":
         return "copy"
     if "Memset" in name or "memset" in name:
         return "set"

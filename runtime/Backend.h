@@ -43,6 +43,20 @@ struct GemmCall {
   bool empty() const { return m == 0 || n == 0 || k == 0 || batch == 0; }
 };
 
+/// A device-to-device copy of `bytes` from `from` to `to`.
+struct DeviceCopy {
+  void *to = nullptr;
+  const void *from = nullptr;
+  int64_t bytes = 0;
+};
+
+/// A copy as the GPU kernels' table copy reads it from device memory
+/// (`v4a_copy_table`): addresses and size multiples of kCopyAlignment.
+struct CopyEntry {
+  uint64_t to = 0, from = 0, bytes = 0, unused = 0;
+};
+constexpr int64_t kCopyAlignment = 16;
+
 /// Every buffer a step workspace places starts at a multiple of this (the
 /// GEMM library's and the widest vector access's alignment, and more).
 constexpr int64_t kWorkspaceAlignment = 256;
@@ -87,6 +101,13 @@ public:
                                  std::string &error);
   virtual bool queueCopyOnDevice(void *to, const void *from, int64_t bytes,
                                  std::string &error);
+  /// Queues device-to-device copies whose destinations do not overlap, in
+  /// any order among themselves (a step's inputs and outputs are one copy a
+  /// layer). `table`: null, or device memory that holds `copies` as
+  /// CopyEntry rows by the time the copies run, which a device with a table
+  /// copy kernel runs in one launch.
+  virtual bool queueCopiesOnDevice(const std::vector<DeviceCopy> &copies,
+                                   const void *table, std::string &error);
   /// Queues setting `bytes` at `device` to zero.
   virtual bool queueClear(void *device, int64_t bytes, std::string &error);
   /// Whether the `bytes` at `data` are memory the backend's functions can

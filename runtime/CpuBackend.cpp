@@ -52,6 +52,14 @@ bool Backend::queueCopyOnDevice(void *to, const void *from, int64_t bytes,
   return true;
 }
 
+bool Backend::queueCopiesOnDevice(const std::vector<DeviceCopy> &copies,
+                                  const void *, std::string &error) {
+  for (const DeviceCopy &copy : copies)
+    if (!queueCopyOnDevice(copy.to, copy.from, copy.bytes, error))
+      return false;
+  return true;
+}
+
 bool Backend::queueClear(void *device, int64_t bytes, std::string &) {
   if (bytes > 0)
     std::memset(device, 0, bytes);

@@ -51,6 +51,8 @@ constexpr unsigned kEventNoTiming = 2, kStreamNonBlocking = 1;
 /// CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL.
 constexpr int kPointerDeviceOrdinal = 9;
 constexpr unsigned kDefaultSharedBytes = 48 * 1024;
+/// The packages' kernel that runs a table of copies (TableCopy.h).
+constexpr const char *kTableCopyKernel = "v4a_copy_table";
 
 /// CUlaunchAttribute and CUlaunchConfig as cuLaunchKernelEx takes them, for
 /// the one attribute the runtime sets:
@@ -252,6 +254,22 @@ struct CudaBackend::Driver {
     launchKernelEx = reinterpret_cast<decltype(launchKernelEx)>(
         dlsym(library, "cuLaunchKernelEx"));
     return true;
+  }
+
+  /// Finds kernel `name` among the loaded kernels (kNotFound where they
+  /// lack it), once.
+  CUresult lookUp(const std::string &name, CUfunc_st *&function) {
+    auto it = functions.find(name);
+    if (it != functions.end()) {
+      function = it->second;
+      return kSuccess;
+    }
+    if (!kernels)
+      return kNotFound;
+    CUresult result = moduleGetFunction(&function, kernels, name.c_str());
+    if (result == kSuccess)
+      functions.emplace(name, function);
+    return result;
   }
 
   /// Queues `function` on `stream`. A generated kernel waits for the grids
@@ -669,27 +687,21 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
                                   std::vector<void *> params,
                                   const std::vector<MemoryAccess> &touches,
                                   std::string &error) {
-  auto it = d.functions.find(kernel);
-  if (it == d.functions.end()) {
-    CUfunc_st *function = nullptr;
-    CUresult result =
-        d.kernels ? d.moduleGetFunction(&function, d.kernels, kernel.c_str())
-                  : 1;
-    if (result != kSuccess) {
-      // Only "not found" means the package lacks it; any other failure is
-      // the context's (a fault of an earlier launch, say).
-      error = !d.kernels || result == kNotFound
-                  ? "the loaded kernels lack " + kernel
-                  : d.describe("cannot look up kernel " + kernel, result);
-      return false;
-    }
-    it = d.functions.emplace(kernel, function).first;
+  CUfunc_st *function = nullptr;
+  CUresult found = d.lookUp(kernel, function);
+  if (found != kSuccess) {
+    // Only "not found" means the package lacks it; any other failure is
+    // the context's (a fault of an earlier launch, say).
+    error = !d.kernels || found == kNotFound
+                ? "the loaded kernels lack " + kernel
+                : d.describe("cannot look up kernel " + kernel, found);
+    return false;
   }
   // Past the default window a kernel must ask for its dynamic shared memory;
   // a kernel's amount is fixed by the compiler, so asking once is enough.
   if (sharedBytes > kDefaultSharedBytes &&
       d.sharedOptIn.insert(kernel).second) {
-    CUresult result = d.funcSetAttribute(it->second, kMaxDynamicSharedAttribute,
+    CUresult result = d.funcSetAttribute(function, kMaxDynamicSharedAttribute,
                                          static_cast<int>(sharedBytes));
     if (result != kSuccess) {
       d.sharedOptIn.erase(kernel);
@@ -709,8 +721,8 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
   CUstream_st *stream = streamFor(touches, error);
   if (!stream)
     return false;
-  CUresult result = d.launchChained(it->second, grid, block, sharedBytes,
-                                    stream, params.data());
+  CUresult result = d.launchChained(function, grid, block, sharedBytes, stream,
+                                    params.data());
   if (result == kSuccess && trace)
     result = d.streamSynchronize(stream);
   if (result != kSuccess) {
@@ -1095,6 +1107,46 @@ bool CudaBackend::queueCopyOnDevice(void *to, const void *from, int64_t bytes,
                         : kSuccess;
   if (result != kSuccess)
     error = d.describe("cannot copy on " + d.deviceName, result);
+  return result == kSuccess;
+}
+
+/// Whether the copies can run as table entries: every address and size a
+/// multiple of the kernel's access.
+static bool tableCopiesFit(const std::vector<DeviceCopy> &copies) {
+  auto aligned = [](uint64_t value) { return value % kCopyAlignment == 0; };
+  return std::all_of(copies.begin(), copies.end(), [&](const DeviceCopy &c) {
+    return aligned(reinterpret_cast<uint64_t>(c.to)) &&
+           aligned(reinterpret_cast<uint64_t>(c.from)) && aligned(c.bytes);
+  });
+}
+
+bool CudaBackend::queueCopiesOnDevice(const std::vector<DeviceCopy> &copies,
+                                      const void *table, std::string &error) {
+  Driver &d = *driver;
+  d.bind();
+  CUfunc_st *function = nullptr;
+  int64_t most = 0;
+  for (const DeviceCopy &copy : copies)
+    most = std::max(most, copy.bytes);
+  // The rows grid-stride over blocks of 256 threads, four accesses a thread
+  // at the widest row.
+  constexpr int64_t kThreads = 256, kChunksPerThread = 4;
+  int64_t blocks = (most / kCopyAlignment + kThreads * kChunksPerThread - 1) /
+                   (kThreads * kChunksPerThread);
+  if (!table || copies.size() < 2 || copies.size() > 65535 || most == 0 ||
+      !tableCopiesFit(copies) ||
+      d.lookUp(kTableCopyKernel, function) != kSuccess)
+    return Backend::queueCopiesOnDevice(copies, table, error);
+  uint64_t address = reinterpret_cast<uint64_t>(table);
+  void *params[] = {&address};
+  CUresult result =
+      d.launchChained(function,
+                      {static_cast<unsigned>(std::min<int64_t>(blocks, 65535)),
+                       static_cast<unsigned>(copies.size()), 1},
+                      {kThreads, 1, 1}, 0, d.stream, params);
+  if (result != kSuccess)
+    error = d.describe("cannot launch kernel " + std::string(kTableCopyKernel),
+                       result);
   return result == kSuccess;
 }
 

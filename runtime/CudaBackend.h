@@ -59,6 +59,8 @@ public:
   bool queueCopyToDevice(void *device, const void *host, int64_t bytes,
                          std::string &error) override;
   bool queueClear(void *device, int64_t bytes, std::string &error) override;
+  bool queueCopiesOnDevice(const std::vector<DeviceCopy> &copies,
+                           const void *table, std::string &error) override;
   bool queueCopyOnDevice(void *to, const void *from, int64_t bytes,
                          std::string &error) override;
   bool checkAccessible(const void *data, int64_t bytes, const std::string &what,

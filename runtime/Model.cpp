@@ -353,6 +353,9 @@ struct StepLayout {
   int64_t tokens = 0;
   std::map<std::string, int64_t> ids;
   std::map<int64_t, int64_t> x, y;
+  /// The table of a queued step's copies: each layer's input, then each
+  /// output (CopyEntry rows, staged with the ids).
+  int64_t copies = 0;
   /// [0, inputBytes): the inputs; [outputBegin, outputEnd): the ys.
   int64_t inputBytes = 0, outputBegin = 0, outputEnd = 0;
   /// Per call, per argument: the offset of an output other than a layer's
@@ -863,6 +866,7 @@ StepLayout Model::Impl::layoutStep(int64_t tokens) const {
   };
   for (const char *bind : kStepIds)
     layout.ids[bind] = place(8 * tokens);
+  layout.copies = place(2 * sizeof(CopyEntry) * layers.size());
   int64_t rowBytes = 2 * tokens * config.hiddenSize;
   for (const LayerSpec &layer : layers)
     layout.x[layer.id] = place(rowBytes);
@@ -1408,6 +1412,15 @@ bool Model::synchronize(std::string &error) {
   return false;
 }
 
+/// A copy as a table copy kernel reads it.
+static CopyEntry tableEntry(const DeviceCopy &copy) {
+  CopyEntry entry;
+  entry.to = reinterpret_cast<uint64_t>(copy.to);
+  entry.from = reinterpret_cast<uint64_t>(copy.from);
+  entry.bytes = static_cast<uint64_t>(copy.bytes);
+  return entry;
+}
+
 bool Model::queueStep(const StepBatch &batch,
                       const std::vector<const void *> &inputs,
                       const std::vector<void *> &outputs, void *stream,
@@ -1452,22 +1465,36 @@ bool Model::queueStep(const StepBatch &batch,
   times.mark("layout");
   uint8_t *base = m.workspaceBase();
   int64_t paddingBytes = 2 * (runTokens - tokens) * m.config.hiddenSize;
+  // Each layer's input and output is a copy; their table goes with the ids.
+  std::vector<DeviceCopy> copiesIn, copiesOut;
+  for (const LayerSpec &layer : m.layers) {
+    copiesIn.push_back(
+        {base + layout.x.at(layer.id), inputs[layer.id], rowBytes});
+    copiesOut.push_back(
+        {outputs[layer.id], base + layout.y.at(layer.id), rowBytes});
+  }
+  auto *entries = reinterpret_cast<CopyEntry *>(ids.data() + layout.copies);
+  for (const DeviceCopy &copy : copiesIn)
+    *entries++ = tableEntry(copy);
+  for (const DeviceCopy &copy : copiesOut)
+    *entries++ = tableEntry(copy);
+  uint8_t *tableIn = base + layout.copies;
+  uint8_t *tableOut = tableIn + sizeof(CopyEntry) * copiesIn.size();
   bool queued = m.backend->queueCopyToDevice(
       base, ids.data(), static_cast<int64_t>(ids.size()), error);
-  for (const LayerSpec &layer : m.layers) {
-    uint8_t *x = base + layout.x.at(layer.id);
-    queued = queued &&
-             m.backend->queueCopyOnDevice(x, inputs[layer.id], rowBytes, error);
-    queued = queued && m.backend->queueClear(x + rowBytes, paddingBytes, error);
-  }
+  // Padding rows are zeros: the layers' x are one region, cleared at once
+  // before the rows are copied over it.
+  int64_t firstX =
+      layout.x.empty() ? layout.inputBytes : layout.x.begin()->second;
+  if (paddingBytes > 0 && firstX < layout.inputBytes)
+    queued = queued && m.backend->queueClear(base + firstX,
+                                             layout.inputBytes - firstX, error);
+  queued = queued && m.backend->queueCopiesOnDevice(copiesIn, tableIn, error);
   times.mark("copy-in");
   bool recorded = false;
   queued = queued && m.queueStep(layout, context, recorded, error);
   times.mark(recorded ? "graph" : "launches");
-  for (const LayerSpec &layer : m.layers)
-    queued = queued && m.backend->queueCopyOnDevice(
-                           outputs[layer.id], base + layout.y.at(layer.id),
-                           rowBytes, error);
+  queued = queued && m.backend->queueCopiesOnDevice(copiesOut, tableOut, error);
   std::string back;
   if (!m.backend->useStream(nullptr, back) && queued) {
     queued = false;

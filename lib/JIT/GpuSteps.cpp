@@ -4,6 +4,7 @@
 
 #include "lib/JIT/KernelAccess.h"
 #include "lib/JIT/StepJit.h"
+#include "passes/Conversion/V4AToGPU/TableCopy.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -37,6 +38,9 @@ using namespace mlir;
 
 namespace v4a::jit {
 
+// MLIR's GPU dialect, not the kernel families' namespace (v4a::gpu).
+namespace gpu = ::mlir::gpu;
+
 namespace {
 
 /// Step functions to kernels in `gpu.module @v4a_gpu`: what a kernel family
@@ -52,8 +56,7 @@ std::string kernelPipeline(bool fp8Library, bool indexerFamily) {
          "convert-elementwise-to-linalg,v4a-fuse-elementwise,"
          "one-shot-bufferize,v4a-elide-result-copies,"
          "convert-linalg-to-parallel-loops,lower-affine,canonicalize,"
-         "v4a-map-loops-to-gpu,gpu-kernel-outlining,v4a-chain-kernel-launches,"
-         "cse";
+         "v4a-map-loops-to-gpu,gpu-kernel-outlining,cse";
 }
 
 /// The CUDA toolkit whose libdevice (math functions) the kernels link:
@@ -644,6 +647,16 @@ compileGpuSteps(ModuleOp module, const std::vector<std::string> &names,
   }
   copyGlobalsIntoKernels(module);
   declareRegisterTrades(module);
+  // The runtime's copies of a step's inputs and outputs; then every kernel,
+  // that one too, waits for the grids before it.
+  for (auto kernels : module.getOps<gpu::GPUModuleOp>())
+    v4a::gpu::buildTableCopyKernel(kernels);
+  PassManager chain(context);
+  chain.addPass(createChainKernelLaunches());
+  if (failed(chain.run(module))) {
+    error = "cannot chain the GPU kernels: " + firstDiagnostic(messages);
+    return std::nullopt;
+  }
   if (kernelIR) {
     llvm::raw_string_ostream os(*kernelIR);
     module.print(os);

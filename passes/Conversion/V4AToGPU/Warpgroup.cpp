@@ -157,6 +157,12 @@ Value loadGlobal(OpBuilder &b, Location loc, Value address, Type type,
       b, loc, type, pointerIn(b, loc, address, kGlobalSpace), alignment);
 }
 
+void storeGlobal(OpBuilder &b, Location loc, Value address, Value value,
+                 unsigned alignment) {
+  LLVM::StoreOp::create(b, loc, value, pointerIn(b, loc, address, kGlobalSpace),
+                        alignment);
+}
+
 Value swizzledOffset(OpBuilder &b, Location loc, Value row, Value chunk,
                      int64_t atoms) {
   auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };

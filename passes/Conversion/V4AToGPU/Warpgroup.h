@@ -91,6 +91,10 @@ void syncWarp(mlir::OpBuilder &b, mlir::Location loc);
 mlir::Value loadGlobal(mlir::OpBuilder &b, mlir::Location loc,
                        mlir::Value address, mlir::Type type,
                        unsigned alignment);
+/// A store of `value` to global address `address` (i64, aligned to
+/// `alignment` bytes).
+void storeGlobal(mlir::OpBuilder &b, mlir::Location loc, mlir::Value address,
+                 mlir::Value value, unsigned alignment);
 /// Closes the copies issued so far into a group; waits until at most
 /// `pending` groups of this thread are in flight.
 void commitCopies(mlir::OpBuilder &b, mlir::Location loc);
