@@ -245,7 +245,8 @@ TEST(CudaBackend, MetadataFunctionMatchesTheRowsOfTheSpec) {
   // The rows each token reads (window oldest first: this step's rows below
   // T, ring rows T + slot * w + q mod w), stores, and completes.
   std::vector<int32_t> attend(tokens * window, -1);
-  std::vector<int64_t> store(tokens), base(tokens), complete(tokens);
+  std::vector<int64_t> store(tokens), base(tokens), complete(tokens),
+      starts(tokens);
   for (int64_t t = 0; t < tokens; ++t) {
     int64_t p = positions[t], start = p - (t - first[t]);
     int64_t lastPosition = p + (last[t] - t);
@@ -260,6 +261,7 @@ TEST(CudaBackend, MetadataFunctionMatchesTheRowsOfTheSpec) {
     store[t] = lastPosition - p < window ? slots[t] * window + p % window : -1;
     base[t] = slots[t] * slotRows;
     complete[t] = (p + 1) % ratio == 0 ? base[t] + (p + 1) / ratio - 1 : -1;
+    starts[t] = p - (ratio - 1);
   }
 
   auto upload = [&](const void *host, int64_t bytes) {
@@ -275,9 +277,10 @@ TEST(CudaBackend, MetadataFunctionMatchesTheRowsOfTheSpec) {
                                  gpu->allocate(4 * tokens * window, error),
                                  gpu->allocate(8 * tokens, error),
                                  gpu->allocate(8 * tokens, error),
+                                 gpu->allocate(8 * tokens, error),
                                  gpu->allocate(8 * tokens, error)};
   // The function's arguments in signature order: the four inputs, then
-  // attend, store, base and complete.
+  // attend, store, base, complete and the compressed rows' starts.
   ASSERT_EQ(meta->args.size(), buffers.size());
   std::vector<v4a::rt::BufferArg> args;
   for (size_t i = 0; i < buffers.size(); ++i)
@@ -285,15 +288,18 @@ TEST(CudaBackend, MetadataFunctionMatchesTheRowsOfTheSpec) {
                                        : std::vector<int64_t>{tokens}});
   ASSERT_TRUE(gpu->run(*meta, args, error)) << error;
   std::vector<int32_t> gotAttend(tokens * window);
-  std::vector<int64_t> gotStore(tokens), gotBase(tokens), gotComplete(tokens);
+  std::vector<int64_t> gotStore(tokens), gotBase(tokens), gotComplete(tokens),
+      gotStarts(tokens);
   gpu->copyToHost(gotAttend.data(), buffers[4], 4 * tokens * window);
   gpu->copyToHost(gotStore.data(), buffers[5], 8 * tokens);
   gpu->copyToHost(gotBase.data(), buffers[6], 8 * tokens);
   gpu->copyToHost(gotComplete.data(), buffers[7], 8 * tokens);
+  gpu->copyToHost(gotStarts.data(), buffers[8], 8 * tokens);
   EXPECT_EQ(gotAttend, attend);
   EXPECT_EQ(gotStore, store);
   EXPECT_EQ(gotBase, base);
   EXPECT_EQ(gotComplete, complete);
+  EXPECT_EQ(gotStarts, starts);
   for (void *buffer : buffers)
     gpu->release(buffer);
 }
