@@ -57,6 +57,22 @@ if cuda.cuCtxCreate_v2(ctypes.byref(context), 0, 0) == 0 and \
 else:
     print("FAIL: cannot make a second CUDA context")
     failed += 1
+# Two layers' outputs in one buffer: one kernel writes them in no set
+# order, so the step refuses them.
+other_layer = 0 if int(sys.argv[2]) != 0 else 2
+pair = v4a.Model.open_package(sys.argv[1], max_sequences=2,
+                              layers=sorted([int(sys.argv[2]), other_layer]))
+pair.load_random_weights(1)
+pair_seqs = [pair.add_sequence(), pair.add_sequence()]
+shared = torch.empty_like(good)
+try:
+    pair.step(pair_seqs, [2, 2], [good, good], [shared, shared])
+    print("FAIL: overlapping outputs were accepted")
+    failed += 1
+except v4a.V4AError as error:
+    ok = "overlaps" in str(error)
+    print("%s: overlapping outputs: %s" % ("ok" if ok else "FAIL", error))
+    failed += 0 if ok else 1
 side = torch.cuda.Stream()
 with torch.cuda.stream(side):
     x = torch.randn(4, dim, device="cuda").to(torch.bfloat16)

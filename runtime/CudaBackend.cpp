@@ -57,7 +57,7 @@ constexpr const char *kTableCopyKernel = "v4a_copy_table";
 /// CUlaunchAttribute and CUlaunchConfig as cuLaunchKernelEx takes them, for
 /// the one attribute the runtime sets:
 /// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
-struct LaunchAttribute {
+struct alignas(8) LaunchAttribute {
   int id;
   char pad[4];
   union {
@@ -66,7 +66,10 @@ struct LaunchAttribute {
   } value;
 };
 
+static_assert(sizeof(LaunchAttribute) == 72, "CUlaunchAttribute's layout");
 constexpr int kProgrammaticStreamSerialization = 6;
+/// What a driver that takes cuLaunchKernelEx but not the attribute says.
+constexpr CUresult kNotSupported = 801, kInvalidValue = 1;
 struct LaunchConfig {
   unsigned grid[3];
   unsigned block[3];
@@ -109,6 +112,8 @@ struct CudaBackend::Driver {
   CUresult (*launchKernel)(CUfunc_st *, unsigned, unsigned, unsigned, unsigned,
                            unsigned, unsigned, unsigned, CUstream_st *, void **,
                            void **) = nullptr;
+  /// The driver refused a chained launch that it took plainly.
+  bool serialLaunches = false;
   /// cuLaunchKernelEx, or null (a driver before CUDA 12).
   CUresult (*launchKernelEx)(const LaunchConfig *, CUfunc_st *, void **,
                              void **) = nullptr;
@@ -278,15 +283,18 @@ struct CudaBackend::Driver {
   /// of the grid before. V4A_SERIAL_LAUNCHES=1 launches plainly.
   CUresult launchChained(CUfunc_st *function, std::array<unsigned, 3> grid,
                          std::array<unsigned, 3> block, unsigned sharedBytes,
-                         CUstream_st *stream, void **params) const {
-    static const bool serial = [] {
+                         CUstream_st *stream, void **params) {
+    static const bool serialSetting = [] {
       const char *setting = std::getenv("V4A_SERIAL_LAUNCHES");
       return setting && std::string_view(setting) == "1";
     }();
-    if (serial || !launchKernelEx)
+    auto plain = [&] {
       return launchKernel(function, grid[0], grid[1], grid[2], block[0],
                           block[1], block[2], sharedBytes, stream, params,
                           nullptr);
+    };
+    if (serialSetting || serialLaunches || !launchKernelEx)
+      return plain();
     LaunchAttribute chained{};
     chained.id = kProgrammaticStreamSerialization;
     chained.value.programmaticStreamSerializationAllowed = 1;
@@ -296,7 +304,14 @@ struct CudaBackend::Driver {
                         stream,
                         &chained,
                         1};
-    return launchKernelEx(&config, function, params, nullptr);
+    CUresult result = launchKernelEx(&config, function, params, nullptr);
+    if (result != kNotSupported && result != kInvalidValue)
+      return result;
+    // A driver that refuses the attribute: plain launches from now on (one
+    // that refuses the launch itself says so again).
+    result = plain();
+    serialLaunches = result == kSuccess;
+    return result;
   }
 };
 
@@ -1144,6 +1159,9 @@ bool CudaBackend::queueCopiesOnDevice(const std::vector<DeviceCopy> &copies,
                       {static_cast<unsigned>(std::min<int64_t>(blocks, 65535)),
                        static_cast<unsigned>(copies.size()), 1},
                       {kThreads, 1, 1}, 0, d.stream, params);
+  // V4A_TRACE_LAUNCHES=1 names a failing kernel: this one too.
+  if (result == kSuccess && tracing())
+    result = d.streamSynchronize(d.stream);
   if (result != kSuccess)
     error = d.describe("cannot launch kernel " + std::string(kTableCopyKernel),
                        result);

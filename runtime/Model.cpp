@@ -1412,6 +1412,30 @@ bool Model::synchronize(std::string &error) {
   return false;
 }
 
+/// Whether no two layers' outputs share a byte: they are written by one
+/// kernel, in no set order.
+static bool outputsApart(const std::vector<LayerSpec> &layers,
+                         const std::vector<void *> &outputs, int64_t rowBytes,
+                         std::string &error) {
+  std::vector<std::pair<uintptr_t, int64_t>> starts;
+  for (const LayerSpec &layer : layers)
+    starts.push_back(
+        {reinterpret_cast<uintptr_t>(outputs[layer.id]), layer.id});
+  std::sort(starts.begin(), starts.end());
+  for (size_t i = 1; i < starts.size(); ++i)
+    if (rowBytes > 0 &&
+        starts[i].first <
+            starts[i - 1].first + static_cast<uintptr_t>(rowBytes)) {
+      error = "layer " + std::to_string(starts[i].second) +
+              "'s output overlaps layer " +
+              std::to_string(starts[i - 1].second) + "'s (" +
+              std::to_string(rowBytes) +
+              " bytes each): each layer needs its own";
+      return false;
+    }
+  return true;
+}
+
 /// A copy as a table copy kernel reads it.
 static CopyEntry tableEntry(const DeviceCopy &copy) {
   CopyEntry entry;
@@ -1448,6 +1472,8 @@ bool Model::queueStep(const StepBatch &batch,
                                                    name + "'s output", error)))
       return false;
   }
+  if (!outputsApart(m.layers, outputs, rowBytes, error))
+    return false;
   times.mark("check");
   if (tokens == 0)
     return true;

@@ -140,7 +140,8 @@ public:
   /// the backend's context, or null for its own: Backend::useStream):
   /// inputs[l] and outputs[l] are [tokens, hidden_size] bf16 with the
   /// batch's tokens packed in row order (tokens: the sum of the lengths;
-  /// paddedTokens is not used). Validates everything first (on an invalid
+  /// paddedTokens is not used); no two layers' outputs may share a byte (an
+  /// error otherwise). Validates everything first (on an invalid
   /// batch nothing has changed) and returns without waiting for the device:
   /// a fault there surfaces when the stream is next synchronized. The step
   /// follows the model's earlier work and precedes its later work on any
