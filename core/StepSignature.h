@@ -193,6 +193,16 @@ struct Function {
   void (*entry)(void **) = nullptr;
 };
 
+/// The kernel every GPU package carries for the runtime's copies of a step's
+/// inputs and outputs (passes/Conversion/V4AToGPU/TableCopy.h): block row y
+/// copies entry y of a table of CopyEntry rows in device memory, in
+/// kCopyAlignment-byte accesses (addresses and sizes multiples of it).
+inline constexpr const char *kTableCopyKernel = "v4a_copy_table";
+struct CopyEntry {
+  uint64_t to = 0, from = 0, bytes = 0, unused = 0;
+};
+inline constexpr int64_t kCopyAlignment = 16;
+
 /// One call of a step: a key's metadata function (layer -1, meta -1), or a
 /// layer's step function with the metadata function whose latest outputs it
 /// reads (indices into the list of functions).

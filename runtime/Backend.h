@@ -50,12 +50,8 @@ struct DeviceCopy {
   int64_t bytes = 0;
 };
 
-/// A copy as the GPU kernels' table copy reads it from device memory
-/// (`v4a_copy_table`): addresses and size multiples of kCopyAlignment.
-struct CopyEntry {
-  uint64_t to = 0, from = 0, bytes = 0, unused = 0;
-};
-constexpr int64_t kCopyAlignment = 16;
+using step::CopyEntry;
+using step::kCopyAlignment;
 
 /// Every buffer a step workspace places starts at a multiple of this (the
 /// GEMM library's and the widest vector access's alignment, and more).

@@ -51,8 +51,6 @@ constexpr unsigned kEventNoTiming = 2, kStreamNonBlocking = 1;
 /// CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL.
 constexpr int kPointerDeviceOrdinal = 9;
 constexpr unsigned kDefaultSharedBytes = 48 * 1024;
-/// The packages' kernel that runs a table of copies (TableCopy.h).
-constexpr const char *kTableCopyKernel = "v4a_copy_table";
 
 /// CUlaunchAttribute and CUlaunchConfig as cuLaunchKernelEx takes them, for
 /// the one attribute the runtime sets:
@@ -707,7 +705,7 @@ bool CudaHostDevice::launchKernel(const std::string &kernel,
   if (found != kSuccess) {
     // Only "not found" means the package lacks it; any other failure is
     // the context's (a fault of an earlier launch, say).
-    error = !d.kernels || found == kNotFound
+    error = found == kNotFound
                 ? "the loaded kernels lack " + kernel
                 : d.describe("cannot look up kernel " + kernel, found);
     return false;
@@ -1143,15 +1141,15 @@ bool CudaBackend::queueCopiesOnDevice(const std::vector<DeviceCopy> &copies,
   int64_t most = 0;
   for (const DeviceCopy &copy : copies)
     most = std::max(most, copy.bytes);
+  if (!table || copies.size() < 2 || copies.size() > 65535 || most == 0 ||
+      !tableCopiesFit(copies) ||
+      d.lookUp(step::kTableCopyKernel, function) != kSuccess)
+    return Backend::queueCopiesOnDevice(copies, table, error);
   // The rows grid-stride over blocks of 256 threads, four accesses a thread
   // at the widest row.
   constexpr int64_t kThreads = 256, kChunksPerThread = 4;
   int64_t blocks = (most / kCopyAlignment + kThreads * kChunksPerThread - 1) /
                    (kThreads * kChunksPerThread);
-  if (!table || copies.size() < 2 || copies.size() > 65535 || most == 0 ||
-      !tableCopiesFit(copies) ||
-      d.lookUp(kTableCopyKernel, function) != kSuccess)
-    return Backend::queueCopiesOnDevice(copies, table, error);
   uint64_t address = reinterpret_cast<uint64_t>(table);
   void *params[] = {&address};
   CUresult result =
@@ -1163,8 +1161,8 @@ bool CudaBackend::queueCopiesOnDevice(const std::vector<DeviceCopy> &copies,
   if (result == kSuccess && tracing())
     result = d.streamSynchronize(d.stream);
   if (result != kSuccess)
-    error = d.describe("cannot launch kernel " + std::string(kTableCopyKernel),
-                       result);
+    error = d.describe(
+        "cannot launch kernel " + std::string(step::kTableCopyKernel), result);
   return result == kSuccess;
 }
 

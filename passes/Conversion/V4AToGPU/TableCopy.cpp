@@ -2,11 +2,14 @@
 
 #include "passes/Conversion/V4AToGPU/TableCopy.h"
 
+#include "core/StepSignature.h"
 #include "passes/Conversion/V4AToGPU/Warpgroup.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cstddef>
 
 using namespace mlir;
 
@@ -14,8 +17,8 @@ namespace v4a::gpu {
 
 namespace {
 
-/// Bytes of a table entry, and of one access.
-constexpr int64_t kEntryBytes = 32, kChunkBytes = 16;
+using step::CopyEntry;
+constexpr int64_t kChunkBytes = step::kCopyAlignment;
 
 Value i64(OpBuilder &b, Location loc, int64_t value) {
   return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(value));
@@ -33,8 +36,9 @@ mlir::gpu::GPUFuncOp buildTableCopyKernel(mlir::gpu::GPUModuleOp kernels) {
   Location loc = kernels.getLoc();
   OpBuilder b = OpBuilder::atBlockEnd(kernels.getBody());
   Type i64Type = b.getI64Type();
-  auto kernel = mlir::gpu::GPUFuncOp::create(
-      b, loc, kTableCopyKernel, FunctionType::get(context, {i64Type}, {}));
+  auto kernel =
+      mlir::gpu::GPUFuncOp::create(b, loc, step::kTableCopyKernel,
+                                   FunctionType::get(context, {i64Type}, {}));
   kernel->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(),
                   b.getUnitAttr());
   Block &entry = kernel.getBody().front();
@@ -45,12 +49,14 @@ mlir::gpu::GPUFuncOp buildTableCopyKernel(mlir::gpu::GPUModuleOp kernels) {
       b, loc, mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::y));
   Value at = arith::AddIOp::create(
       b, loc, table,
-      arith::MulIOp::create(b, loc, row, i64(b, loc, kEntryBytes)));
-  auto field = [&](int64_t index) {
-    Value address = arith::AddIOp::create(b, loc, at, i64(b, loc, 8 * index));
+      arith::MulIOp::create(b, loc, row, i64(b, loc, sizeof(CopyEntry))));
+  auto field = [&](size_t offset) {
+    Value address = arith::AddIOp::create(b, loc, at, i64(b, loc, offset));
     return loadGlobal(b, loc, address, i64Type, 8);
   };
-  Value to = field(0), from = field(1), bytes = field(2);
+  Value to = field(offsetof(CopyEntry, to)),
+        from = field(offsetof(CopyEntry, from)),
+        bytes = field(offsetof(CopyEntry, bytes));
   Value threads = asI64(b, loc, mlir::gpu::BlockDimOp::create(b, loc, dim));
   Value thread = arith::AddIOp::create(
       b, loc,

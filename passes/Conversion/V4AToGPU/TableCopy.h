@@ -13,14 +13,10 @@
 
 namespace v4a::gpu {
 
-/// The kernel's name in the kernel module.
-inline constexpr const char *kTableCopyKernel = "v4a_copy_table";
-
-/// Adds to `kernels` the kernel `v4a_copy_table(table: i64)`: block row y
-/// copies entry y of the table at device address
-/// `table`, whose entries are four u64 (destination, source, bytes, unused;
-/// runtime/Backend.h's CopyEntry), in 16-byte accesses spread over the
-/// row's blocks and threads (addresses and sizes multiples of 16).
+/// Adds to `kernels` the kernel step::kTableCopyKernel(table: i64)
+/// (core/StepSignature.h): block row y copies entry y of the step::CopyEntry
+/// table at device address `table`, in step::kCopyAlignment-byte accesses
+/// spread over the row's blocks and threads.
 mlir::gpu::GPUFuncOp buildTableCopyKernel(mlir::gpu::GPUModuleOp kernels);
 
 } // namespace v4a::gpu
