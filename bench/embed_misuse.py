@@ -52,6 +52,28 @@ if cuda.cuCtxCreate_v2(ctypes.byref(context), 0, 0) == 0 and \
         print("FAIL: a stream of another context: status %d, %s" %
               (status, message))
         failed += 1
+    # An input in memory of the second context, and one in an allocation
+    # shorter than the input's bytes: the pointer checks refuse both.
+    def refused(pointer, needle, what):
+        global failed
+        given = (v4a._Tensor * 1)(v4a._Tensor(pointer, 1, 1, 0, 4, dim))
+        status = v4a._lib().v4a_step(model._handle, 2, ids, lengths, given,
+                                     tensors[1], 1, None)
+        message = v4a._lib().v4a_last_error().decode()
+        if status == 1 and needle in message:
+            print("ok: %s: %s" % (what, message))
+        else:
+            print("FAIL: %s: status %d, %s" % (what, status, message))
+            failed += 1
+    foreign, short = ctypes.c_uint64(), ctypes.c_uint64()
+    cuda.cuCtxSetCurrent(context)
+    cuda.cuMemAlloc_v2(ctypes.byref(foreign), ctypes.c_size_t(4 * dim * 2))
+    cuda.cuCtxSetCurrent(current)
+    cuda.cuMemAlloc_v2(ctypes.byref(short), ctypes.c_size_t(1024))
+    refused(foreign.value, "another GPU or CUDA context",
+            "memory of another context")
+    refused(short.value, "allocation ends", "a short allocation")
+    cuda.cuMemFree_v2(ctypes.c_uint64(short.value))
     cuda.cuStreamDestroy_v2(other)
     cuda.cuCtxDestroy_v2(context)
 else:
