@@ -1417,15 +1417,16 @@ bool Model::synchronize(std::string &error) {
 static bool outputsApart(const std::vector<LayerSpec> &layers,
                          const std::vector<void *> &outputs, int64_t rowBytes,
                          std::string &error) {
+  if (rowBytes <= 0)
+    return true;
   std::vector<std::pair<uintptr_t, int64_t>> starts;
   for (const LayerSpec &layer : layers)
     starts.push_back(
         {reinterpret_cast<uintptr_t>(outputs[layer.id]), layer.id});
   std::sort(starts.begin(), starts.end());
   for (size_t i = 1; i < starts.size(); ++i)
-    if (rowBytes > 0 &&
-        starts[i].first <
-            starts[i - 1].first + static_cast<uintptr_t>(rowBytes)) {
+    if (starts[i].first <
+        starts[i - 1].first + static_cast<uintptr_t>(rowBytes)) {
       error = "layer " + std::to_string(starts[i].second) +
               "'s output overlaps layer " +
               std::to_string(starts[i - 1].second) + "'s (" +
