@@ -1,23 +1,34 @@
 // A probe of a scoring structure for the indexer's MXFP4 keys, to measure
-// before the family is rebuilt on it (bench/indexer-notes.md, "A probe").
+// before the family is rebuilt on it (bench/indexer-notes.md, "A probe of
+// e4m3 MMAs with the head sum on the tensor cores").
 //
 // score(t, j) = sum_h bf16(relu(q_h . k_j)) * w_h, with
 // - the keys' e2m1 codes turned into e4m3 bytes by byte permutes of a table
-//   shifted by the block scale's distance from the row's smallest one, as
-//   the A fragments of e4m3 wgmma (A from registers);
+//   shifted by the block scale's distance from the row's first one, as the
+//   A fragments of e4m3 wgmma (A from registers), or, in the two-role form,
+//   stored into an e4m3 tile in shared memory by a producer warpgroup for a
+//   consumer warpgroup's MMAs (A and B from shared memory);
 // - the query as per-head e4m3 (q / 2^u_h, exact for fp4-simulated rows
 //   whose block scales span at most 8 binades), B in shared memory;
 // - the head sum as a second wgmma: relu(dot) rounded to bf16 (the
 //   reference rounds its dot products to bf16) times the weights
 //   (w_h 2^u_h, bf16) in every column of an N = 8 B.
-// Two forms of the sign: `kSplit` puts positive and negative codes in their
+// Two forms of the sign: "split" puts positive and negative codes in their
 // own K halves (against q and -q: seven operations for eight values, twice
-// the MMA's K); otherwise the sign is set per byte (eleven operations for
-// eight values).
+// the MMA's K); "signed" sets the sign per byte (eleven operations for
+// eight values). "pipelined" issues the next tile's dot products before a
+// tile's scores are offered. Offers go against a fixed floor; there is no
+// cut and no merge.
 //
-// Checks against a CPU computation of the same scores on fresh random data
-// (poisoned outputs), then times the kernel on the decode shape with CUDA
-// events. Build: nvcc -O3 -arch=sm_90a -std=c++17 -o P indexer_fp8_mma.cu
+// Checks every form against a CPU computation of the same scores on fresh
+// random fp4-simulated data (poisoned outputs), counts the picks (k = 512)
+// that differ from main's scores (f32 relu(dot) w summed in f32) and from
+// the reference's (every step rounded to bf16), then times each form with
+// CUDA events (best of 20).
+//
+// Build here: nvcc -O3 -gencode arch=compute_90a,code=sm_90a -std=c++17
+//   -o probe bench/probes/indexer_fp8_mma.cu
+// Run there: probe TOKENS KEYS SPLITS [CHECKED_TOKENS [SEED]]
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -29,6 +40,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <vector>
 
 #define CHECK(x)                                                               \
@@ -161,7 +173,7 @@ __device__ __forceinline__ uint32_t pinned(uint32_t v) {
 // does not fit this table (returns true: a wide row).
 template <bool kSplit>
 __device__ __forceinline__ bool decodeRow(uint4 v, uint32_t scales, int shift,
-                                          uint32_t keepPositive,
+                                          uint32_t signBytes,
                                           uint32_t (&out)[kSplit ? 16 : 8]) {
   int d = int((scales >> shift) & 0xFF) - int(scales & 0xFF);
   uint32_t lo = kTableLow + uint32_t(d) * 0x08080800u,
@@ -178,13 +190,14 @@ __device__ __forceinline__ bool decodeRow(uint4 v, uint32_t scales, int shift,
       out[4 * i + 3] = prmt(lo, hi, x >> 16);
     } else {
       // Magnitudes by the codes' low three bits; the sign from a permute
-      // in sign mode of 0x7F bytes (0x7F for a positive code, 0 for a
-      // negative one).
+      // in sign mode of 0x80 bytes: 0x80 for a positive code, 0xFF for a
+      // negative one. Sign mode copies a byte's bit 7 into every bit, so
+      // bit 7 is the same either way: the sign is bit 0, moved up.
       uint32_t m = w & 0x77777777u;
-      uint32_t sl = prmt(keepPositive, keepPositive, w);
-      uint32_t sh = prmt(keepPositive, keepPositive, w >> 16);
-      out[2 * i + 0] = prmt(lo, hi, m) | (~sl & 0x80808080u);
-      out[2 * i + 1] = prmt(lo, hi, m >> 16) | (~sh & 0x80808080u);
+      uint32_t sl = prmt(signBytes, signBytes, w);
+      uint32_t sh = prmt(signBytes, signBytes, w >> 16);
+      out[2 * i + 0] = prmt(lo, hi, m) | ((sl << 7) & 0x80808080u);
+      out[2 * i + 1] = prmt(lo, hi, m >> 16) | ((sh << 7) & 0x80808080u);
     }
   }
   return unsigned(d + 5) > 11u;
@@ -307,7 +320,7 @@ __global__ void __launch_bounds__(kThreads) scoreKeys(Params p) {
   const uint64_t queryDesc = descriptor(smem(queryTile), kAtoms * 1024);
   const uint64_t weightDesc = descriptor(smem(weightTile), 1024);
   const unsigned long long floorKey = p.floorKey;
-  const uint32_t keepPositive = pinned(0x7F7F7F7Fu);
+  const uint32_t signBytes = pinned(0x80808080u);
   const int shift = 8 * c;
   unsigned wide = 0;
   float acc[32];
@@ -322,8 +335,8 @@ __global__ void __launch_bounds__(kThreads) scoreKeys(Params p) {
     uint4 v1 = loadShared16(stage + 2048 + thread * 16);
     s0 = loadShared4(stage + 4096 + thread * 4);
     s1 = loadShared4(stage + 4096 + 512 + thread * 4);
-    wide += decodeRow<kSplit>(v0, s0, shift, keepPositive, f0);
-    wide += decodeRow<kSplit>(v1, s1, shift, keepPositive, f1);
+    wide += decodeRow<kSplit>(v0, s0, shift, signBytes, f0);
+    wide += decodeRow<kSplit>(v1, s1, shift, signBytes, f1);
     mmaFence();
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
@@ -395,6 +408,254 @@ __global__ void __launch_bounds__(kThreads) scoreKeys(Params p) {
   }
 }
 
+__device__ __forceinline__ void barrierInit(uint32_t address, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(address),
+               "r"(count));
+}
+__device__ __forceinline__ void barrierArrive(uint32_t address) {
+  asm volatile("{\n.reg .b64 state;\n"
+               "mbarrier.arrive.shared::cta.b64 state, [%0];\n}" ::"r"(address)
+               : "memory");
+}
+__device__ __forceinline__ void barrierWait(uint32_t address, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done)
+                 : "r"(address), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void storeShared16(uint32_t address, uint32_t a,
+                                              uint32_t b, uint32_t c,
+                                              uint32_t d) {
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(address), "r"(a),
+               "r"(b), "r"(c), "r"(d)
+               : "memory");
+}
+
+__device__ __forceinline__ void mmaE4M3Shared(float (&d)[32], uint64_t descA,
+                                              uint64_t descB, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %32, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,"
+      "%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %33, %34, p, 1, 1;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]),
+        "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+        "+f"(d[31])
+      : "r"(accumulate), "l"(descA), "l"(descB));
+}
+
+// Two warpgroups a block: the first decodes each tile's keys into an e4m3
+// tile in shared memory (a ring of kTiles, handed over by mbarriers), the
+// second multiplies with A and B from shared memory, sums the heads and
+// offers the scores. The two instruction streams overlap on the SM.
+constexpr int kRoleThreads = 256, kTiles = 4, kTileBytes = 64 * 128;
+constexpr int kStagingBytes = 2 * 128 * 16 + 128 * 4;
+
+template <bool kPipelined>
+__global__ void __launch_bounds__(kRoleThreads) scoreKeysRoles(Params p) {
+  extern __shared__ __align__(1024) uint8_t rawShared[];
+  uint8_t *shared = reinterpret_cast<uint8_t *>(
+      (reinterpret_cast<uintptr_t>(rawShared) + 1023) & ~uintptr_t(1023));
+  uint8_t *queryTile = shared;            // 8 KiB
+  uint8_t *weightTile = queryTile + 8192; // 1 KiB
+  uint8_t *keyTiles = weightTile + 1024;  // kTiles x 8 KiB
+  float *factors = reinterpret_cast<float *>(keyTiles + kTiles * kTileBytes);
+  uint8_t *staging = reinterpret_cast<uint8_t *>(factors + kTiles * 64);
+  unsigned long long *candidates =
+      reinterpret_cast<unsigned long long *>(staging + kStages * kStagingBytes);
+  unsigned long long *barriers = candidates + kCandidates; // full, empty
+  unsigned *kept = reinterpret_cast<unsigned *>(barriers + 2 * kTiles);
+
+  const int thread = threadIdx.x;
+  const int token = blockIdx.x / p.splits, split = blockIdx.x % p.splits;
+  const int tilesPer = (p.pagesPerToken + p.splits - 1) / p.splits;
+  const int firstTile = split * tilesPer;
+  const int tiles = max(0, min(p.pagesPerToken - firstTile, tilesPer));
+
+  {
+    // The query in natural dim order: four threads a head.
+    const int head = thread / 4, quarter = thread % 4;
+    const uint16_t *row =
+        p.q + (size_t(token) * kHeads + head) * kDim + 32 * quarter;
+    float values[32];
+    float most = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      values[i] = __uint_as_float(uint32_t(row[i]) << 16);
+      most = fmaxf(most, fabsf(values[i]));
+    }
+    most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, 1));
+    most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, 2));
+    int u = most > 0.0f ? ((__float_as_uint(most) >> 23) & 0xFF) - 127 - 2 : 0;
+    float down = __uint_as_float(uint32_t(127 - u) << 23);
+#pragma unroll
+    for (int i = 0; i < 32; i += 2) {
+      uint16_t pair;
+      asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
+          : "=h"(pair)
+          : "f"(values[i + 1] * down), "f"(values[i] * down));
+      *reinterpret_cast<uint16_t *>(queryTile +
+                                    swizzled(head, 32 * quarter + i, 1)) = pair;
+    }
+    if (quarter == 0) {
+      float wt =
+          p.w[token * kHeads + head] * __uint_as_float(uint32_t(127 + u) << 23);
+      uint16_t bits = __bfloat16_as_ushort(__float2bfloat16_rn(wt));
+      for (int n = 0; n < 8; ++n)
+        *reinterpret_cast<uint16_t *>(weightTile + swizzled(n, 2 * head, 1)) =
+            bits;
+    }
+  }
+  const uint32_t fullBase = smem(barriers), emptyBase = fullBase + 8 * kTiles;
+  if (thread == 0) {
+    kept[0] = 0, kept[1] = 0;
+    for (int i = 0; i < kTiles; ++i) {
+      barrierInit(fullBase + 8 * i, 128);
+      barrierInit(emptyBase + 8 * i, 128);
+    }
+  }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+
+  const int *pageList = p.pages + size_t(token) * p.pagesPerToken + firstTile;
+  if (thread < 128) {
+    // Producer: row thread / 2, blocks 2h and 2h + 1 of it.
+    const int r = thread / 2, h = thread % 2;
+    const uint32_t stagingBase = smem(staging);
+    const uint8_t *rowBase = p.cache + r * kValueBytes + 32 * h;
+    auto issue = [&](int tile) {
+      if (tile < tiles) {
+        const uint8_t *page = rowBase + size_t(pageList[tile]) * kPageBytes;
+        uint32_t stage =
+            stagingBase + (tile % kStages) * kStagingBytes + thread * 16;
+        copy16(stage, page);
+        copy16(stage + 2048, page + 16);
+        copy4(stagingBase + (tile % kStages) * kStagingBytes + 4096 +
+                  thread * 4,
+              page - r * kValueBytes - 32 * h + kPageRows * kValueBytes +
+                  r * kScaleBytes);
+      }
+      commitCopies();
+    };
+    for (int i = 0; i < kStages - 1; ++i)
+      issue(i);
+    const uint32_t signBytes = pinned(0x80808080u);
+    const uint32_t tileBase = smem(keyTiles);
+    const int swz = r % 8;
+    const uint32_t rowOffset = (r / 8) * 1024 + swz * 128;
+    unsigned wide = 0;
+    for (int tile = 0; tile < tiles; ++tile) {
+      issue(tile + kStages - 1);
+      waitCopies<kStages - 1>();
+      uint32_t stage = stagingBase + (tile % kStages) * kStagingBytes;
+      uint4 va = loadShared16(stage + thread * 16);
+      uint4 vb = loadShared16(stage + 2048 + thread * 16);
+      uint32_t scales = loadShared4(stage + 4096 + thread * 4);
+      uint32_t fa[8], fb[8];
+      wide += decodeRow<false>(va, scales, 16 * h, signBytes, fa);
+      wide += decodeRow<false>(vb, scales, 16 * h + 8, signBytes, fb);
+      int slot = tile % kTiles;
+      barrierWait(emptyBase + 8 * slot, ((tile / kTiles) & 1) ^ 1);
+      uint32_t dst = tileBase + slot * kTileBytes + rowOffset;
+      int chunk = 4 * h;
+      storeShared16(dst + ((chunk ^ swz) * 16), fa[0], fa[1], fa[2], fa[3]);
+      storeShared16(dst + (((chunk + 1) ^ swz) * 16), fa[4], fa[5], fa[6],
+                    fa[7]);
+      storeShared16(dst + (((chunk + 2) ^ swz) * 16), fb[0], fb[1], fb[2],
+                    fb[3]);
+      storeShared16(dst + (((chunk + 3) ^ swz) * 16), fb[4], fb[5], fb[6],
+                    fb[7]);
+      if (h == 0)
+        factors[slot * 64 + r] = __uint_as_float((scales & 0xFF) << 23);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      barrierArrive(fullBase + 8 * slot);
+    }
+    if (wide)
+      atomicAdd(&kept[1], wide);
+  } else {
+    const int ct = thread - 128, warp = ct / 32, lane = ct % 32;
+    const int g = lane / 4, c = lane % 4;
+    const int r0 = 16 * warp + g, r1 = r0 + 8;
+    const uint64_t queryDesc = descriptor(smem(queryTile), 1024);
+    const uint64_t weightDesc = descriptor(smem(weightTile), 1024);
+    const uint64_t keyDesc = descriptor(smem(keyTiles), 1024);
+    const unsigned long long floorKey = p.floorKey;
+    float acc[32];
+    auto startTile = [&](int tile) {
+      int slot = tile % kTiles;
+      barrierWait(fullBase + 8 * slot, (tile / kTiles) & 1);
+      mmaFence();
+#pragma unroll
+      for (int s = 0; s < 4; ++s)
+        mmaE4M3Shared(acc, keyDesc + ((slot * kTileBytes + 32 * s) >> 4),
+                      queryDesc + 2 * s, s > 0);
+      mmaCommit();
+    };
+    if (kPipelined && tiles > 0)
+      startTile(0);
+    for (int tile = 0; tile < tiles; ++tile) {
+      int slot = tile % kTiles;
+      if (!kPipelined)
+        startTile(tile);
+      mmaWait<0>();
+      int mine = c == 0 ? r0 : r1;
+      float factor = factors[slot * 64 + mine];
+      barrierArrive(emptyBase + 8 * slot);
+
+      float sums[4] = {0, 0, 0, 0};
+      uint32_t hh[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        hh[i] = reluBF16x2(acc[2 * i], acc[2 * i + 1]);
+      mmaFence();
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        uint32_t a[4] = {hh[4 * t], hh[4 * t + 1], hh[4 * t + 2],
+                         hh[4 * t + 3]};
+        mmaHeadSum(sums, a, weightDesc + 2 * t, t > 0);
+      }
+      mmaCommit();
+      if (kPipelined && tile + 1 < tiles) {
+        startTile(tile + 1);
+        mmaWait<1>();
+      } else {
+        mmaWait<0>();
+      }
+
+      float score = (c == 0 ? sums[0] : sums[2]) * factor;
+      int row = (firstTile + tile) * kPageRows + mine;
+      if (p.scores && c < 2)
+        p.scores[size_t(token) * p.pagesPerToken * kPageRows + row] = score;
+      unsigned long long key = rankKey(score, row);
+      bool take = c < 2 && key > floorKey;
+      unsigned ballot = __ballot_sync(0xffffffffu, take);
+      if (ballot) {
+        unsigned base = 0;
+        if (lane == __ffs(ballot) - 1)
+          base = atomicAdd(&kept[0], __popc(ballot));
+        base = __shfl_sync(0xffffffffu, base, __ffs(ballot) - 1);
+        if (take)
+          candidates[(base + __popc(ballot & ((1u << lane) - 1))) %
+                     kCandidates] = key;
+      }
+    }
+  }
+  __syncthreads();
+  if (thread == 0) {
+    p.counts[2 * blockIdx.x] = kept[0];
+    p.counts[2 * blockIdx.x + 1] = kept[1];
+  }
+}
+
 // ---------------------------------------------------------------- host side
 
 static uint16_t toBF16(float f) {
@@ -438,6 +699,27 @@ static int quantizeBlock(const float *in, uint8_t *codes) {
 static float decodeE2M1(uint8_t code, int e) {
   float v = std::ldexp(kE2M1[code & 7], e);
   return code & 8 ? -v : v;
+}
+
+// Rows of the k best scores (score descending, then row ascending).
+template <typename T>
+static std::vector<int> bestRows(const T *scores, int count, int k) {
+  std::vector<int> rows(count);
+  for (int i = 0; i < count; ++i)
+    rows[i] = i;
+  std::partial_sort(
+      rows.begin(), rows.begin() + k, rows.end(), [&](int a, int b) {
+        return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
+      });
+  rows.resize(k);
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+static int differing(const std::vector<int> &a, const std::vector<int> &b) {
+  std::vector<int> out;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(),
+                      std::back_inserter(out));
+  return int(out.size());
 }
 
 int main(int argc, char **argv) {
@@ -549,11 +831,13 @@ int main(int argc, char **argv) {
 
   // Scores of the checked tokens on the CPU: exact dot products (double),
   // relu rounded to bf16, times w, summed in double.
-  std::vector<double> want(size_t(checkTokens) * keys), magnitude(want.size());
+  std::vector<double> want(size_t(checkTokens) * keys), magnitude(want.size()),
+      asMain(want.size()), asReference(want.size());
   for (int t = 0; t < checkTokens; ++t)
     for (int j = 0; j < keys; ++j) {
       const float *k = &keyValues[(size_t(t) * keys + j) * kDim];
-      double score = 0, sum = 0;
+      double score = 0, sum = 0, referenceSum = 0;
+      float mainScore = 0;
       for (int h = 0; h < kHeads; ++h) {
         const float *qq = &qv[(size_t(t) * kHeads + h) * kDim];
         double dot = 0;
@@ -562,30 +846,42 @@ int main(int argc, char **argv) {
         float rounded = roundBF16(std::max(0.0f, float(dot)));
         score += double(rounded) * w[t * kHeads + h];
         sum += std::fabs(double(rounded) * w[t * kHeads + h]);
+        // main's family: f32 relu(dot) * w summed in f32; the reference:
+        // each product rounded to bf16, the sum rounded to bf16.
+        mainScore += std::max(0.0f, float(dot)) * w[t * kHeads + h];
+        referenceSum += double(roundBF16(rounded * w[t * kHeads + h]));
       }
       want[size_t(t) * keys + j] = score;
       magnitude[size_t(t) * keys + j] = sum;
+      asMain[size_t(t) * keys + j] = mainScore;
+      asReference[size_t(t) * keys + j] = roundBF16(float(referenceSum));
     }
 
   bool ok = true;
-  const char *names[4] = {"signed", "split", "signed, pipelined",
-                          "split, pipelined"};
-  for (int form = 0; form < 4; ++form) {
+  const char *names[6] = {
+      "signed",           "split",     "signed, pipelined",
+      "split, pipelined", "two roles", "two roles, pipelined"};
+  for (int form = 0; form < 6; ++form) {
     bool split = form % 2 == 1;
     int atoms = split ? 2 : 1;
-    size_t sharedBytes = 1024 + 8 * atoms * 1024 + 1024 +
-                         kStages * kStageBytes + kCandidates * 8 + 16;
-    void (*kernels[4])(Params) = {
+    size_t sharedBytes =
+        form >= 4
+            ? 1024 + 8192 + 1024 + kTiles * (kTileBytes + 256) +
+                  kStages * kStagingBytes + kCandidates * 8 + 16 * kTiles + 16
+            : 1024 + 8 * atoms * 1024 + 1024 + kStages * kStageBytes +
+                  kCandidates * 8 + 16;
+    void (*kernels[6])(Params) = {
         scoreKeys<false, false>, scoreKeys<true, false>, scoreKeys<false, true>,
-        scoreKeys<true, true>};
+        scoreKeys<true, true>,   scoreKeysRoles<false>,  scoreKeysRoles<true>};
     auto kernel = kernels[form];
+    int threads = form >= 4 ? kRoleThreads : kThreads;
     CHECK(cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes)));
     Params prm{dCache, dPages, dQ,      dW,     pagesPerToken,
                splits, 0,      dScores, dCounts};
     // Check: poisoned scores, every score kept.
     CHECK(cudaMemset(dScores, 0xFF, scoreCount * 4));
-    kernel<<<tokens * splits, kThreads, sharedBytes>>>(prm);
+    kernel<<<tokens * splits, threads, sharedBytes>>>(prm);
     CHECK(cudaGetLastError());
     CHECK(cudaDeviceSynchronize());
     std::vector<float> got(scoreCount);
@@ -615,6 +911,21 @@ int main(int argc, char **argv) {
           ++off;
         worst = std::max(worst, err);
       }
+    // Picks (k = 512) of these scores against main's and the reference's.
+    int againstMain = 0, againstReference = 0, mainAgainstReference = 0;
+    for (int t = 0; t < checkTokens; ++t) {
+      auto mine = bestRows(&got[size_t(t) * keys], keys, 512);
+      auto main = bestRows(&asMain[size_t(t) * keys], keys, 512);
+      auto reference = bestRows(&asReference[size_t(t) * keys], keys, 512);
+      againstMain += differing(mine, main);
+      againstReference += differing(mine, reference);
+      mainAgainstReference += differing(main, reference);
+    }
+    std::printf("%s: picks of 512 differing, over %d tokens: from main's "
+                "scores %d, from the reference's %d (main from the "
+                "reference's: %d)\n",
+                names[form], checkTokens, againstMain, againstReference,
+                mainAgainstReference);
     // Every score written (no poison left) over all tokens.
     size_t unwritten = 0;
     for (size_t i = 0; i < scoreCount; ++i)
@@ -637,7 +948,7 @@ int main(int argc, char **argv) {
     float best = 1e30f;
     for (int rep = 0; rep < 20; ++rep) {
       CHECK(cudaEventRecord(start));
-      kernel<<<tokens * splits, kThreads, sharedBytes>>>(prm);
+      kernel<<<tokens * splits, threads, sharedBytes>>>(prm);
       CHECK(cudaEventRecord(stop));
       CHECK(cudaEventSynchronize(stop));
       float ms;
