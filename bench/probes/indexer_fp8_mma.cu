@@ -68,6 +68,7 @@ struct Params {
   unsigned long long floorKey; // offers below it are not kept
   float *scores;               // [token][pagesPerToken * 64] or null
   unsigned *counts;            // [token * splits]: offers kept, wide rows
+  const uint8_t *prepared;     // [token][9 KiB]: query and weight tiles
 };
 
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
@@ -223,7 +224,67 @@ __device__ __forceinline__ unsigned long long rankKey(float score, int row) {
          static_cast<uint32_t>(~row);
 }
 
-template <bool kSplit, bool kPipelined>
+// The token's query tile (e4m3, per-head unit 2^u_h, in the K order of
+// the A fragments) and weight tile (w_h 2^u_h, bf16, in all 8 columns):
+// thread t (of 128) takes half t % 2 of head t / 2. `queryTile` and
+// `weightTile` may be shared or global memory.
+template <bool kSplit>
+__device__ void buildQueryTiles(const Params &p, int token, int thread,
+                                uint8_t *queryTile, uint8_t *weightTile) {
+  constexpr int kAtoms = kSplit ? 2 : 1;
+  const int head = thread / 2, half = thread % 2;
+  const uint16_t *row = p.q + (size_t(token) * kHeads + head) * kDim;
+  float values[64];
+  float most = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    values[i] = __uint_as_float(uint32_t(row[64 * half + i]) << 16);
+    most = fmaxf(most, fabsf(values[i]));
+  }
+  most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, 1));
+  // 2^-u brings the head's largest value into [4, 8).
+  int u = most > 0.0f ? ((__float_as_uint(most) >> 23) & 0xFF) - 127 - 2 : 0;
+  float down = __uint_as_float(uint32_t(127 - u) << 23);
+#pragma unroll
+  for (int i = 0; i < 64; i += 2) {
+    int dim = 64 * half + i; // and dim + 1
+    uint16_t pair;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
+        : "=h"(pair)
+        : "f"(values[i + 1] * down), "f"(values[i] * down));
+    for (int e = 0; e < 2; ++e) {
+      int f = dim + e;
+      uint8_t code = (pair >> (8 * e)) & 0xFF;
+      int blk = f / 32, inBlock = f % 32, word = inBlock / 8,
+          inWord = inBlock % 8, hiHalf = inWord / 4, j = inWord % 4;
+      if (kSplit) {
+        int s = 2 * word + hiHalf;
+        queryTile[swizzled(head, 32 * s + 4 * blk + j, kAtoms)] = code;
+        queryTile[swizzled(head, 32 * s + 16 + 4 * blk + j, kAtoms)] =
+            code ^ 0x80;
+      } else {
+        queryTile[swizzled(head, 32 * word + 16 * hiHalf + 4 * blk + j,
+                           kAtoms)] = code;
+      }
+    }
+  }
+  if (half == 0) {
+    float wt =
+        p.w[token * kHeads + head] * __uint_as_float(uint32_t(127 + u) << 23);
+    uint16_t bits = __bfloat16_as_ushort(__float2bfloat16_rn(wt));
+    for (int n = 0; n < 8; ++n)
+      *reinterpret_cast<uint16_t *>(weightTile + swizzled(n, 2 * head, 1)) =
+          bits;
+  }
+}
+
+// The query and weight tiles of every token, once (kPrepared forms).
+__global__ void __launch_bounds__(kThreads) prepareQueries(Params p) {
+  uint8_t *out = const_cast<uint8_t *>(p.prepared) + size_t(blockIdx.x) * 9216;
+  buildQueryTiles<false>(p, blockIdx.x, threadIdx.x, out, out + 8192);
+}
+
+template <bool kSplit, bool kPipelined, bool kPrepared = false>
 __global__ void __launch_bounds__(kThreads) scoreKeys(Params p) {
   constexpr int kSteps = kSplit ? 8 : 4; // k32 steps of the dot products
   constexpr int kAtoms = kSteps / 4;     // swizzle atoms along K
@@ -244,55 +305,18 @@ __global__ void __launch_bounds__(kThreads) scoreKeys(Params p) {
   const int firstTile = split * tilesPer;
   const int tiles = max(0, min(p.pagesPerToken - firstTile, tilesPer));
 
-  // The query: thread t takes half t % 2 of head t / 2.
-  {
-    const int head = thread / 2, half = thread % 2;
-    const uint16_t *row = p.q + (size_t(token) * kHeads + head) * kDim;
-    float values[64];
-    float most = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 64; ++i) {
-      values[i] = __uint_as_float(uint32_t(row[64 * half + i]) << 16);
-      most = fmaxf(most, fabsf(values[i]));
-    }
-    most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, 1));
-    // 2^-u brings the head's largest value into [4, 8).
-    int u = most > 0.0f ? ((__float_as_uint(most) >> 23) & 0xFF) - 127 - 2 : 0;
-    float down = __uint_as_float(uint32_t(127 - u) << 23);
-#pragma unroll
-    for (int i = 0; i < 64; i += 2) {
-      int dim = 64 * half + i; // and dim + 1
-      uint16_t pair;
-      asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
-          : "=h"(pair)
-          : "f"(values[i + 1] * down), "f"(values[i] * down));
-      for (int e = 0; e < 2; ++e) {
-        int f = dim + e;
-        uint8_t code = (pair >> (8 * e)) & 0xFF;
-        int blk = f / 32, inBlock = f % 32, word = inBlock / 8,
-            inWord = inBlock % 8, hiHalf = inWord / 4, j = inWord % 4;
-        if (kSplit) {
-          int s = 2 * word + hiHalf;
-          queryTile[swizzled(head, 32 * s + 4 * blk + j, kAtoms)] = code;
-          queryTile[swizzled(head, 32 * s + 16 + 4 * blk + j, kAtoms)] =
-              code ^ 0x80;
-        } else {
-          queryTile[swizzled(head, 32 * word + 16 * hiHalf + 4 * blk + j,
-                             kAtoms)] = code;
-        }
-      }
-    }
-    if (half == 0) {
-      float wt =
-          p.w[token * kHeads + head] * __uint_as_float(uint32_t(127 + u) << 23);
-      uint16_t bits = __bfloat16_as_ushort(__float2bfloat16_rn(wt));
-      for (int n = 0; n < 8; ++n)
-        *reinterpret_cast<uint16_t *>(weightTile + swizzled(n, 2 * head, 1)) =
-            bits;
-    }
+  if constexpr (kPrepared) {
+    // Copy the token's tiles, made once by prepareQueries.
+    const uint8_t *from = p.prepared + size_t(token) * 9216;
+    for (int i = thread; i < 9216 / 16; i += kThreads)
+      copy16(smem(queryTile) + 16 * i, from + 16 * i);
+    commitCopies();
+    waitCopies<0>();
+  } else {
+    buildQueryTiles<kSplit>(p, token, thread, queryTile, weightTile);
   }
   if (thread == 0)
-    kept[0] = 0, kept[1] = 0;
+    kept[0] = 0, kept[1] = 0, kept[2] = 0x80808080u;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
 
@@ -320,7 +344,9 @@ __global__ void __launch_bounds__(kThreads) scoreKeys(Params p) {
   const uint64_t queryDesc = descriptor(smem(queryTile), kAtoms * 1024);
   const uint64_t weightDesc = descriptor(smem(weightTile), 1024);
   const unsigned long long floorKey = p.floorKey;
-  const uint32_t signBytes = pinned(0x80808080u);
+  // Read from shared memory, so that it lives in a vector register.
+  const uint32_t signBytes =
+      kPrepared ? loadShared4(smem(kept + 2)) : pinned(0x80808080u);
   const int shift = 8 * c;
   unsigned wide = 0;
   float acc[32];
@@ -823,6 +849,8 @@ int main(int argc, char **argv) {
   size_t scoreCount = size_t(tokens) * keys;
   CHECK(cudaMalloc(&dScores, scoreCount * 4));
   CHECK(cudaMalloc(&dCounts, size_t(tokens) * splits * 8));
+  uint8_t *dPrepared;
+  CHECK(cudaMalloc(&dPrepared, size_t(tokens) * 9216));
   CHECK(cudaMemcpy(dCache, cache.data(), cache.size(), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(dPages, pages.data(), pages.size() * 4,
                    cudaMemcpyHostToDevice));
@@ -858,27 +886,47 @@ int main(int argc, char **argv) {
     }
 
   bool ok = true;
-  const char *names[6] = {
-      "signed",           "split",     "signed, pipelined",
-      "split, pipelined", "two roles", "two roles, pipelined"};
-  for (int form = 0; form < 6; ++form) {
+  const char *names[7] = {"signed",
+                          "split",
+                          "signed, pipelined",
+                          "split, pipelined",
+                          "two roles",
+                          "two roles, pipelined",
+                          "signed, pipelined, query made once a token"};
+  for (int form = 0; form < 7; ++form) {
     bool split = form % 2 == 1;
     int atoms = split ? 2 : 1;
     size_t sharedBytes =
-        form >= 4
+        (form == 4 || form == 5)
             ? 1024 + 8192 + 1024 + kTiles * (kTileBytes + 256) +
                   kStages * kStagingBytes + kCandidates * 8 + 16 * kTiles + 16
             : 1024 + 8 * atoms * 1024 + 1024 + kStages * kStageBytes +
                   kCandidates * 8 + 16;
-    void (*kernels[6])(Params) = {
-        scoreKeys<false, false>, scoreKeys<true, false>, scoreKeys<false, true>,
-        scoreKeys<true, true>,   scoreKeysRoles<false>,  scoreKeysRoles<true>};
+    void (*kernels[7])(Params) = {
+        scoreKeys<false, false>,     scoreKeys<true, false>,
+        scoreKeys<false, true>,      scoreKeys<true, true>,
+        scoreKeysRoles<false>,       scoreKeysRoles<true>,
+        scoreKeys<false, true, true>};
     auto kernel = kernels[form];
-    int threads = form >= 4 ? kRoleThreads : kThreads;
+    int threads = form == 4 || form == 5 ? kRoleThreads : kThreads;
     CHECK(cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes)));
-    Params prm{dCache, dPages, dQ,      dW,     pagesPerToken,
-               splits, 0,      dScores, dCounts};
+    Params prm{dCache, dPages, dQ,      dW,      pagesPerToken,
+               splits, 0,      dScores, dCounts, dPrepared};
+    if (form == 6) {
+      // The query's tiles once a token (in the family: by the kernel that
+      // writes the index query), timed on their own.
+      cudaEvent_t a, b;
+      CHECK(cudaEventCreate(&a));
+      CHECK(cudaEventCreate(&b));
+      CHECK(cudaEventRecord(a));
+      prepareQueries<<<tokens, kThreads>>>(prm);
+      CHECK(cudaEventRecord(b));
+      CHECK(cudaEventSynchronize(b));
+      float ms;
+      CHECK(cudaEventElapsedTime(&ms, a, b));
+      std::printf("query tiles once a token: %.1f us\n", ms * 1e3);
+    }
     // Check: poisoned scores, every score kept.
     CHECK(cudaMemset(dScores, 0xFF, scoreCount * 4));
     kernel<<<tokens * splits, threads, sharedBytes>>>(prm);
