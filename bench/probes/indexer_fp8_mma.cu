@@ -159,8 +159,11 @@ __device__ __forceinline__ uint32_t reluBF16x2(float lo, float hi) {
 // The e4m3 bytes of e2m1 magnitudes 0, 0.5, 1, 1.5 and 2, 3, 4, 6.
 constexpr uint32_t kTableLow = 0x3C383000u, kTableHigh = 0x4C484440u;
 
-// A value the compiler keeps in a register instead of rematerializing it
-// next to every use.
+// A constant behind an opaque move, meant to stay in one register instead
+// of being rematerialized next to every use. It did not hold: ptxas put it
+// in a uniform register and moved it into a vector one at every permute
+// (indexer-notes.md, call 4); the kPrepared form reads it from shared
+// memory instead.
 __device__ __forceinline__ uint32_t pinned(uint32_t v) {
   uint32_t r;
   asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
