@@ -489,7 +489,9 @@ __device__ __forceinline__ void mmaE4M3Shared(float (&d)[32], uint64_t descA,
 constexpr int kRoleThreads = 256, kTiles = 4, kTileBytes = 64 * 128;
 constexpr int kStagingBytes = 2 * 128 * 16 + 128 * 4;
 
-template <bool kPipelined>
+// kRing: the producer's copy stages; kRoom: the offers' ring (its shared
+// memory decides the blocks an SM: 2048 -> 2, 1024 with 4 stages -> 3).
+template <bool kPipelined, int kRing = kStages, int kRoom = kCandidates>
 __global__ void __launch_bounds__(kRoleThreads) scoreKeysRoles(Params p) {
   extern __shared__ __align__(1024) uint8_t rawShared[];
   uint8_t *shared = reinterpret_cast<uint8_t *>(
@@ -500,8 +502,8 @@ __global__ void __launch_bounds__(kRoleThreads) scoreKeysRoles(Params p) {
   float *factors = reinterpret_cast<float *>(keyTiles + kTiles * kTileBytes);
   uint8_t *staging = reinterpret_cast<uint8_t *>(factors + kTiles * 64);
   unsigned long long *candidates =
-      reinterpret_cast<unsigned long long *>(staging + kStages * kStagingBytes);
-  unsigned long long *barriers = candidates + kCandidates; // full, empty
+      reinterpret_cast<unsigned long long *>(staging + kRing * kStagingBytes);
+  unsigned long long *barriers = candidates + kRoom; // full, empty
   unsigned *kept = reinterpret_cast<unsigned *>(barriers + 2 * kTiles);
 
   const int thread = threadIdx.x;
@@ -565,17 +567,16 @@ __global__ void __launch_bounds__(kRoleThreads) scoreKeysRoles(Params p) {
       if (tile < tiles) {
         const uint8_t *page = rowBase + size_t(pageList[tile]) * kPageBytes;
         uint32_t stage =
-            stagingBase + (tile % kStages) * kStagingBytes + thread * 16;
+            stagingBase + (tile % kRing) * kStagingBytes + thread * 16;
         copy16(stage, page);
         copy16(stage + 2048, page + 16);
-        copy4(stagingBase + (tile % kStages) * kStagingBytes + 4096 +
-                  thread * 4,
+        copy4(stagingBase + (tile % kRing) * kStagingBytes + 4096 + thread * 4,
               page - r * kValueBytes - 32 * h + kPageRows * kValueBytes +
                   r * kScaleBytes);
       }
       commitCopies();
     };
-    for (int i = 0; i < kStages - 1; ++i)
+    for (int i = 0; i < kRing - 1; ++i)
       issue(i);
     const uint32_t signBytes = pinned(0x80808080u);
     const uint32_t tileBase = smem(keyTiles);
@@ -583,9 +584,9 @@ __global__ void __launch_bounds__(kRoleThreads) scoreKeysRoles(Params p) {
     const uint32_t rowOffset = (r / 8) * 1024 + swz * 128;
     unsigned wide = 0;
     for (int tile = 0; tile < tiles; ++tile) {
-      issue(tile + kStages - 1);
-      waitCopies<kStages - 1>();
-      uint32_t stage = stagingBase + (tile % kStages) * kStagingBytes;
+      issue(tile + kRing - 1);
+      waitCopies<kRing - 1>();
+      uint32_t stage = stagingBase + (tile % kRing) * kStagingBytes;
       uint4 va = loadShared16(stage + thread * 16);
       uint4 vb = loadShared16(stage + 2048 + thread * 16);
       uint32_t scales = loadShared4(stage + 4096 + thread * 4);
@@ -673,8 +674,8 @@ __global__ void __launch_bounds__(kRoleThreads) scoreKeysRoles(Params p) {
           base = atomicAdd(&kept[0], __popc(ballot));
         base = __shfl_sync(0xffffffffu, base, __ffs(ballot) - 1);
         if (take)
-          candidates[(base + __popc(ballot & ((1u << lane) - 1))) %
-                     kCandidates] = key;
+          candidates[(base + __popc(ballot & ((1u << lane) - 1))) % kRoom] =
+              key;
       }
     }
   }
@@ -889,29 +890,36 @@ int main(int argc, char **argv) {
     }
 
   bool ok = true;
-  const char *names[7] = {"signed",
+  const char *names[9] = {"signed",
                           "split",
                           "signed, pipelined",
                           "split, pipelined",
                           "two roles",
                           "two roles, pipelined",
-                          "signed, pipelined, query made once a token"};
-  for (int form = 0; form < 7; ++form) {
-    bool split = form % 2 == 1;
+                          "signed, pipelined, query made once a token",
+                          "two roles, 8 copy stages",
+                          "two roles, 3 blocks an SM"};
+  for (int form = 0; form < 9; ++form) {
+    bool split = form % 2 == 1 && form < 4;
+    bool roles = form == 4 || form == 5 || form == 7 || form == 8;
     int atoms = split ? 2 : 1;
+    int ring = form == 7 ? 8 : kStages, room = form == 8 ? 1024 : kCandidates;
     size_t sharedBytes =
-        (form == 4 || form == 5)
-            ? 1024 + 8192 + 1024 + kTiles * (kTileBytes + 256) +
-                  kStages * kStagingBytes + kCandidates * 8 + 16 * kTiles + 16
-            : 1024 + 8 * atoms * 1024 + 1024 + kStages * kStageBytes +
-                  kCandidates * 8 + 16;
-    void (*kernels[7])(Params) = {
-        scoreKeys<false, false>,     scoreKeys<true, false>,
-        scoreKeys<false, true>,      scoreKeys<true, true>,
-        scoreKeysRoles<false>,       scoreKeysRoles<true>,
-        scoreKeys<false, true, true>};
+        roles ? 1024 + 8192 + 1024 + kTiles * (kTileBytes + 256) +
+                    ring * kStagingBytes + room * 8 + 16 * kTiles + 16
+              : 1024 + 8 * atoms * 1024 + 1024 + kStages * kStageBytes +
+                    kCandidates * 8 + 16;
+    void (*kernels[9])(Params) = {scoreKeys<false, false>,
+                                  scoreKeys<true, false>,
+                                  scoreKeys<false, true>,
+                                  scoreKeys<true, true>,
+                                  scoreKeysRoles<false>,
+                                  scoreKeysRoles<true>,
+                                  scoreKeys<false, true, true>,
+                                  scoreKeysRoles<false, 8>,
+                                  scoreKeysRoles<false, kStages, 1024>};
     auto kernel = kernels[form];
-    int threads = form == 4 || form == 5 ? kRoleThreads : kThreads;
+    int threads = roles ? kRoleThreads : kThreads;
     CHECK(cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes)));
     Params prm{dCache, dPages, dQ,      dW,      pagesPerToken,
