@@ -26,9 +26,14 @@
 // the reference's (every step rounded to bf16), then times each form with
 // CUDA events (best of 20).
 //
-// Build here: nvcc -O3 -gencode arch=compute_90a,code=sm_90a -std=c++17
-//   -o probe bench/probes/indexer_fp8_mma.cu
+// Build here (from the repository root; the host side encodes keys with
+// the project's own row codec):
+//   nvcc -O3 -gencode arch=compute_90a,code=sm_90a -std=c++17 -I. -o probe
+//   bench/probes/indexer_fp8_mma.cu core/CacheLayout.cpp core/Numerics.cpp
 // Run there: probe TOKENS KEYS SPLITS [CHECKED_TOKENS [SEED]]
+
+#include "core/CacheLayout.h"
+#include "core/Numerics.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -42,6 +47,9 @@
 #include <ctime>
 #include <iterator>
 #include <vector>
+
+namespace layout = v4a::layout;
+namespace num = v4a::num;
 
 #define CHECK(x)                                                               \
   do {                                                                         \
@@ -227,6 +235,55 @@ __device__ __forceinline__ unsigned long long rankKey(float score, int row) {
          static_cast<uint32_t>(~row);
 }
 
+// The head sum of a tile: relu(dot) rounded to bf16 as the A fragments of
+// m64n8k16 MMAs against the weight tile, issued and committed (the caller
+// waits). sums[0] is key g's score, sums[2] key g + 8's.
+__device__ __forceinline__ void
+issueHeadSums(const float (&acc)[32], uint64_t weightDesc, float (&sums)[4]) {
+  uint32_t h[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i)
+    h[i] = reluBF16x2(acc[2 * i], acc[2 * i + 1]);
+  mmaFence();
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    uint32_t a[4] = {h[4 * t], h[4 * t + 1], h[4 * t + 2], h[4 * t + 3]};
+    mmaHeadSum(sums, a, weightDesc + 2 * t, t > 0);
+  }
+  mmaCommit();
+}
+
+// Lane c of a quad offers key g (c == 0) or g + 8 (c == 1): its score is
+// stored when the check asks for scores, and kept in a ring of `room`
+// candidates (counted in kept[0]) when above the floor.
+__device__ __forceinline__ void
+offerScore(const Params &p, int token, int row, float score, int c, int lane,
+           unsigned *kept, unsigned long long *candidates, int room) {
+  if (p.scores && c < 2)
+    p.scores[size_t(token) * p.pagesPerToken * kPageRows + row] = score;
+  unsigned long long key = rankKey(score, row);
+  bool take = c < 2 && key > p.floorKey;
+  unsigned ballot = __ballot_sync(0xffffffffu, take);
+  if (ballot) {
+    unsigned base = 0;
+    if (lane == __ffs(ballot) - 1)
+      base = atomicAdd(&kept[0], __popc(ballot));
+    base = __shfl_sync(0xffffffffu, base, __ffs(ballot) - 1);
+    if (take)
+      candidates[(base + __popc(ballot & ((1u << lane) - 1))) % room] = key;
+  }
+}
+
+// After the block's last offer: its kept offers and wide rows.
+__device__ __forceinline__ void reportCounts(const Params &p, int thread,
+                                             const unsigned *kept) {
+  __syncthreads();
+  if (thread == 0) {
+    p.counts[2 * blockIdx.x] = kept[0];
+    p.counts[2 * blockIdx.x + 1] = kept[1];
+  }
+}
+
 // The token's query tile (e4m3, per-head unit 2^u_h, in the K order of
 // the A fragments) and weight tile (w_h 2^u_h, bf16, in all 8 columns):
 // thread t (of 128) takes half t % 2 of head t / 2. `queryTile` and
@@ -346,7 +403,6 @@ __global__ void __launch_bounds__(kThreads) scoreKeys(Params p) {
 
   const uint64_t queryDesc = descriptor(smem(queryTile), kAtoms * 1024);
   const uint64_t weightDesc = descriptor(smem(weightTile), 1024);
-  const unsigned long long floorKey = p.floorKey;
   // Read from shared memory, so that it lives in a vector register.
   const uint32_t signBytes =
       kPrepared ? loadShared4(smem(kept + 2)) : pinned(0x80808080u);
@@ -384,17 +440,7 @@ __global__ void __launch_bounds__(kThreads) scoreKeys(Params p) {
     uint32_t mineScales = c == 0 ? s0 : s1;
 
     float sums[4] = {0, 0, 0, 0};
-    uint32_t h[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i)
-      h[i] = reluBF16x2(acc[2 * i], acc[2 * i + 1]);
-    mmaFence();
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      uint32_t a[4] = {h[4 * t], h[4 * t + 1], h[4 * t + 2], h[4 * t + 3]};
-      mmaHeadSum(sums, a, weightDesc + 2 * t, t > 0);
-    }
-    mmaCommit();
+    issueHeadSums(acc, weightDesc, sums);
     if (kPipelined) {
       // The next tile's dot products run while this one's are offered.
       if (tile + 1 < tiles) {
@@ -407,34 +453,16 @@ __global__ void __launch_bounds__(kThreads) scoreKeys(Params p) {
       mmaWait<0>();
     }
 
-    // Lane c of a quad offers key g (c == 0) or g + 8 (c == 1), scaled by
-    // its row's first block scale.
+    // Scaled by the offered row's first block scale.
     int mine = c == 0 ? r0 : r1;
     float score = (c == 0 ? sums[0] : sums[2]) *
                   __uint_as_float((mineScales & 0xFF) << 23);
-    int row = (firstTile + tile) * kPageRows + mine;
-    if (p.scores && c < 2)
-      p.scores[size_t(token) * p.pagesPerToken * kPageRows + row] = score;
-    unsigned long long key = rankKey(score, row);
-    bool take = c < 2 && key > floorKey;
-    unsigned ballot = __ballot_sync(0xffffffffu, take);
-    if (ballot) {
-      unsigned base = 0;
-      if (lane == __ffs(ballot) - 1)
-        base = atomicAdd(&kept[0], __popc(ballot));
-      base = __shfl_sync(0xffffffffu, base, __ffs(ballot) - 1);
-      if (take)
-        candidates[(base + __popc(ballot & ((1u << lane) - 1))) % kCandidates] =
-            key;
-    }
+    offerScore(p, token, (firstTile + tile) * kPageRows + mine, score, c, lane,
+               kept, candidates, kCandidates);
   }
   if (wide)
     atomicAdd(&kept[1], wide);
-  __syncthreads();
-  if (thread == 0) {
-    p.counts[2 * blockIdx.x] = kept[0];
-    p.counts[2 * blockIdx.x + 1] = kept[1];
-  }
+  reportCounts(p, thread, kept);
 }
 
 __device__ __forceinline__ void barrierInit(uint32_t address, int count) {
@@ -618,7 +646,6 @@ __global__ void __launch_bounds__(kRoleThreads) scoreKeysRoles(Params p) {
     const uint64_t queryDesc = descriptor(smem(queryTile), 1024);
     const uint64_t weightDesc = descriptor(smem(weightTile), 1024);
     const uint64_t keyDesc = descriptor(smem(keyTiles), 1024);
-    const unsigned long long floorKey = p.floorKey;
     float acc[32];
     auto startTile = [&](int tile) {
       int slot = tile % kTiles;
@@ -642,18 +669,7 @@ __global__ void __launch_bounds__(kRoleThreads) scoreKeysRoles(Params p) {
       barrierArrive(emptyBase + 8 * slot);
 
       float sums[4] = {0, 0, 0, 0};
-      uint32_t hh[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i)
-        hh[i] = reluBF16x2(acc[2 * i], acc[2 * i + 1]);
-      mmaFence();
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        uint32_t a[4] = {hh[4 * t], hh[4 * t + 1], hh[4 * t + 2],
-                         hh[4 * t + 3]};
-        mmaHeadSum(sums, a, weightDesc + 2 * t, t > 0);
-      }
-      mmaCommit();
+      issueHeadSums(acc, weightDesc, sums);
       if (kPipelined && tile + 1 < tiles) {
         startTile(tile + 1);
         mmaWait<1>();
@@ -662,74 +678,14 @@ __global__ void __launch_bounds__(kRoleThreads) scoreKeysRoles(Params p) {
       }
 
       float score = (c == 0 ? sums[0] : sums[2]) * factor;
-      int row = (firstTile + tile) * kPageRows + mine;
-      if (p.scores && c < 2)
-        p.scores[size_t(token) * p.pagesPerToken * kPageRows + row] = score;
-      unsigned long long key = rankKey(score, row);
-      bool take = c < 2 && key > floorKey;
-      unsigned ballot = __ballot_sync(0xffffffffu, take);
-      if (ballot) {
-        unsigned base = 0;
-        if (lane == __ffs(ballot) - 1)
-          base = atomicAdd(&kept[0], __popc(ballot));
-        base = __shfl_sync(0xffffffffu, base, __ffs(ballot) - 1);
-        if (take)
-          candidates[(base + __popc(ballot & ((1u << lane) - 1))) % kRoom] =
-              key;
-      }
+      offerScore(p, token, (firstTile + tile) * kPageRows + mine, score, c,
+                 lane, kept, candidates, kRoom);
     }
   }
-  __syncthreads();
-  if (thread == 0) {
-    p.counts[2 * blockIdx.x] = kept[0];
-    p.counts[2 * blockIdx.x + 1] = kept[1];
-  }
+  reportCounts(p, thread, kept);
 }
 
 // ---------------------------------------------------------------- host side
-
-static uint16_t toBF16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7FFF + ((u >> 16) & 1);
-  return uint16_t(u >> 16);
-}
-static float fromBF16(uint16_t b) {
-  uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-static float roundBF16(float f) { return fromBF16(toBF16(f)); }
-
-static const float kE2M1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
-
-static uint8_t toE2M1(float v) {
-  float a = std::fabs(v);
-  int best = 0;
-  for (int i = 1; i < 8; ++i)
-    if (std::fabs(kE2M1[i] - a) < std::fabs(kE2M1[best] - a) ||
-        (std::fabs(kE2M1[i] - a) == std::fabs(kE2M1[best] - a) && (i % 2 == 0)))
-      best = i;
-  return uint8_t(best | (v < 0 && best ? 8 : 0));
-}
-
-// fp4 simulation of 32 values: e2m1 codes and the ue8m0 scale's exponent.
-static int quantizeBlock(const float *in, uint8_t *codes) {
-  float amax = 1e-4f;
-  for (int i = 0; i < 32; ++i)
-    amax = std::max(amax, std::fabs(in[i]));
-  int e = int(std::ceil(std::log2(amax / 6.0f)));
-  float scale = std::ldexp(1.0f, e);
-  for (int i = 0; i < 32; ++i)
-    codes[i] = toE2M1(in[i] / scale);
-  return e;
-}
-
-static float decodeE2M1(uint8_t code, int e) {
-  float v = std::ldexp(kE2M1[code & 7], e);
-  return code & 8 ? -v : v;
-}
 
 // Rows of the k best scores (score descending, then row ascending).
 template <typename T>
@@ -760,6 +716,13 @@ int main(int argc, char **argv) {
   unsigned seed = argc > 5 ? std::atoi(argv[5]) : unsigned(time(nullptr));
   checkTokens = std::min(checkTokens, tokens);
   int pagesPerToken = keys / kPageRows;
+  // The family's MXFP4 key rows; the kernels' page constants follow them.
+  const layout::RowLayout keyRow =
+      *layout::describeRow(layout::RowKind::IndexMXFP4, kDim);
+  if (keyRow.valueBytes != kValueBytes || keyRow.scaleBytes != kScaleBytes) {
+    std::fprintf(stderr, "probe: the MXFP4 row layout is not the kernels'\n");
+    return 1;
+  }
   std::printf("probe: tokens %d, keys %d, splits %d, seed %u\n", tokens, keys,
               splits, seed);
   // xorshift, and a sum of four uniforms for a roughly normal value: fast
@@ -790,55 +753,44 @@ int main(int argc, char **argv) {
   for (size_t i = pagesTotal; i > 1; --i)
     std::swap(pageOf[i - 1], pageOf[rng() % i]);
   std::vector<float> row(kDim);
-  for (size_t logical = 0; logical < pagesTotal; ++logical) {
-    uint8_t *page = cache.data() + size_t(pageOf[logical]) * kPageBytes;
+  for (size_t logical = 0; logical < pagesTotal; ++logical)
     for (int r = 0; r < kPageRows; ++r) {
       for (int b = 0; b < 4; ++b) {
         float spread = std::ldexp(1.0f, int(rng() % 3)) * 0.25f;
         for (int i = 0; i < 32; ++i)
           row[32 * b + i] = normal(rng) * spread;
       }
-      for (int b = 0; b < 4; ++b) {
-        uint8_t codes[32];
-        int e = quantizeBlock(&row[32 * b], codes);
-        page[kPageRows * kValueBytes + r * kScaleBytes + b] = uint8_t(e + 127);
-        for (int i = 0; i < 32; ++i) {
-          int f = 32 * b + i;
-          uint8_t &byte = page[r * kValueBytes + f / 2];
-          if (f % 2 == 0)
-            byte = codes[i];
-          else
-            byte |= codes[i] << 4;
-          if (logical < checkedPages)
-            keyValues[(logical * kPageRows + r) * kDim + f] =
-                decodeE2M1(codes[i], e);
-        }
-      }
+      layout::RowPlace place =
+          layout::placeRow(keyRow, kPageRows, pageOf[logical] * kPageRows + r);
+      uint8_t *values = cache.data() + place.values,
+              *scales = cache.data() + place.scales;
+      layout::encodeRow(keyRow, row.data(), values, scales);
+      if (logical < checkedPages)
+        layout::decodeRow(keyRow, values, scales,
+                          &keyValues[(logical * kPageRows + r) * kDim]);
     }
-  }
-  std::vector<int> pages(pagesTotal);
-  for (size_t i = 0; i < pagesTotal; ++i)
-    pages[i] = pageOf[i];
+  const std::vector<int> &pages = pageOf;
 
   // Queries (fp4-simulated, as bf16) and bf16 weights.
   std::vector<uint16_t> q(size_t(tokens) * kHeads * kDim);
   std::vector<float> qv(q.size()), w(size_t(tokens) * kHeads);
+  std::vector<uint8_t> codes(kValueBytes + kScaleBytes);
   for (int t = 0; t < tokens; ++t)
     for (int h = 0; h < kHeads; ++h) {
+      // fp4 simulation by the key layout's own codec: encode, decode.
+      float *values = &qv[(size_t(t) * kHeads + h) * kDim];
       for (int b = 0; b < 4; ++b) {
-        float blk[32];
         float spread = std::ldexp(1.0f, int(rng() % 3)) * 0.5f;
         for (int i = 0; i < 32; ++i)
-          blk[i] = normal(rng) * spread;
-        uint8_t codes[32];
-        int e = quantizeBlock(blk, codes);
-        for (int i = 0; i < 32; ++i) {
-          size_t at = (size_t(t) * kHeads + h) * kDim + 32 * b + i;
-          qv[at] = decodeE2M1(codes[i], e);
-          q[at] = toBF16(qv[at]);
-        }
+          row[32 * b + i] = normal(rng) * spread;
       }
-      w[t * kHeads + h] = roundBF16(normal(rng) * 0.125f);
+      layout::encodeRow(keyRow, row.data(), codes.data(),
+                        codes.data() + kValueBytes);
+      layout::decodeRow(keyRow, codes.data(), codes.data() + kValueBytes,
+                        values);
+      for (int i = 0; i < kDim; ++i)
+        q[(size_t(t) * kHeads + h) * kDim + i] = num::toBF16Bits(values[i]);
+      w[t * kHeads + h] = num::roundBF16(normal(rng) * 0.125f);
     }
 
   uint8_t *dCache;
@@ -875,18 +827,18 @@ int main(int argc, char **argv) {
         double dot = 0;
         for (int d = 0; d < kDim; ++d)
           dot += double(qq[d]) * k[d];
-        float rounded = roundBF16(std::max(0.0f, float(dot)));
+        float rounded = num::roundBF16(std::max(0.0f, float(dot)));
         score += double(rounded) * w[t * kHeads + h];
         sum += std::fabs(double(rounded) * w[t * kHeads + h]);
         // main's family: f32 relu(dot) * w summed in f32; the reference:
         // each product rounded to bf16, the sum rounded to bf16.
         mainScore += std::max(0.0f, float(dot)) * w[t * kHeads + h];
-        referenceSum += double(roundBF16(rounded * w[t * kHeads + h]));
+        referenceSum += double(num::roundBF16(rounded * w[t * kHeads + h]));
       }
       want[size_t(t) * keys + j] = score;
       magnitude[size_t(t) * keys + j] = sum;
       asMain[size_t(t) * keys + j] = mainScore;
-      asReference[size_t(t) * keys + j] = roundBF16(float(referenceSum));
+      asReference[size_t(t) * keys + j] = num::roundBF16(float(referenceSum));
     }
 
   bool ok = true;
