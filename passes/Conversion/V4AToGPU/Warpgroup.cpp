@@ -206,6 +206,25 @@ void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
   // is built once, since the loads of an address table cannot be merged
   // by later passes across the copies, which write shared memory.
   llvm::SmallDenseMap<int64_t, std::tuple<Value, Value, Value>> sources;
+  // Where every copy's row stays within its atom row (whole atom rows a
+  // step) and never wraps, copy i lands a constant past copy 0: the
+  // destinations are one register (kept opaque, so that no pass folds a
+  // constant into it and hoists the sums out of a loop around the copies,
+  // a register pair each) plus immediates.
+  int64_t rowStep = threads / 8;
+  bool constantSteps = rowStep % 8 == 0 && rows % rowStep == 0;
+  Value firstTo;
+  if (constantSteps)
+    firstTo =
+        opaque(b, loc,
+               arith::AddIOp::create(
+                   b, loc, tile,
+                   toI64(swizzledOffset(
+                       b, loc, arith::DivUIOp::create(b, loc, thread, c(8)),
+                       arith::AddIOp::create(
+                           b, loc, arith::RemUIOp::create(b, loc, thread, c(8)),
+                           c(firstChunk)),
+                       tileChunks / 8))));
   for (int64_t i = 0; i < rows * rowChunks / threads; ++i) {
     Value linear = arith::AddIOp::create(b, loc, c(i * threads), thread);
     Value rest = arith::DivUIOp::create(b, loc, linear, c(8));
@@ -229,9 +248,21 @@ void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
             b, loc, address,
             toI64(arith::MulIOp::create(b, loc, chunk, c(16)))),
         fallback);
-    Value to = arith::AddIOp::create(
-        b, loc, tile,
-        toI64(swizzledOffset(b, loc, row, chunk, tileChunks / 8)));
+    Value to;
+    if (constantSteps) {
+      int64_t rowAtoms = i * rowStep % rows / 8;
+      int64_t chunkAtoms = i * rowStep / rows;
+      to = arith::AddIOp::create(
+          b, loc, firstTo,
+          arith::ConstantIntOp::create(
+              b, loc,
+              (rowAtoms * (tileChunks / 8) + chunkAtoms) * kSwizzleAtomBytes,
+              64));
+    } else {
+      to = arith::AddIOp::create(
+          b, loc, tile,
+          toI64(swizzledOffset(b, loc, row, chunk, tileChunks / 8)));
+    }
     copyAsync16(b, loc, to, from, valid);
   }
 }
