@@ -9,8 +9,8 @@
 # each sched_meta_key of V4-Flash in one --bench step (decode of B sequences
 # at C tokens of history, or a T-token prefill) under Nsight Compute
 # (clocks as found, caches flushed before each kernel: its time, its DRAM
-# bytes, and the L2 sectors its SMs read and wrote, first lookups and all,
-# from which the report counts the bytes it touched), and the same step timed
+# bytes, and the L2 sectors its SMs wrote, from which the report counts
+# the bytes it touched), and the same step timed
 # without the profiler (--repeat). Everything lands in
 # $OUT/kernels-profile.tar.gz; bench/kernels_report.py makes the table.
 set -uo pipefail
@@ -30,9 +30,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader > "$work/
 python3 bench/ceilings.py > "$work/ceilings.jsonl"
 # Counters this ncu knows, of those asked for (an unknown name fails a run).
 wanted="gpu__time_duration.sum dram__bytes_read.sum dram__bytes_write.sum
-  lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum
-  lts__t_sectors_srcunit_tex_op_write_lookup_miss.sum
-  lts__t_sectors_srcunit_tex_op_write.sum lts__t_sectors_op_write_lookup_miss.sum"
+  lts__t_sectors_srcunit_tex_op_write.sum"
 known=$(ncu --query-metrics --chip "${NCU_CHIP:-gh100}" 2>/dev/null | awk '{print $1}')
 metrics=$(for m in $wanted; do
   grep -qx "${m%.sum}" <<< "$known" && echo -n "$m,"; done)

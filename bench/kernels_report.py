@@ -12,13 +12,16 @@ touched or runs under 5 us.
 
 The bytes a kernel touched are measured, not modelled: Nsight Compute
 flushes the caches before each kernel, so every sector the kernel reads
-comes from DRAM once (dram__bytes_read), and every sector it writes misses
-in L2 on its first write (lts__t_sectors_srcunit_tex_op_write_lookup_miss,
-32 bytes each). DRAM writes alone undercount: a written row may stay in L2
-past the kernel's end. A kernel that reads or writes a sector more than
-once counts it once, as a minimum would; one that touches bytes it does not
-need counts them. Where the run lacks the write counter, the DRAM bytes
-stand in, and the table says so."""
+comes from DRAM once (dram__bytes_read), and every sector its SMs write
+reaches L2 (lts__t_sectors_srcunit_tex_op_write, 32 bytes each). DRAM
+writes alone undercount: a written row may stay in L2 past the kernel's
+end; and L2 counts no write as a lookup miss, so written sectors cannot
+be told apart from sectors written again. A sector read twice counts
+once, as a minimum would; a sector written twice, or written in part,
+counts 32 bytes each time, more than a minimum would (only where a
+kernel scatters small writes: the metadata's, a cache store's). Where
+the run lacks the write counter, the DRAM bytes stand in, and the table
+says so."""
 
 import glob
 import json
@@ -59,7 +62,7 @@ def read_case(path):
     for launch, k in kernels.items():
         name, warm_us = warm.get(launch, (None, None))
         dram = k.get("dram__bytes_read.sum", 0) + k.get("dram__bytes_write.sum", 0)
-        written = k.get(WRITE_MISSES)
+        written = k.get(WRITTEN_SECTORS)
         out.append({
             "kernel": k["kernel"], "family": family(k["kernel"]),
             "grid": k["grid"], "block": k["block"],
@@ -75,7 +78,7 @@ def read_case(path):
 # indexer have issues of their own, the library's GEMMs are cuBLASLt's.
 OWN_FAMILIES = ("rows", "loops", "copy")
 
-WRITE_MISSES = "lts__t_sectors_srcunit_tex_op_write_lookup_miss.sum"
+WRITTEN_SECTORS = "lts__t_sectors_srcunit_tex_op_write.sum"
 
 
 def passes(us, rated, copy_tb_per_s):
