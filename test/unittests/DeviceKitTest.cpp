@@ -12,6 +12,7 @@
 #include "core/Numerics.h"
 #include "lib/JIT/CpuJit.h"
 #include "passes/Conversion/V4AToCPU/LoopEmitter.h"
+#include "passes/Conversion/V4AToGPU/Warpgroup.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -281,6 +282,129 @@ TEST(DeviceKit, RoundsToMinifloatsLikeTheReference) {
     ASSERT_TRUE(same(e2m1[i], num::roundE2M1(in[i])))
         << "e2m1 of " << in[i] << " (0x" << std::hex
         << num::detail::bitsOf(in[i]) << "): " << e2m1[i];
+  }
+}
+
+/// `place(rows: memref<?xi64>, chunks: memref<?xi64>, out: memref<?xi64>)`:
+/// the swizzled byte offset of each (row, chunk) in a tile `atoms` atoms
+/// wide, as the kit builds it.
+OwningOpRef<ModuleOp> swizzleModule(MLIRContext *context, int64_t atoms) {
+  OpBuilder b(context);
+  Location loc = b.getUnknownLoc();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  auto longs = MemRefType::get({ShapedType::kDynamic}, b.getI64Type());
+  auto function = func::FuncOp::create(
+      b, loc, "place", b.getFunctionType({longs, longs, longs}, {}));
+  function->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  Block *body = function.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  auto index = [&](Value v) {
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), v).getResult();
+  };
+  Value rows = body->getArgument(0), chunks = body->getArgument(1),
+        out = body->getArgument(2);
+  scf::ForOp::create(
+      b, loc, c(0), memref::DimOp::create(b, loc, rows, 0), c(1), ValueRange{},
+      [&](OpBuilder &, Location, Value i, ValueRange) {
+        Value row = index(memref::LoadOp::create(b, loc, rows, i));
+        Value chunk = index(memref::LoadOp::create(b, loc, chunks, i));
+        Value offset = v4a::gpu::swizzledOffset(b, loc, row, chunk, atoms);
+        memref::StoreOp::create(
+            b, loc, arith::IndexCastOp::create(b, loc, b.getI64Type(), offset),
+            out, i);
+        scf::YieldOp::create(b, loc);
+      });
+  func::ReturnOp::create(b, loc);
+  return module;
+}
+
+using PlaceFn = void(rt::Memref<int64_t, 1> *, rt::Memref<int64_t, 1> *,
+                     rt::Memref<int64_t, 1> *);
+
+struct TileCopyShape {
+  int64_t rows, rowChunks, threads, firstChunk, tileChunks;
+};
+
+/// Per copy of a thread of copyTileAsync over `shape` (copy i of thread t:
+/// row (t / 8 + i * threads / 8) mod rows, chunk (t / 8 + i * threads / 8)
+/// / rows * 8 + t mod 8 + firstChunk), how far its swizzled place is past
+/// the thread's copy 0's, when that is the same for every thread; nullopt
+/// for a copy where threads differ. Empty when the host could not run it.
+std::vector<std::optional<int64_t>> stepsOf(const TileCopyShape &shape) {
+  auto context = jit::createKernelContext();
+  OwningOpRef<ModuleOp> module =
+      swizzleModule(context.get(), shape.tileChunks / 8);
+  std::string error;
+  auto compiled =
+      jit::CpuJit::compile(std::move(context), std::move(module), error);
+  EXPECT_TRUE(compiled) << error;
+  if (!compiled)
+    return {};
+  auto *place = reinterpret_cast<PlaceFn *>(compiled->lookup("place"));
+  EXPECT_TRUE(place);
+  if (!place)
+    return {};
+  int64_t copies = shape.rows * shape.rowChunks / shape.threads;
+  std::vector<int64_t> rows, chunks;
+  for (int64_t t = 0; t < shape.threads; ++t)
+    for (int64_t i = 0; i < copies; ++i) {
+      int64_t rest = t / 8 + i * shape.threads / 8;
+      rows.push_back(rest % shape.rows);
+      chunks.push_back(rest / shape.rows * 8 + t % 8 + shape.firstChunk);
+    }
+  auto size = static_cast<int64_t>(rows.size());
+  std::vector<int64_t> offsets(rows.size(), -1);
+  auto rowView = rt::view<int64_t, 1>(rows.data(), {size});
+  auto chunkView = rt::view<int64_t, 1>(chunks.data(), {size});
+  auto outView = rt::view<int64_t, 1>(offsets.data(), {size});
+  place(&rowView, &chunkView, &outView);
+  std::vector<std::optional<int64_t>> steps;
+  for (int64_t i = 0; i < copies; ++i) {
+    std::optional<int64_t> step = offsets[i] - offsets[0];
+    for (int64_t t = 1; t < shape.threads; ++t)
+      if (offsets[t * copies + i] - offsets[t * copies] != *step)
+        step = std::nullopt;
+    steps.push_back(step);
+  }
+  return steps;
+}
+
+// The attention's tiles (the copy warpgroup's halves of a stage: 64 rows,
+// 32 of 64 chunks, 128 threads; the math warpgroups' query tile: 256
+// threads), a wider row (72 chunks: head width 576) and a wider block:
+// every copy lands the same distance past each thread's first, and
+// tileCopyStep says how far.
+TEST(DeviceKit, TileCopiesLandAConstantPastTheFirst) {
+  for (TileCopyShape shape :
+       {TileCopyShape{64, 32, 128, 0, 64}, TileCopyShape{64, 32, 128, 32, 64},
+        TileCopyShape{64, 64, 256, 0, 64}, TileCopyShape{64, 72, 128, 0, 72},
+        TileCopyShape{128, 64, 512, 0, 64}}) {
+    std::vector<std::optional<int64_t>> steps = stepsOf(shape);
+    ASSERT_EQ(static_cast<int64_t>(steps.size()),
+              shape.rows * shape.rowChunks / shape.threads);
+    for (size_t i = 0; i < steps.size(); ++i)
+      EXPECT_EQ(steps[i],
+                v4a::gpu::tileCopyStep(static_cast<int64_t>(i), shape.rows,
+                                       shape.threads, shape.tileChunks))
+          << "rows " << shape.rows << ", threads " << shape.threads << ", copy "
+          << i;
+  }
+}
+
+// Where a thread's rows move by less than an atom (32 threads: 4 rows a
+// copy) or wrap past the tile's end (48 rows, steps of 32), threads land
+// their copies different distances apart, and tileCopyStep claims none.
+TEST(DeviceKit, TileCopyStepsAreClaimedOnlyWhereConstant) {
+  for (TileCopyShape shape :
+       {TileCopyShape{64, 32, 32, 0, 64}, TileCopyShape{48, 64, 256, 0, 64}}) {
+    std::vector<std::optional<int64_t>> steps = stepsOf(shape);
+    ASSERT_FALSE(steps.empty());
+    EXPECT_TRUE(llvm::any_of(steps, [](auto step) { return !step; }))
+        << "rows " << shape.rows << ", threads " << shape.threads;
+    EXPECT_FALSE(
+        v4a::gpu::tileCopyStep(1, shape.rows, shape.threads, shape.tileChunks));
   }
 }
 

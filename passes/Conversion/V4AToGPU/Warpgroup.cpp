@@ -185,6 +185,20 @@ Value swizzledOffset(OpBuilder &b, Location loc, Value row, Value chunk,
   return mulAdd(atom, kSwizzleAtomBytes, inAtom);
 }
 
+std::optional<int64_t> tileCopyStep(int64_t copy, int64_t rows, int64_t threads,
+                                    int64_t tileChunks) {
+  // Copy i's rows are i * threads / 8 further, modulo the tile's rows. When
+  // that step is whole atom rows, a row keeps its place in its atom (and so
+  // its swizzle); when the rows are a multiple of it, no thread's row wraps
+  // past the tile's end, and the wraps are whole atoms along the row.
+  int64_t rowStep = threads / 8;
+  if (rowStep % 8 != 0 || rows % rowStep != 0)
+    return std::nullopt;
+  int64_t rowAtoms = copy * rowStep % rows / 8;
+  int64_t chunkAtoms = copy * rowStep / rows;
+  return (rowAtoms * (tileChunks / 8) + chunkAtoms) * kSwizzleAtomBytes;
+}
+
 void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
                    int64_t rowChunks, int64_t threads, Value thread,
                    function_ref<std::pair<Value, Value>(Value)> source,
@@ -206,13 +220,11 @@ void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
   // is built once, since the loads of an address table cannot be merged
   // by later passes across the copies, which write shared memory.
   llvm::SmallDenseMap<int64_t, std::tuple<Value, Value, Value>> sources;
-  // Where every copy's row stays within its atom row (whole atom rows a
-  // step) and never wraps, copy i lands a constant past copy 0: the
-  // destinations are one register (kept opaque, so that no pass folds a
-  // constant into it and hoists the sums out of a loop around the copies,
-  // a register pair each) plus immediates.
-  int64_t rowStep = threads / 8;
-  bool constantSteps = rowStep % 8 == 0 && rows % rowStep == 0;
+  // Where copy i lands a constant past copy 0, the destinations are one
+  // register (kept opaque, so that no pass folds a constant into it and
+  // hoists the sums out of a loop around the copies, a register pair
+  // each) plus immediates.
+  bool constantSteps = tileCopyStep(0, rows, threads, tileChunks).has_value();
   Value firstTo;
   if (constantSteps)
     firstTo =
@@ -250,14 +262,10 @@ void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
         fallback);
     Value to;
     if (constantSteps) {
-      int64_t rowAtoms = i * rowStep % rows / 8;
-      int64_t chunkAtoms = i * rowStep / rows;
       to = arith::AddIOp::create(
           b, loc, firstTo,
           arith::ConstantIntOp::create(
-              b, loc,
-              (rowAtoms * (tileChunks / 8) + chunkAtoms) * kSwizzleAtomBytes,
-              64));
+              b, loc, *tileCopyStep(i, rows, threads, tileChunks), 64));
     } else {
       to = arith::AddIOp::create(
           b, loc, tile,

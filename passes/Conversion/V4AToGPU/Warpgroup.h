@@ -23,6 +23,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <optional>
+
 namespace v4a::gpu {
 
 /// Threads of a warpgroup, and the M of its MMAs.
@@ -104,6 +106,14 @@ void waitCopies(mlir::OpBuilder &b, mlir::Location loc, int32_t pending);
 /// tile of the 128-byte swizzle layout `atoms` atoms wide.
 mlir::Value swizzledOffset(mlir::OpBuilder &b, mlir::Location loc,
                            mlir::Value row, mlir::Value chunk, int64_t atoms);
+
+/// How many bytes past copy 0 copy `copy` of a thread of copyTileAsync
+/// lands, the same for every thread, when the layout makes it a constant
+/// (the threads / 8 rows between a thread's copies are whole atom rows, and
+/// the tile's `rows` a multiple of them); nullopt otherwise. `tileChunks`:
+/// the tile's row width in chunks.
+std::optional<int64_t> tileCopyStep(int64_t copy, int64_t rows, int64_t threads,
+                                    int64_t tileChunks);
 
 /// Issues the copies of a tile of `rows` rows of `rowChunks` 16-byte chunks
 /// (a multiple of 8) into the swizzle layout at shared address `tile`,
