@@ -34,6 +34,40 @@ using namespace v4a;
 
 namespace {
 
+/// An empty host function `name` taking `arguments` (memrefs, called
+/// through their C interface) in `module`; its entry block, where `b` now
+/// builds.
+Block *hostFunction(OpBuilder &b, ModuleOp module, StringRef name,
+                    TypeRange arguments) {
+  Location loc = b.getUnknownLoc();
+  b.setInsertionPointToEnd(module.getBody());
+  auto function =
+      func::FuncOp::create(b, loc, name, b.getFunctionType(arguments, {}));
+  function->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  Block *body = function.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  return body;
+}
+
+/// `module` compiled for the host, and its function `name` (null, with a
+/// test failure, where either fails).
+struct OnHost {
+  std::unique_ptr<jit::CpuJit> compiled;
+  void *function = nullptr;
+};
+OnHost compileOnHost(std::unique_ptr<MLIRContext> context,
+                     OwningOpRef<ModuleOp> module, StringRef name) {
+  std::string error;
+  OnHost host;
+  host.compiled =
+      jit::CpuJit::compile(std::move(context), std::move(module), error);
+  EXPECT_TRUE(host.compiled) << error;
+  if (host.compiled)
+    host.function = host.compiled->lookup(name);
+  EXPECT_TRUE(host.function) << name.str();
+  return host;
+}
+
 /// A kit piece that turns a chunk of 8 codes (vector<Nxi32>, or i32 when N
 /// is 1) and a scale (i8) into 8 bf16 (vector<4xi32>).
 using Dequantize = Value (*)(OpBuilder &, Location, Value, Value);
@@ -47,14 +81,9 @@ OwningOpRef<ModuleOp> dequantizeModule(MLIRContext *context,
   OpBuilder b(context);
   Location loc = b.getUnknownLoc();
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-  b.setInsertionPointToEnd(module->getBody());
   auto words = MemRefType::get({ShapedType::kDynamic}, b.getI32Type());
   auto bytes = MemRefType::get({ShapedType::kDynamic}, b.getI8Type());
-  auto function = func::FuncOp::create(
-      b, loc, "dequantize", b.getFunctionType({words, bytes, words}, {}));
-  function->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-  Block *body = function.addEntryBlock();
-  b.setInsertionPointToStart(body);
+  Block *body = hostFunction(b, *module, "dequantize", {words, bytes, words});
   auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
   Value in = body->getArgument(0), scales = body->getArgument(1),
         out = body->getArgument(2);
@@ -103,16 +132,11 @@ std::vector<uint16_t> runOnHost(Dequantize piece, int64_t wordsPerChunk,
   auto context = jit::createKernelContext();
   OwningOpRef<ModuleOp> module =
       dequantizeModule(context.get(), piece, wordsPerChunk);
-  std::string error;
-  auto compiled =
-      jit::CpuJit::compile(std::move(context), std::move(module), error);
-  EXPECT_TRUE(compiled) << error;
-  if (!compiled)
+  OnHost host =
+      compileOnHost(std::move(context), std::move(module), "dequantize");
+  if (!host.function)
     return {};
-  auto *dequantize = reinterpret_cast<Fn *>(compiled->lookup("dequantize"));
-  EXPECT_TRUE(dequantize);
-  if (!dequantize)
-    return {};
+  auto *dequantize = reinterpret_cast<Fn *>(host.function);
   std::vector<uint32_t> out(scales.size() * 4, 0xDEAD);
   auto inView = rt::view<uint32_t, 1>(in.data(), {int64_t(in.size())});
   auto scaleView =
@@ -194,13 +218,8 @@ OwningOpRef<ModuleOp> roundingModule(MLIRContext *context) {
   OpBuilder b(context);
   Location loc = b.getUnknownLoc();
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-  b.setInsertionPointToEnd(module->getBody());
   auto floats = MemRefType::get({ShapedType::kDynamic}, b.getF32Type());
-  auto function = func::FuncOp::create(
-      b, loc, "round", b.getFunctionType({floats, floats, floats}, {}));
-  function->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-  Block *body = function.addEntryBlock();
-  b.setInsertionPointToStart(body);
+  Block *body = hostFunction(b, *module, "round", {floats, floats, floats});
   Value in = body->getArgument(0);
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
@@ -257,12 +276,9 @@ using RoundFn = void(rt::Memref<float, 1> *, rt::Memref<float, 1> *,
 TEST(DeviceKit, RoundsToMinifloatsLikeTheReference) {
   auto context = jit::createKernelContext();
   OwningOpRef<ModuleOp> module = roundingModule(context.get());
-  std::string error;
-  auto compiled =
-      jit::CpuJit::compile(std::move(context), std::move(module), error);
-  ASSERT_TRUE(compiled) << error;
-  auto *round = reinterpret_cast<RoundFn *>(compiled->lookup("round"));
-  ASSERT_TRUE(round);
+  OnHost host = compileOnHost(std::move(context), std::move(module), "round");
+  ASSERT_TRUE(host.function);
+  auto *round = reinterpret_cast<RoundFn *>(host.function);
   std::vector<float> in = roundingInputs();
   std::vector<float> e4m3(in.size(), 1.0f), e2m1(in.size(), 1.0f);
   auto size = static_cast<int64_t>(in.size());
@@ -292,13 +308,8 @@ OwningOpRef<ModuleOp> swizzleModule(MLIRContext *context, int64_t atoms) {
   OpBuilder b(context);
   Location loc = b.getUnknownLoc();
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-  b.setInsertionPointToEnd(module->getBody());
   auto longs = MemRefType::get({ShapedType::kDynamic}, b.getI64Type());
-  auto function = func::FuncOp::create(
-      b, loc, "place", b.getFunctionType({longs, longs, longs}, {}));
-  function->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-  Block *body = function.addEntryBlock();
-  b.setInsertionPointToStart(body);
+  Block *body = hostFunction(b, *module, "place", {longs, longs, longs});
   auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
   auto index = [&](Value v) {
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), v).getResult();
@@ -336,16 +347,10 @@ std::vector<std::optional<int64_t>> stepsOf(const TileCopyShape &shape) {
   auto context = jit::createKernelContext();
   OwningOpRef<ModuleOp> module =
       swizzleModule(context.get(), shape.tileChunks / 8);
-  std::string error;
-  auto compiled =
-      jit::CpuJit::compile(std::move(context), std::move(module), error);
-  EXPECT_TRUE(compiled) << error;
-  if (!compiled)
+  OnHost host = compileOnHost(std::move(context), std::move(module), "place");
+  if (!host.function)
     return {};
-  auto *place = reinterpret_cast<PlaceFn *>(compiled->lookup("place"));
-  EXPECT_TRUE(place);
-  if (!place)
-    return {};
+  auto *place = reinterpret_cast<PlaceFn *>(host.function);
   int64_t copies = shape.rows * shape.rowChunks / shape.threads;
   std::vector<int64_t> rows, chunks;
   for (int64_t t = 0; t < shape.threads; ++t)
