@@ -10,9 +10,10 @@
 # at C tokens of history, or a T-token prefill) under Nsight Compute
 # (clocks as found, caches flushed before each kernel: its time, its DRAM
 # bytes, and the L2 sectors its SMs wrote, from which the report counts
-# the bytes it touched), and the same step timed
-# without the profiler (--repeat). Everything lands in
-# $OUT/kernels-profile.tar.gz; bench/kernels_report.py makes the table.
+# the bytes it touched; then each kernel's time unflushed), and the same
+# step timed without the profiler (--repeat). Everything lands in
+# $OUT/kernels-profile.tar.gz (the raw files also in KP_WORK, when set);
+# bench/kernels_report.py makes the table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dir=build/gpu

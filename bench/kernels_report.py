@@ -86,6 +86,10 @@ def passes(us, rated, copy_tb_per_s):
     return us < 5 or rated / (us * 1e-6) / 1e12 >= 0.6 * copy_tb_per_s
 
 
+def listed(names):
+    return ", ".join(names) if names else "none"
+
+
 def mark(passed):
     return "-" if passed is None else "ok" if passed else "MISS"
 
@@ -146,12 +150,12 @@ def main():
         warm_misses = sorted({k["kernel"] for k in own
                               if k["passes_unflushed"] is False})
         single = sorted({k["kernel"] for k in own if k["grid"] == "(1, 1, 1)"})
+        unflushed = any(k["warm_us"] is not None for k in own)
         md.append(f"The GPU kernels issue's families ({', '.join(OWN_FAMILIES)}): "
-                  f"{len(own)} launches; below the bar: "
-                  f"{', '.join(misses) if misses else 'none'}; below it "
-                  f"unflushed: {', '.join(warm_misses) if warm_misses else 'none' if any(k['warm_us'] is not None for k in own) else 'not measured'}"
-                  f"; one-block grids: "
-                  f"{', '.join(single) if single else 'none'}.")
+                  f"{len(own)} launches; below the bar: {listed(misses)}; "
+                  f"below it unflushed: "
+                  f"{listed(warm_misses) if unflushed else 'not measured'}; "
+                  f"one-block grids: {listed(single)}.")
         md.append("")
         by = {}
         for k in kernels:
