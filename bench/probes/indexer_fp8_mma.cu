@@ -122,6 +122,25 @@ __device__ __forceinline__ uint64_t descriptor(uint32_t address,
 
 // Byte offset of K byte `k` of row `n` in a K-major tile of `atoms` swizzle
 // atoms (128 bytes of K each) per 8-row group.
+// An m64n64 wgmma's 32 f32 accumulators a thread: its asm operands %0-%31
+// and their place in the instruction.
+#define ACCUMULATOR_OPERANDS(d)                                                \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),      \
+      "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]),             \
+      "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),         \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),         \
+      "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),         \
+      "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),         \
+      "+f"(d[31])
+#define ACCUMULATOR_REGISTERS                                                  \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,"    \
+  "%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+
+// Generic-proxy writes to shared memory made visible to the tensor cores.
+__device__ __forceinline__ void fenceSharedForAsync() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 __device__ __forceinline__ int swizzled(int n, int k, int atoms) {
   int chunk = (k % 128) / 16;
   return (n / 8) * atoms * 1024 + (k / 128) * 1024 + (n % 8) * 128 +
@@ -130,21 +149,13 @@ __device__ __forceinline__ int swizzled(int n, int k, int atoms) {
 
 __device__ __forceinline__ void mmaE4M3(float (&d)[32], const uint32_t (&a)[4],
                                         uint64_t descB, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %36, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,"
-      "%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, "
-      "%37, p, 1, 1;\n}"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]),
-        "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
-        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-        "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate),
-        "l"(descB));
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %36, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3."
+               "e4m3 " ACCUMULATOR_REGISTERS
+               ", {%32,%33,%34,%35}, %37, p, 1, 1;\n}"
+               : ACCUMULATOR_OPERANDS(d)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate),
+                 "l"(descB));
 }
 
 __device__ __forceinline__ void mmaHeadSum(float (&d)[4],
@@ -377,7 +388,7 @@ __global__ void __launch_bounds__(kThreads) scoreKeys(Params p) {
   }
   if (thread == 0)
     kept[0] = 0, kept[1] = 0, kept[2] = 0x80808080u;
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  fenceSharedForAsync();
   __syncthreads();
 
   const int r0 = 16 * warp + g, r1 = r0 + 8;
@@ -495,19 +506,11 @@ __device__ __forceinline__ void storeShared16(uint32_t address, uint32_t a,
 
 __device__ __forceinline__ void mmaE4M3Shared(float (&d)[32], uint64_t descA,
                                               uint64_t descB, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %32, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,"
-      "%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %33, %34, p, 1, 1;\n}"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]),
-        "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
-        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-        "+f"(d[31])
-      : "r"(accumulate), "l"(descA), "l"(descB));
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %32, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3."
+               "e4m3 " ACCUMULATOR_REGISTERS ", %33, %34, p, 1, 1;\n}"
+               : ACCUMULATOR_OPERANDS(d)
+               : "r"(accumulate), "l"(descA), "l"(descB));
 }
 
 // Two warpgroups a block: the first decodes each tile's keys into an e4m3
@@ -582,7 +585,7 @@ __global__ void __launch_bounds__(kRoleThreads) scoreKeysRoles(Params p) {
       barrierInit(emptyBase + 8 * i, 128);
     }
   }
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  fenceSharedForAsync();
   __syncthreads();
 
   const int *pageList = p.pages + size_t(token) * p.pagesPerToken + firstTile;
@@ -634,7 +637,7 @@ __global__ void __launch_bounds__(kRoleThreads) scoreKeysRoles(Params p) {
                     fb[7]);
       if (h == 0)
         factors[slot * 64 + r] = __uint_as_float((scales & 0xFF) << 23);
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      fenceSharedForAsync();
       barrierArrive(fullBase + 8 * slot);
     }
     if (wide)
