@@ -69,6 +69,11 @@ planLayout(StringRef name, const std::vector<LayerSpec> &layers,
 /// Step sizes the indexer report shows: a decode token, a decode batch, a
 /// prefill chunk.
 static constexpr int64_t kReportedTokens[] = {1, 128, 8192};
+/// The index keys the indexers' transient memory is reported for: the
+/// default layout's.
+static constexpr layout::RowKind kReportedIndexKeys =
+    layout::RowKind::IndexMXFP4;
+static_assert(plan::kDefaultIndexLayout == plan::IndexLayout::MXFP4);
 
 static std::vector<IndexerUsage>
 indexerUsage(const std::vector<Group> &groups,
@@ -106,9 +111,11 @@ indexerUsage(const std::vector<Group> &groups,
       // The family keeps split lists of k keys; the loop path writes every
       // score of the step, [tokens, rows] f32.
       for (int64_t tokens : kReportedTokens)
-        usage.bytes.push_back(
-            {tokens, family ? gpu::indexerSplitListBytes(tokens, usage.k)
-                            : tokens * usage.rows * 4});
+        usage.bytes.push_back({tokens, family ? gpu::indexerTransientBytes(
+                                                    tokens, config.indexNHeads,
+                                                    config.indexHeadDim,
+                                                    usage.k, kReportedIndexKeys)
+                                              : tokens * usage.rows * 4});
       result.push_back(std::move(usage));
     }
   }
@@ -200,7 +207,9 @@ static const char *const kComponentOrder[] = {
 static void printIndexers(const Report &report, llvm::raw_ostream &os) {
   if (report.indexers.empty())
     return;
-  os << "\nIndexer transient memory per step on the GPU (bf16 index keys), "
+  os << "\nIndexer transient memory per step on the GPU ("
+     << plan::indexLayoutName(plan::kDefaultIndexLayout)
+     << " index keys), "
         "layers with their own top-k:\n";
   os << llvm::formatv("{0,-20} {1,6} {2,6} {3,9}  {4,-24}", "sched_meta_key",
                       "layers", "k", "rows", "path");
@@ -215,8 +224,9 @@ static void printIndexers(const Report &report, llvm::raw_ostream &os) {
     os << "\n";
   }
   os << llvm::formatv("family: split lists of k keys, at most max(tokens, "
-                      "{0}) of them, nothing in tokens x rows;\nloops: the "
-                      "[tokens, rows] f32 scores.\n",
+                      "{0}) of them, and a query image a token (e4m3 "
+                      "MMAs);\nnothing in tokens x rows; loops: the [tokens, "
+                      "rows] f32 scores.\n",
                       gpu::indexerSplitListBytes(1, 1) / 8);
 }
 

@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -297,6 +298,20 @@ struct WordOps {
 };
 
 } // namespace
+
+Value selectBytes(OpBuilder &b, Location loc, Value low, Value high,
+                  Value selector) {
+  return NVVM::PermuteOp::create(b, loc, b.getI32Type(), low, high, selector,
+                                 NVVM::PermuteMode::DEFAULT);
+}
+
+Value reluToBF16x2(OpBuilder &b, Location loc, Value low, Value high) {
+  Value pair = NVVM::ConvertF32x2ToBF16x2Op::create(
+      b, loc, VectorType::get({2}, b.getBF16Type()), high, low,
+      /*random_bits=*/Value(), NVVM::FPRoundingMode::RN,
+      NVVM::SaturationMode::NONE, /*relu=*/true);
+  return LLVM::BitcastOp::create(b, loc, b.getI32Type(), pair);
+}
 
 Value dequantizeE4M3x8(OpBuilder &b, Location loc, Value bytes, Value scale) {
   WordOps w{b, loc};

@@ -112,6 +112,18 @@ mlir::Value dequantizeE4M3x8(mlir::OpBuilder &b, mlir::Location loc,
 mlir::Value dequantizeE2M1x8(mlir::OpBuilder &b, mlir::Location loc,
                              mlir::Value codes, mlir::Value scale);
 
+/// The bytes of the eight-byte pool `high`:`low` (i32 each) that the four
+/// nibbles of `selector`'s low half pick, nibble i for byte i (prmt's
+/// default mode: a nibble's bit 3 turns its byte into the picked byte's
+/// sign bit repeated). One instruction whatever the selector.
+mlir::Value selectBytes(mlir::OpBuilder &b, mlir::Location loc, mlir::Value low,
+                        mlir::Value high, mlir::Value selector);
+
+/// max(low, 0) and max(high, 0) (f32) rounded to the nearest bf16 (ties to
+/// even), packed in an i32, `low` in the low half: one conversion.
+mlir::Value reluToBF16x2(mlir::OpBuilder &b, mlir::Location loc,
+                         mlir::Value low, mlir::Value high);
+
 /// A launch of `threads` threads per block over `blocks` blocks (host
 /// values), with one workgroup buffer of `sharedFloats` f32 when non-zero
 /// and `dynamicSharedBytes` of dynamic shared memory, named `name` in the

@@ -42,6 +42,7 @@
 #include "passes/Conversion/V4AToGPU/IndexerTopK.h"
 
 #include "core/CacheLayout.h"
+#include "core/Numerics.h"
 #include "dialects/V4A/IR/V4AOps.h"
 #include "passes/Conversion/V4AToCPU/CacheRows.h"
 #include "passes/Conversion/V4AToCPU/LoopEmitter.h"
@@ -105,6 +106,21 @@ constexpr int64_t kFewestStages = 2;
 constexpr int64_t kSharedBytesPerSM = 228 * 1024;
 constexpr int64_t kReservedSharedBytes = 1024;
 constexpr int64_t kChunkBytes = 16;
+/// MXFP4 keys on e4m3 MMAs: the key width they take (a thread's quarter of
+/// a row is one scale block), the K of an MMA in bytes, and the decode
+/// tables: one of eight e4m3 bytes per distance of a block's scale below
+/// its row's largest, from kFarthestBlock binades below (all zeros, for
+/// every block farther) up to 0, then the sign word.
+constexpr int64_t kE4M3Width = 128;
+constexpr int64_t kE4M3StepBytes = 32;
+constexpr int64_t kFarthestBlock = 21;
+constexpr int64_t kDecodeTables = kFarthestBlock + 1;
+constexpr int64_t kSignWord = kDecodeTables * 8;
+constexpr int64_t kDecodeBytes = 256;
+static_assert(kSignWord + 4 <= kDecodeBytes);
+/// The binade a row's largest block lands on in the decoded keys: 6 x 2^6
+/// is the largest e4m3 multiple of an e2m1 magnitude (448 would not be).
+constexpr int64_t kTopBinade = 6;
 
 /// Byte offsets in the scoring kernel's dynamic shared memory.
 struct SharedPlan {
@@ -121,6 +137,13 @@ struct SharedPlan {
   int64_t stageBytes = 0, stageScales = 0;
   /// The key rows' layout.
   layout::RowLayout row{};
+  /// MXFP4 rows of kE4M3Width dims on e4m3 MMAs: the query tile is the
+  /// token's e4m3 image (query rows, then the weight tile of the head
+  /// sum's MMAs), made once a token and copied; decode tables follow it.
+  bool e4m3 = false;
+  int64_t weightTile = 0, imageBytes = 0, decodeTables = 0;
+  /// k16 steps of the head sum, and the weight tile's atoms along K.
+  int64_t headSteps = 0, weightAtoms = 0;
   bool packed() const { return row.kind != layout::RowKind::IndexBF16; }
   /// How far apart the two values of a bf16 pair of the decoded keys are:
   /// neighbours (fp8) or four apart (MXFP4: dequantizeE2M1x8).
@@ -140,10 +163,20 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
   plan.paddedHeads = llvm::alignTo(heads, 8);
   plan.width = width;
   plan.row = row;
-  int64_t queryTile = plan.paddedHeads * width * 2;
+  plan.e4m3 = row.kind == layout::RowKind::IndexMXFP4 && width == kE4M3Width;
+  int64_t queryTile = plan.paddedHeads * width * (plan.e4m3 ? 1 : 2);
   plan.keyTile = kKeysPerBlock * width * 2;
   plan.stageBytes = plan.keyTile;
   int64_t ringStart = queryTile;
+  if (plan.e4m3) {
+    plan.headSteps = llvm::divideCeil(plan.paddedHeads, kMmaK);
+    plan.weightAtoms =
+        llvm::divideCeil(plan.headSteps * kMmaK * 2, kSwizzleRowBytes);
+    plan.weightTile = queryTile;
+    plan.imageBytes = queryTile + plan.weightAtoms * kSwizzleAtomBytes;
+    plan.decodeTables = plan.imageBytes;
+    ringStart = plan.imageBytes + kDecodeBytes;
+  }
   if (plan.packed()) {
     plan.tilesPerCheck = kPackedTilesPerCheck;
     plan.stageScales = kKeysPerBlock * row.valueBytes;
@@ -219,6 +252,7 @@ struct Operands {
   Value tokens, rows, splits, splitRows;
   Value picks;   // memref<?xKxi32>
   Value partial; // memref<?xi64>: [token, split, k] keys
+  Value images;  // memref<?xi8>: [token] query images (plan.e4m3)
 };
 
 /// Writes the selection's k best of `token`: its rows, or, as split `split`
@@ -456,11 +490,296 @@ SmallVector<Value> decodeKeyFragments(cpu::LoopEmitter &e,
   return fragments;
 }
 
+/// A tile's e4m3 A fragments (plan.e4m3) and each of the thread's two
+/// rows' largest block scale (i32).
+struct E4M3Fragments {
+  SmallVector<Value> words;
+  Value largest[2];
+};
+
+/// The e4m3 A fragments of a tile's k32 steps (four words each, in step
+/// order) from a thread's share (KeyShares::load: each row's 16 bytes of
+/// its block, the quarter `mine` selects from the row's scale word, then
+/// that word). A block d binades below its row's largest decodes with table
+/// d, e2m1 x 2^(kTopBinade - d) in e4m3 (zeros from kFarthestBlock on):
+/// exact for every block within 14 binades of the largest. Word s of a
+/// block's 16 bytes holds step s's values, nibbles 0-3 in the fragment's
+/// first K half and 4-7 in its second (the query image's K order). Signs:
+/// a permute in sign mode of the sign word (0x80 bytes) gives 0x80 for a
+/// positive code and 0xFF for a negative one, whose bit 0 moves to bit 7.
+E4M3Fragments decodeE4M3Fragments(cpu::LoopEmitter &e, const SharedPlan &plan,
+                                  ArrayRef<Value> loaded, Value mine,
+                                  Value tables, Value signWord) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Type i32 = b.getI32Type();
+  auto constant = [&](uint32_t v) { return e.i32(static_cast<int32_t>(v)); };
+  auto andI = [&](Value x, uint32_t mask) {
+    return arith::AndIOp::create(b, loc, x, constant(mask)).getResult();
+  };
+  auto shr = [&](Value x, int64_t bits) {
+    return arith::ShRUIOp::create(b, loc, x, e.i32(bits)).getResult();
+  };
+  auto withSign = [&](Value magnitude, Value signs) {
+    return arith::OrIOp::create(
+               b, loc, magnitude,
+               andI(arith::ShLIOp::create(b, loc, signs, e.i32(7)),
+                    0x80808080u))
+        .getResult();
+  };
+  int64_t perRow = plan.row.valueBytes / 4 / 4 + 1;
+  E4M3Fragments out;
+  SmallVector<Value> decoded[2];
+  for (int64_t half = 0; half < 2; ++half) {
+    ArrayRef<Value> words = loaded.slice(half * perRow, perRow);
+    Value scales = words.back();
+    Value largest = andI(scales, 0xFF);
+    for (int64_t byte = 1; byte < 4; ++byte)
+      largest = e.max(largest, andI(shr(scales, 8 * byte), 0xFF));
+    out.largest[half] = largest;
+    Value own = selectBytes(b, loc, scales, e.i32(0), mine);
+    Value table =
+        e.max(e.add(e.sub(own, largest), e.i32(kFarthestBlock)), e.i32(0));
+    Value address =
+        e.add(tables, arith::ExtUIOp::create(b, loc, b.getI64Type(),
+                                             e.mul(table, e.i32(8))));
+    Value pool =
+        loadShared(b, loc, address, VectorType::get({2}, i32), /*alignment=*/8);
+    Value low = vector::ExtractOp::create(b, loc, pool, 0);
+    Value high = vector::ExtractOp::create(b, loc, pool, 1);
+    for (int64_t w = 0; w + 1 < perRow; ++w) {
+      Value codes = words[w];
+      Value magnitudes = andI(codes, 0x77777777u);
+      for (int64_t part = 0; part < 2; ++part) {
+        Value selector = part ? shr(magnitudes, 16) : magnitudes;
+        Value signs = selectBytes(b, loc, signWord, signWord,
+                                  part ? shr(codes, 16) : codes);
+        decoded[half].push_back(
+            withSign(selectBytes(b, loc, low, high, selector), signs));
+      }
+    }
+  }
+  for (int64_t step = 0; step < plan.width / 4 / 8; ++step)
+    out.words.append({decoded[0][2 * step], decoded[1][2 * step],
+                      decoded[0][2 * step + 1], decoded[1][2 * step + 1]});
+  return out;
+}
+
+/// Writes the decode tables (decodeE4M3Fragments) and the sign word at
+/// shared address `tables`: thread 2t + w the word w of table t.
+void writeDecodeTables(cpu::LoopEmitter &e, Value tables, Value thread) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Type i32 = b.getI32Type();
+  const float magnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  Value table = e.div(thread, e.index(2));
+  Value second = e.cmp(IP::eq, e.rem(thread, e.index(2)), e.index(1));
+  // 2^(kTopBinade - d) for table d = kFarthestBlock - table.
+  Value binade = arith::IndexCastOp::create(
+      b, loc, i32, e.add(table, e.index(kTopBinade - kFarthestBlock + 127)));
+  Value scale = arith::BitcastOp::create(
+      b, loc, b.getF32Type(), arith::ShLIOp::create(b, loc, binade, e.i32(23)));
+  Value word = e.i32(0);
+  for (int64_t j = 0; j < 4; ++j) {
+    Value magnitude =
+        e.select(second, e.f32(magnitudes[4 + j]), e.f32(magnitudes[j]));
+    Value code = arith::ExtUIOp::create(
+        b, loc, i32,
+        e.toE4M3Bits(
+            e.roundToMinifloat(e.mul(magnitude, scale), 3, -6, num::kE4M3Max)));
+    word = arith::OrIOp::create(
+        b, loc, word, arith::ShLIOp::create(b, loc, code, e.i32(8 * j)));
+  }
+  Value offset = toI64(b, loc, e.mul(thread, e.index(4)));
+  e.ifThen(e.cmp(IP::ult, thread, e.index(2 * kDecodeTables)),
+           [&] { storeShared(b, loc, e.add(tables, offset), word, 4); });
+  e.ifThen(e.cmp(IP::eq, thread, e.index(2 * kDecodeTables)), [&] {
+    storeShared(b, loc, e.add(tables, e.i64(kSignWord)),
+                e.i32(static_cast<int32_t>(0x80808080u)), 4);
+  });
+}
+
+/// The head sum of a tile (plan.e4m3), issued and committed: relu(dot)
+/// rounded to bf16, as the A fragments of m64n8k16 MMAs (an accumulator of
+/// m64nN is the A of k16 steps over its columns), against the weight tile.
+/// Returns the sums' accumulator (column 2 (lane % 4) of keys g and g + 8
+/// in registers 0 and 2), then the A words, which must stay unchanged until
+/// the MMAs are done.
+SmallVector<Value> issueHeadSums(cpu::LoopEmitter &e, const SharedPlan &plan,
+                                 Value dots, Value weightTile) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  SmallVector<Value> d = unpackAccumulator(b, loc, dots);
+  SmallVector<Value> words;
+  for (int64_t step = 0; step < plan.headSteps; ++step)
+    for (int64_t pair = 0; pair < 4; ++pair) {
+      int64_t r = 8 * step + 2 * pair;
+      words.push_back(r < static_cast<int64_t>(d.size())
+                          ? reluToBF16x2(b, loc, d[r], d[r + 1])
+                          : e.i32(0));
+    }
+  words = settleAndFenceWords(b, loc, words);
+  Value sums = unsetAccumulator(b, loc, 8);
+  for (int64_t step = 0; step < plan.headSteps; ++step) {
+    Value desc =
+        matrixDescriptor(b, loc,
+                         e.add(weightTile, e.i64(step / 4 * kSwizzleAtomBytes +
+                                                 step % 4 * 2 * kMmaK)),
+                         kChunkBytes, plan.weightAtoms * kSwizzleAtomBytes);
+    sums = mmaBF16RegisterA(b, loc, ArrayRef<Value>(words).slice(4 * step, 4),
+                            desc, sums, 8, /*accumulate=*/step > 0);
+  }
+  mmaCommit(b, loc);
+  SmallVector<Value> out = {sums};
+  out.append(words);
+  return out;
+}
+
+/// The offset of K byte `k` (index) of row `row` in a K-major tile of
+/// rows of one swizzle atom (128 bytes).
+Value swizzledByte(cpu::LoopEmitter &e, Value row, Value k) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  return e.add(swizzledOffset(b, loc, row, e.div(k, e.index(kChunkBytes)), 1),
+               e.rem(k, e.index(kChunkBytes)));
+}
+
+/// The e4m3 image of each token's query (plan.e4m3), a block per token and
+/// a thread per half of a head's row. A head's values are scaled by 2^-u,
+/// which brings its largest into [4, 8): exact in e4m3 for fp4-simulated
+/// heads whose blocks' scales span at most 8 binades (others round as
+/// e4m3 rounds). K byte 32 s + 16 h + 4 c + j of a row holds dim
+/// 32 c + 8 s + 4 h + j, the order of the keys' A fragments (a thread's
+/// quarter c of a key row is its scale block c). The weight tile, 8 rows
+/// of bf16 along K for the head sum's MMAs, holds w 2^u in every row, 0 past
+/// the heads, and NaN for a head whose largest value is not finite, so that
+/// none of the token's scores is picked.
+void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
+                      const Operands &o, Value query, Value weights,
+                      Value images, Operation *func) {
+  cpu::LoopEmitter e(b, loc);
+  mlir::gpu::LaunchOp launch =
+      createLaunch(b, loc, kernelName(func, "indexer"), o.tokens, kThreads);
+  Value thread = launch.getThreadIds().x;
+  Value token = launch.getBlockIds().x;
+  Type i32 = b.getI32Type();
+  Value queryAddress = addressOf(b, loc, query);
+  Value image = e.add(addressOf(b, loc, images),
+                      e.mul(toI64(b, loc, token), e.i64(plan.imageBytes)));
+  int64_t halves = plan.paddedHeads * 2, half = plan.width / 2;
+  int64_t passes = llvm::divideCeil(halves, kThreads);
+  for (int64_t pass = 0; pass < passes; ++pass) {
+    Value linear = e.add(thread, e.index(pass * kThreads));
+    Value head = e.div(linear, e.index(2));
+    Value second = e.rem(linear, e.index(2));
+    Value real = e.cmp(IP::ult, head, e.index(plan.heads));
+    Value safe = e.min(head, e.index(plan.heads - 1));
+    Value element = e.add(e.mul(e.add(e.mul(token, e.index(plan.heads)), safe),
+                                e.index(plan.width)),
+                          e.mul(second, e.index(half)));
+    Value from = e.add(queryAddress, e.mul(toI64(b, loc, element), e.i64(2)));
+    SmallVector<Value> values;
+    Type chunk = VectorType::get({4}, i32);
+    for (int64_t c = 0; c < half * 2 / kChunkBytes; ++c) {
+      Value words = loadGlobal(b, loc, e.add(from, e.i64(c * kChunkBytes)),
+                               chunk, kChunkBytes);
+      for (int64_t w = 0; w < 4; ++w) {
+        Value word = vector::ExtractOp::create(b, loc, words, w);
+        Value low = arith::ShLIOp::create(b, loc, word, e.i32(16));
+        Value high = arith::AndIOp::create(
+            b, loc, word, e.i32(static_cast<int32_t>(0xFFFF0000u)));
+        for (Value bits : {low, high})
+          values.push_back(e.select(
+              real, arith::BitcastOp::create(b, loc, b.getF32Type(), bits),
+              e.f32(0.0)));
+      }
+    }
+    Value most = e.f32(0.0);
+    for (Value v : values)
+      most = e.max(most, e.abs(v));
+    most = e.max(most, shuffleXor(b, loc, most, 1));
+    Value finite = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
+                                         most, e.f32(INFINITY));
+    Value exponent = arith::AndIOp::create(
+        b, loc,
+        arith::ShRUIOp::create(
+            b, loc, arith::BitcastOp::create(b, loc, i32, most), e.i32(23)),
+        e.i32(0xFF));
+    // u = the largest's binade - 2, within the range where 2^-u and 2^u
+    // are normal f32.
+    Value u = e.select(
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, most,
+                              e.f32(0.0)),
+        e.min(e.max(e.sub(exponent, e.i32(129)), e.i32(-124)), e.i32(125)),
+        e.i32(0));
+    auto powerOfTwo = [&](Value binade) {
+      return arith::BitcastOp::create(
+          b, loc, b.getF32Type(),
+          arith::ShLIOp::create(b, loc, e.add(binade, e.i32(127)), e.i32(23)));
+    };
+    Value down = powerOfTwo(e.sub(e.i32(0), u));
+    Value inside = e.cmp(IP::ult, linear, e.index(halves));
+    for (int64_t group = 0; group < half / 4; ++group) {
+      Value word = e.i32(0);
+      for (int64_t j = 0; j < 4; ++j) {
+        Value code = arith::ExtUIOp::create(
+            b, loc, i32,
+            e.toE4M3Bits(e.roundToMinifloat(e.mul(values[4 * group + j], down),
+                                            3, -6, num::kE4M3Max)));
+        word = arith::OrIOp::create(
+            b, loc, word, arith::ShLIOp::create(b, loc, code, e.i32(8 * j)));
+      }
+      // Dims 64 second + 4 group + j: block 2 second + group / 8, word
+      // group % 8 / 2 of the block, half group % 2 of the word.
+      int64_t fixed = 32 * (group % 8 / 2) + 16 * (group % 2) + 4 * (group / 8);
+      Value k = e.add(e.mul(second, e.index(8)), e.index(fixed));
+      e.ifThen(inside, [&] {
+        storeGlobal(b, loc,
+                    e.add(image, toI64(b, loc, swizzledByte(e, head, k))), word,
+                    4);
+      });
+    }
+    // The weight of this head (first half) or a zero past the padded
+    // heads (second half).
+    Value weight = e.select(
+        real, memref::LoadOp::create(b, loc, weights, ValueRange{token, safe}),
+        e.f32(0.0));
+    weight = e.select(finite, e.mul(weight, powerOfTwo(u)), e.f32(NAN));
+    Value weightBits = arith::TruncIOp::create(
+        b, loc, b.getI16Type(),
+        arith::ShRUIOp::create(
+            b, loc, arith::BitcastOp::create(b, loc, i32, e.roundBF16(weight)),
+            e.i32(16)));
+    Value column = e.select(e.cmp(IP::eq, second, e.index(0)), head,
+                            e.add(head, e.index(plan.paddedHeads)));
+    weightBits =
+        e.select(e.cmp(IP::eq, second, e.index(0)), weightBits,
+                 arith::ConstantOp::create(b, loc, b.getI16IntegerAttr(0)));
+    Value written = arith::AndIOp::create(
+        b, loc, inside,
+        e.cmp(IP::ult, column, e.index(plan.headSteps * kMmaK)));
+    Value k = e.mul(column, e.index(2));
+    Value atom =
+        e.mul(e.div(k, e.index(kSwizzleRowBytes)), e.index(kSwizzleAtomBytes));
+    Value inAtom = e.rem(k, e.index(kSwizzleRowBytes));
+    e.ifThen(written, [&] {
+      for (int64_t n = 0; n < 8; ++n)
+        storeGlobal(
+            b, loc,
+            e.add(image, toI64(b, loc,
+                               e.add(e.add(e.index(plan.weightTile), atom),
+                                     swizzledByte(e, e.index(n), inAtom)))),
+            weightBits, 2);
+    });
+  }
+}
+
 /// The scoring kernel: grid tokens x splits.
-void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
-                 const SharedPlan &plan, const Operands &o, Value query,
-                 Value weights, Value positions, Value bases, Value keyBytes,
-                 Operation *func) {
+mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
+                                CacheIndexerScoreOp op, const SharedPlan &plan,
+                                const Operands &o, Value query, Value weights,
+                                Value positions, Value bases, Value keyBytes,
+                                Operation *func) {
   cpu::LoopEmitter e(b, loc);
   Value blocks = e.mul(o.tokens, o.splits);
   mlir::gpu::LaunchOp launch =
@@ -498,7 +817,7 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
   // The weights of this thread's heads (0 past the head count).
   int64_t n = plan.paddedHeads;
   SmallVector<Value> weightOf(n / 2);
-  for (int64_t r = 0; r < n / 2; ++r) {
+  for (int64_t r = 0; r < n / 2 && !plan.e4m3; ++r) {
     if (r % 4 >= 2) {
       weightOf[r] = weightOf[r - 2];
       continue;
@@ -516,17 +835,7 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
   // the order `v4a.indexer_score` documents (a product and a sum, each
   // rounded: nothing here allows their contraction); then offered (a
   // round of offers ends with select.makeRoom()).
-  auto offerScores = [&](Value dots, Value keyBlock) {
-    SmallVector<Value> d = unpackAccumulator(b, loc, dots);
-    Value totals[2];
-    for (int64_t half = 0; half < 2; ++half) {
-      Value partial = e.f32(0.0);
-      for (int64_t r = 2 * half; r < n / 2; r += 4)
-        for (int64_t c = 0; c < 2; ++c)
-          partial = e.add(partial,
-                          e.mul(e.max(d[r + c], e.f32(0.0)), weightOf[r + c]));
-      totals[half] = reduceLanes(b, loc, partial, 4, Combine::Add);
-    }
+  auto offerTotals = [&](ArrayRef<Value> totals, Value keyBlock) {
     // Lane 4g offers key g of its warp's rows, lane 4g + 1 key g + 8.
     Value quarter = e.rem(lane, e.index(4));
     Value second = e.cmp(IP::eq, quarter, e.index(1));
@@ -541,6 +850,33 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
         b, loc, e.cmp(IP::ult, quarter, e.index(2)),
         arith::AndIOp::create(b, loc, e.cmp(IP::ult, j, end), finite));
     select.offer(BlockSelect::rankKey(b, loc, total, j), real);
+  };
+  auto offerScores = [&](Value dots, Value keyBlock) {
+    SmallVector<Value> d = unpackAccumulator(b, loc, dots);
+    Value totals[2];
+    for (int64_t half = 0; half < 2; ++half) {
+      Value partial = e.f32(0.0);
+      for (int64_t r = 2 * half; r < n / 2; r += 4)
+        for (int64_t c = 0; c < 2; ++c)
+          partial = e.add(partial,
+                          e.mul(e.max(d[r + c], e.f32(0.0)), weightOf[r + c]));
+      totals[half] = reduceLanes(b, loc, partial, 4, Combine::Add);
+    }
+    offerTotals(totals, keyBlock);
+  };
+  // plan.e4m3: the head sums of keys g and g + 8, in units of
+  // 2^(largest block scale - 127 - kTopBinade) of their rows.
+  auto offerHeadSums = [&](Value sums, ValueRange largest, Value keyBlock) {
+    SmallVector<Value> d = unpackAccumulator(b, loc, sums);
+    Value totals[2];
+    for (int64_t half = 0; half < 2; ++half) {
+      Value unit = arith::BitcastOp::create(
+          b, loc, b.getF32Type(),
+          arith::ShLIOp::create(b, loc, largest[half], e.i32(23)));
+      totals[half] =
+          e.mul(e.mul(d[2 * half], e.f32(std::ldexp(1.0, -kTopBinade))), unit);
+    }
+    offerTotals(totals, keyBlock);
   };
 
   Value queryAddress = addressOf(b, loc, query);
@@ -564,14 +900,45 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
   };
 
   if (plan.packed()) {
-    // The query tile in the fragments' K order; a ring of stages into
-    // which each thread copies its share of the keys and from which it
-    // loads them back, so that only its own copies are waited for.
-    copyQueryForFragments(e, plan, queryTile, queryAddress, token, thread);
+    // The query tile in the fragments' K order (e4m3: the token's image,
+    // and the decode tables); a ring of stages into which each thread
+    // copies its share of the keys and from which it loads them back, so
+    // that only its own copies are waited for.
+    Value tables, signWord, mine;
+    if (plan.e4m3) {
+      Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+      Value image = e.add(addressOf(b, loc, o.images),
+                          e.mul(toI64(b, loc, token), e.i64(plan.imageBytes)));
+      int64_t chunks = plan.imageBytes / kChunkBytes;
+      int64_t passes = llvm::divideCeil(chunks, kThreads);
+      for (int64_t pass = 0; pass < passes; ++pass) {
+        Value chunk = e.add(thread, e.index(pass * kThreads));
+        Value offset = toI64(b, loc, e.mul(chunk, e.index(kChunkBytes)));
+        e.ifThen(e.cmp(IP::ult, chunk, e.index(chunks)), [&] {
+          copyAsync16(b, loc, e.add(queryTile, offset), e.add(image, offset),
+                      always);
+        });
+      }
+      tables = e.add(sharedBase, e.i64(plan.decodeTables));
+      writeDecodeTables(e, tables, thread);
+    } else {
+      copyQueryForFragments(e, plan, queryTile, queryAddress, token, thread);
+    }
     commitCopies(b, loc);
     waitCopies(b, loc, 0);
     fenceSharedForMma(b, loc);
     mlir::gpu::BarrierOp::create(b, loc);
+    if (plan.e4m3) {
+      // Read back, so that it lives in a register (a constant operand of a
+      // permute would be moved into one at every use).
+      signWord = loadShared(b, loc, e.add(tables, e.i64(kSignWord)),
+                            b.getI32Type(), 4);
+      // prmt's selector of byte `lane % 4` of a scale word, zeros above.
+      mine = arith::OrIOp::create(
+          b, loc, e.i32(0x4440),
+          arith::IndexCastOp::create(b, loc, b.getI32Type(),
+                                     e.rem(lane, e.index(4))));
+    }
     KeyShares shares{e, plan, thread, warp, lane};
     auto stageAddress = [&](Value stage) {
       return e.add(e.add(sharedBase, e.i64(plan.firstStage)),
@@ -591,6 +958,26 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
     // accumulator they fill. (Tiles past the token's last are scored on
     // whatever their stage holds, never offered.)
     auto issueMmas = [&](ArrayRef<Value> loaded) {
+      if (plan.e4m3) {
+        E4M3Fragments decoded =
+            decodeE4M3Fragments(e, plan, loaded, mine, tables, signWord);
+        SmallVector<Value> fragments =
+            settleAndFenceWords(b, loc, decoded.words);
+        Value dots = unsetAccumulator(b, loc, n);
+        for (int64_t step = 0; step < plan.width / kE4M3StepBytes; ++step) {
+          Value bDesc = matrixDescriptor(
+              b, loc, e.add(queryTile, e.i64(step * kE4M3StepBytes)),
+              kChunkBytes, kSwizzleAtomBytes);
+          dots = mmaE4M3RegisterA(b, loc,
+                                  ArrayRef<Value>(fragments).slice(4 * step, 4),
+                                  bDesc, dots, n, /*accumulate=*/step > 0);
+        }
+        mmaCommit(b, loc);
+        SmallVector<Value> carried = {dots};
+        carried.append(fragments);
+        carried.append({decoded.largest[0], decoded.largest[1]});
+        return carried;
+      }
       SmallVector<Value> fragments = settleAndFenceWords(
           b, loc, decodeKeyFragments(e, plan, loaded, lane));
       Value dots = unsetAccumulator(b, loc, n);
@@ -629,8 +1016,21 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
       SmallVector<Value> loaded = shares.load(stageAddress(stageOf(next)));
       mmaWait(b, loc, 0);
       keepUntilHere(b, loc, inFlight.drop_front());
-      SmallVector<Value> issued = issueMmas(loaded);
-      offerScores(inFlight.front(), keyBlock);
+      SmallVector<Value> issued;
+      if (plan.e4m3) {
+        // Tile i's head sums, then tile i + 1's dot products: the sums are
+        // the older group.
+        SmallVector<Value> headSums =
+            issueHeadSums(e, plan, inFlight.front(),
+                          e.add(queryTile, e.i64(plan.weightTile)));
+        issued = issueMmas(loaded);
+        mmaWait(b, loc, 1);
+        keepUntilHere(b, loc, ArrayRef<Value>(headSums).drop_front());
+        offerHeadSums(headSums.front(), inFlight.take_back(2), keyBlock);
+      } else {
+        issued = issueMmas(loaded);
+        offerScores(inFlight.front(), keyBlock);
+      }
       if (checksRoom)
         e.ifThen(
             e.cmp(IP::eq, e.rem(next, e.index(plan.tilesPerCheck)), e.index(0)),
@@ -732,6 +1132,7 @@ void buildScores(OpBuilder &b, Location loc, CacheIndexerScoreOp op,
   select.finish();
   Value single = e.cmp(IP::eq, o.splits, e.index(1));
   writeBest(e, select, o, thread, token, block, single);
+  return launch;
 }
 
 /// Shared bytes of the rank merge: its lists' keys.
@@ -1038,6 +1439,17 @@ int64_t indexerSplitListBytes(int64_t tokens, int64_t k) {
   return std::max(tokens, kSMs * kMostBlocksPerSM) * k * 8;
 }
 
+int64_t indexerTransientBytes(int64_t tokens, int64_t heads, int64_t width,
+                              int64_t k, layout::RowKind keys) {
+  int64_t bytes = indexerSplitListBytes(tokens, k);
+  std::optional<layout::RowLayout> row = layout::describeRow(keys, width);
+  std::optional<SharedPlan> plan =
+      row ? planShared(heads, width, k, *row) : std::nullopt;
+  if (plan && plan->e4m3)
+    bytes += tokens * plan->imageBytes;
+  return bytes;
+}
+
 TopKOp coveredTopK(CacheIndexerScoreOp scores) {
   Value result = scores.getScores();
   if (!result.hasOneUse())
@@ -1104,13 +1516,23 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
       b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI64Type()),
       ValueRange{e.mul(e.mul(o.tokens, o.splits), e.index(o.k))});
 
+  if (plan.e4m3)
+    o.images = memref::AllocOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type()),
+        ValueRange{e.mul(o.tokens, e.index(plan.imageBytes))});
+
   Operation *func = op->getParentOfType<func::FuncOp>();
-  buildScores(b, loc, op, plan, o, query, weights, positions, bases, keyBytes,
-              func);
+  mlir::gpu::LaunchOp scores = buildScores(b, loc, op, plan, o, query, weights,
+                                           positions, bases, keyBytes, func);
   b.setInsertionPoint(topk);
   buildRankMerge(b, loc, o, func);
   b.setInsertionPoint(topk);
   buildMerge(b, loc, o, func);
+  // Named after the others (their names stay), run before the scores.
+  if (plan.e4m3) {
+    b.setInsertionPoint(scores);
+    buildQueryImages(b, loc, plan, o, query, weights, o.images, func);
+  }
   b.setInsertionPoint(topk);
   Value result = bufferization::ToTensorOp::create(
       b, loc, picksType, o.picks, /*restrict=*/true, /*writable=*/true);

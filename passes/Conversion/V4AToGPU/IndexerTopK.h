@@ -11,6 +11,8 @@
 #ifndef V4A_PASSES_CONVERSION_V4ATOGPU_INDEXERTOPK_H
 #define V4A_PASSES_CONVERSION_V4ATOGPU_INDEXERTOPK_H
 
+#include "core/CacheLayout.h"
+
 #include "mlir/IR/PatternMatch.h"
 
 namespace v4a {
@@ -33,6 +35,11 @@ bool indexerFamilyCovers(int64_t heads, int64_t width, int64_t k);
 /// The most bytes of split lists the family holds in a step of `tokens`
 /// tokens keeping `k` rows: nothing grows with the rows.
 int64_t indexerSplitListBytes(int64_t tokens, int64_t k);
+/// The family's transient bytes in a step of `tokens` tokens over index
+/// keys of `keys` rows: its split lists, and with MXFP4 keys of 128 dims
+/// each token's e4m3 query image. Nothing grows with the rows.
+int64_t indexerTransientBytes(int64_t tokens, int64_t heads, int64_t width,
+                              int64_t k, layout::RowKind keys);
 
 /// Replaces `scores` and `topk` with the family's kernels.
 void lowerIndexerTopK(mlir::RewriterBase &rewriter, CacheIndexerScoreOp scores,

@@ -417,9 +417,14 @@ Value mmaBF16(OpBuilder &b, Location loc, Value descA, Value descB,
       NVVM::MMAIntOverflowAttr());
 }
 
-Value mmaBF16RegisterA(OpBuilder &b, Location loc, ArrayRef<Value> a,
-                       Value descB, Value accumulator, int64_t n,
-                       bool accumulate) {
+namespace {
+/// An m64nNkK wgmma with A from registers (four i32 words) and B K-major in
+/// shared memory, as inline PTX: `shape` names K and the operand types,
+/// `modifiers` ends the instruction after the scales. MLIR's wgmma op takes
+/// descriptors only.
+Value mmaRegisterA(OpBuilder &b, Location loc, ArrayRef<Value> a, Value descB,
+                   Value accumulator, int64_t n, bool accumulate,
+                   StringRef shape, StringRef modifiers) {
   assert(a.size() == 4 && n % 8 == 0 && n >= 8 && n <= 256);
   int64_t regs = n / 2;
   // Operands: the accumulator's outputs $0.., its tied inputs, then the A
@@ -428,7 +433,7 @@ Value mmaBF16RegisterA(OpBuilder &b, Location loc, ArrayRef<Value> a,
   std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, " +
                      operand(2 * regs + 5) +
                      ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
-                     std::to_string(n) + "k16.f32.bf16.bf16 {";
+                     std::to_string(n) + shape.str() + " {";
   std::string constraints;
   for (int64_t i = 0; i < regs; ++i) {
     text += operand(i) + (i + 1 < regs ? "," : "}, {");
@@ -438,13 +443,30 @@ Value mmaBF16RegisterA(OpBuilder &b, Location loc, ArrayRef<Value> a,
     constraints += std::to_string(i) + ",";
   text += operand(2 * regs) + "," + operand(2 * regs + 1) + "," +
           operand(2 * regs + 2) + "," + operand(2 * regs + 3) + "}, " +
-          operand(2 * regs + 4) + ", p, 1, 1, 0;\n}";
+          operand(2 * regs + 4) + ", p, 1, 1" + modifiers.str() + ";\n}";
   constraints += "r,r,r,r,l,r";
   SmallVector<Value> operands = unpackAccumulator(b, loc, accumulator);
   operands.append(a.begin(), a.end());
   operands.push_back(descB);
   operands.push_back(i32Constant(b, loc, accumulate ? 1 : 0));
   return keptAsm(b, loc, accumulator.getType(), operands, text, constraints);
+}
+} // namespace
+
+Value mmaBF16RegisterA(OpBuilder &b, Location loc, ArrayRef<Value> a,
+                       Value descB, Value accumulator, int64_t n,
+                       bool accumulate) {
+  // B not transposed: K-major.
+  return mmaRegisterA(b, loc, a, descB, accumulator, n, accumulate,
+                      "k16.f32.bf16.bf16", ", 0");
+}
+
+Value mmaE4M3RegisterA(OpBuilder &b, Location loc, ArrayRef<Value> a,
+                       Value descB, Value accumulator, int64_t n,
+                       bool accumulate) {
+  // 8-bit operands have no transpose: both are K-major.
+  return mmaRegisterA(b, loc, a, descB, accumulator, n, accumulate,
+                      "k32.f32.e4m3.e4m3", "");
 }
 
 SmallVector<Value> settleAndFenceWords(OpBuilder &b, Location loc,

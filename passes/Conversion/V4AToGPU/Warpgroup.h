@@ -219,6 +219,15 @@ mlir::Value mmaBF16RegisterA(mlir::OpBuilder &b, mlir::Location loc,
                              llvm::ArrayRef<mlir::Value> a, mlir::Value descB,
                              mlir::Value accumulator, int64_t n,
                              bool accumulate);
+/// D += A.B over one k32 step of e4m3 operands with A (64 x 32 bytes) from
+/// registers: as mmaBF16RegisterA with four bytes where that has a pair,
+/// the words (g, 4c), (g + 8, 4c), (g, 4c + 16), (g + 8, 4c + 16) of byte
+/// columns (the lowest column in the lowest byte); B (e4m3) K-major in
+/// shared memory.
+mlir::Value mmaE4M3RegisterA(mlir::OpBuilder &b, mlir::Location loc,
+                             llvm::ArrayRef<mlir::Value> a, mlir::Value descB,
+                             mlir::Value accumulator, int64_t n,
+                             bool accumulate);
 /// The fence for MMAs whose A fragments are `words` (i32), which it
 /// returns: as settleAndFence, for registers that MMAs read.
 llvm::SmallVector<mlir::Value>
