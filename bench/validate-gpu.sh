@@ -196,24 +196,32 @@ if [[ $part == all || $part == boundaries ]]; then
   run_case v4-flash-f8kv v4-flash-f8kv 260 260,129,1 2 2,3
 fi
 # The indexer family against the loop path (packages built with
-# --indexer-loops), bit for bit: the same picks give the same outputs. Rows
-# past k and past one split (256) so that the candidate buffer is cut and
-# decode steps merge split lists: the reference's small model (k 16) at
-# 6,000 tokens, and V4-Flash's ratio-4 layer (k 512) at 9,000. (The strict
-# --check does not hold there for either path: a ulp of difference upstream
-# of the indexer's fp4 rounding swaps a pick now and then; compare.py's
-# tolerance allows for it.)
+# --indexer-loops). Rows past k and past one split (256) so that the
+# candidate buffer is cut and decode steps merge split lists: the
+# reference's small model (k 16) at 6,000 tokens, and V4-Flash's ratio-4
+# layer (k 512) at 9,000. (The strict --check does not hold there for
+# either path: a ulp of difference upstream of the indexer's fp4 rounding
+# swaps a pick now and then; compare.py's tolerance allows for it.)
+# bf16 and fp8 keys: bit for bit, the same picks give the same outputs.
+# MXFP4 keys run on e4m3 MMAs, whose scores round relu(dot) to bf16 and sum
+# the heads in the tensor cores' order: picks may differ where two scores
+# lie within that rounding, so the outputs are compared row by row
+# (bench/output_rows.py): the rows that differ are counted, and a row that
+# is finite in one run only fails the case.
 # The second package is the first's loop-path twin unless named.
+run_pair() { # package prompt lengths decode layers package2 a b
+  local args=(--random-weights 7 --prompt-len "$2" --lengths "$3"
+              --decode-steps "$4")
+  [[ -n $5 ]] && args+=(--layers "$5")
+  timeout "${CASE_TIMEOUT:-120}" build/bin/v4a-run-package \
+    "$dir/$1.v4apkg" "${args[@]}" --outputs "$7" > /dev/null &&
+  timeout "${CASE_TIMEOUT:-120}" build/bin/v4a-run-package \
+    "$dir/$6.v4apkg" "${args[@]}" --outputs "$8" > /dev/null
+}
 same_outputs() { # name package prompt lengths decode layers [package2]
   local name=$1 package=$2 second=${7:-$2-loops} a b
   a=$(mktemp --suffix=.safetensors) b=$(mktemp --suffix=.safetensors)
-  local args=(--random-weights 7 --prompt-len "$3" --lengths "$4"
-              --decode-steps "$5")
-  [[ -n $6 ]] && args+=(--layers "$6")
-  if timeout "${CASE_TIMEOUT:-120}" build/bin/v4a-run-package \
-       "$dir/$package.v4apkg" "${args[@]}" --outputs "$a" > /dev/null &&
-     timeout "${CASE_TIMEOUT:-120}" build/bin/v4a-run-package \
-       "$dir/$second.v4apkg" "${args[@]}" --outputs "$b" > /dev/null &&
+  if run_pair "$package" "$3" "$4" "$5" "$6" "$second" "$a" "$b" &&
      cmp -s "$a" "$b"; then
     echo "$name: $package and $second bitwise equal: PASS"
   else
@@ -222,27 +230,39 @@ same_outputs() { # name package prompt lengths decode layers [package2]
   fi
   rm -f "$a" "$b"
 }
+near_outputs() { # name package prompt lengths decode layers [package2]
+  local name=$1 package=$2 second=${7:-$2-loops} a b rows
+  a=$(mktemp --suffix=.safetensors) b=$(mktemp --suffix=.safetensors)
+  if run_pair "$package" "$3" "$4" "$5" "$6" "$second" "$a" "$b" &&
+     rows=$(python3 bench/output_rows.py "$a" "$b" | tail -1); then
+    echo "$name: $package against $second, $rows: PASS"
+  else
+    echo "$name: $package against $second: ${rows:-a run failed}: FAIL"
+    status=1
+  fi
+  rm -f "$a" "$b"
+}
 if [[ $part == all || $part == indexer ]]; then
-  same_outputs refdata-8k refdata-8k 6000 6000,4501,1 3 ""
-  same_outputs v4-flash-64k v4-flash-64k 9000 9000,5000,1 2 2
+  near_outputs refdata-8k refdata-8k 6000 6000,4501,1 3 ""
+  near_outputs v4-flash-64k v4-flash-64k 9000 9000,5000,1 2 2
   # 64 sequences at a decode step: 4 splits of 576 rows for the longest,
   # so that V4-Flash's lists of 512 are full when merged.
-  same_outputs v4-flash-64k-batch v4-flash-64k 9000 \
+  near_outputs v4-flash-64k-batch v4-flash-64k 9000 \
     "9000,5000$(printf ',1%.0s' {1..62})" 2 2
   # 100 sequences: 2 splits of 1,152 rows.
-  same_outputs v4-flash-64k-100 v4-flash-64k 9000 \
+  near_outputs v4-flash-64k-100 v4-flash-64k 9000 \
     "9000,5000$(printf ',1%.0s' {1..98})" 2 2
   # The other index key layouts: the family against its loop path, and
-  # MXFP4 keys (exact) against bf16 keys.
+  # MXFP4 keys against bf16 keys.
   for layout in bf16 fp8; do
     same_outputs "refdata-8k-ix$layout" "refdata-8k-ix$layout" 6000 \
       6000,4501,1 3 ""
     same_outputs "v4-flash-64k-ix$layout" "v4-flash-64k-ix$layout" 9000 \
       9000,5000,1 2 2
   done
-  same_outputs v4-flash-64k-mxfp4-bf16 v4-flash-64k 9000 \
+  near_outputs v4-flash-64k-mxfp4-bf16 v4-flash-64k 9000 \
     9000,5000,1 2 2 v4-flash-64k-ixbf16
-  same_outputs v4-flash-64k-mxfp4-batch v4-flash-64k 9000 \
+  near_outputs v4-flash-64k-mxfp4-batch v4-flash-64k 9000 \
     "9000,5000$(printf ',1%.0s' {1..62})" 2 2 v4-flash-64k-ixbf16
 fi
 if [[ $part == all || $part == large ]]; then
