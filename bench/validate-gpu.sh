@@ -36,7 +36,7 @@ EOF
   which=${2:-all}
   # The packages the quick part runs.
   quick=" refdata-bf16 refdata-fp8 refdata-ixbf16 refdata-ixfp8 refdata-fp8-ixbf16
-    refdata-fp8-ixfp8 tiny tiny-v41 v41-shared v4-flash v4-flash-bf16 v4-pro
+    refdata-fp8-ixfp8 refdata-e4m3 refdata-fp8-e4m3 tiny tiny-v41 v41-shared v4-flash v4-flash-bf16 v4-pro
     v4-pro-bf16 v4-flash-f8kv v4-pro-f8kv v4-flash-tp2 refdata-tp2 "
   compile() { # config context package [flags]
     [[ $which == quick && " $(echo $quick) " != *" $3 "* ]] && return 0
@@ -77,6 +77,12 @@ EOF
       --index-layout=$layout --indexer-loops
   done
   compile "$dir/refdata/fp8/config.json" 1024 refdata-fp8
+  # MXFP4 index keys multiplied as e4m3 (--indexer-e4m3): the reference's
+  # rounding of the dot products, the heads summed on the tensor cores.
+  compile "$dir/refdata/config.json" 1024 refdata-e4m3 --indexer-e4m3
+  compile "$dir/refdata/fp8/config.json" 1024 refdata-fp8-e4m3 --indexer-e4m3
+  compile "$dir/refdata/config.json" 8192 refdata-8k-e4m3 --indexer-e4m3
+  compile examples/v4-flash.json 65792 v4-flash-64k-e4m3 --indexer-e4m3
   # The same fp8 models with every fp8 product on the generated kernels, and
   # on cuBLASLt's block-scaled fp8 GEMM: what the default (exact bf16
   # products of the dequantized operands) is compared with.
@@ -153,6 +159,8 @@ refdata_case() { # name package folder [report]
 if [[ $part == all || $part == quick || $part == refdata ]]; then
   refdata_case refdata-bf16 refdata-bf16 "$dir/refdata"
   refdata_case refdata-fp8 refdata-fp8 "$dir/refdata/fp8"
+  refdata_case refdata-e4m3 refdata-e4m3 "$dir/refdata"
+  refdata_case refdata-fp8-e4m3 refdata-fp8-e4m3 "$dir/refdata/fp8"
   for layout in bf16 fp8; do
     refdata_case "refdata-ix$layout" "refdata-ix$layout" "$dir/refdata"
     refdata_case "refdata-fp8-ix$layout" "refdata-fp8-ix$layout" \
@@ -202,10 +210,10 @@ fi
 # layer (k 512) at 9,000. (The strict --check does not hold there for
 # either path: a ulp of difference upstream of the indexer's fp4 rounding
 # swaps a pick now and then; compare.py's tolerance allows for it.)
-# bf16 and fp8 keys: bit for bit, the same picks give the same outputs.
+# Bit for bit: the same picks give the same outputs. With --indexer-e4m3
 # MXFP4 keys run on e4m3 MMAs, whose scores round relu(dot) to bf16 and sum
 # the heads in the tensor cores' order: picks may differ where two scores
-# lie within that rounding, so the outputs are compared row by row
+# lie within that rounding, so those outputs are compared row by row
 # (bench/output_rows.py): the rows that differ are counted, and a row that
 # is finite in one run only fails the case.
 # The second package is the first's loop-path twin unless named.
@@ -243,26 +251,32 @@ near_outputs() { # name package prompt lengths decode layers [package2]
   rm -f "$a" "$b"
 }
 if [[ $part == all || $part == indexer ]]; then
-  near_outputs refdata-8k refdata-8k 6000 6000,4501,1 3 ""
-  near_outputs v4-flash-64k v4-flash-64k 9000 9000,5000,1 2 2
+  same_outputs refdata-8k refdata-8k 6000 6000,4501,1 3 ""
+  same_outputs v4-flash-64k v4-flash-64k 9000 9000,5000,1 2 2
   # 64 sequences at a decode step: 4 splits of 576 rows for the longest,
   # so that V4-Flash's lists of 512 are full when merged.
-  near_outputs v4-flash-64k-batch v4-flash-64k 9000 \
+  same_outputs v4-flash-64k-batch v4-flash-64k 9000 \
     "9000,5000$(printf ',1%.0s' {1..62})" 2 2
   # 100 sequences: 2 splits of 1,152 rows.
-  near_outputs v4-flash-64k-100 v4-flash-64k 9000 \
+  same_outputs v4-flash-64k-100 v4-flash-64k 9000 \
     "9000,5000$(printf ',1%.0s' {1..98})" 2 2
+  near_outputs refdata-8k-e4m3 refdata-8k-e4m3 6000 6000,4501,1 3 "" \
+    refdata-8k-loops
+  near_outputs v4-flash-64k-e4m3 v4-flash-64k-e4m3 9000 9000,5000,1 2 2 \
+    v4-flash-64k-loops
+  near_outputs v4-flash-64k-e4m3-batch v4-flash-64k-e4m3 9000 \
+    "9000,5000$(printf ',1%.0s' {1..62})" 2 2 v4-flash-64k-loops
   # The other index key layouts: the family against its loop path, and
-  # MXFP4 keys against bf16 keys.
+  # MXFP4 keys (exact) against bf16 keys.
   for layout in bf16 fp8; do
     same_outputs "refdata-8k-ix$layout" "refdata-8k-ix$layout" 6000 \
       6000,4501,1 3 ""
     same_outputs "v4-flash-64k-ix$layout" "v4-flash-64k-ix$layout" 9000 \
       9000,5000,1 2 2
   done
-  near_outputs v4-flash-64k-mxfp4-bf16 v4-flash-64k 9000 \
+  same_outputs v4-flash-64k-mxfp4-bf16 v4-flash-64k 9000 \
     9000,5000,1 2 2 v4-flash-64k-ixbf16
-  near_outputs v4-flash-64k-mxfp4-batch v4-flash-64k 9000 \
+  same_outputs v4-flash-64k-mxfp4-batch v4-flash-64k 9000 \
     "9000,5000$(printf ',1%.0s' {1..62})" 2 2 v4-flash-64k-ixbf16
 fi
 if [[ $part == all || $part == large ]]; then

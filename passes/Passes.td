@@ -321,6 +321,10 @@ def LowerToGPU : Pass<"v4a-lower-to-gpu", "::mlir::ModuleOp"> {
     Option<"indexerFamily", "indexer-family", "bool", "true",
            "Give the indexer's scores and top-k to the indexer family (off: "
            "the loop path, for comparisons)">,
+    Option<"indexerE4M3", "indexer-e4m3", "bool", "false",
+           "Multiply MXFP4 index keys of 128 dims as e4m3 with the head sum "
+           "on the tensor cores (the reference's rounding of the dot "
+           "products; picks may differ at rounding ties)">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

@@ -46,9 +46,11 @@ namespace {
 /// Step functions to kernels in `gpu.module @v4a_gpu`: what a kernel family
 /// covers straight to launches, the rest to loops over buffers whose nests
 /// become launches.
-std::string kernelPipeline(bool fp8Library, bool indexerFamily) {
+std::string kernelPipeline(bool fp8Library, bool indexerFamily,
+                           bool indexerE4M3) {
   return std::string("v4a-lower-to-gpu{indexer-family=") +
          (indexerFamily ? "1" : "0") +
+         " indexer-e4m3=" + (indexerE4M3 ? "1" : "0") +
          "},v4a-lower-to-cpu{token-parallel=1 library-gemms=1 "
          "library-fp8-gemms=" +
          (fp8Library ? "1" : "0") +
@@ -622,10 +624,12 @@ std::string firstDiagnostic(const std::string &messages) {
 
 } // namespace
 
-std::optional<GpuSteps>
-compileGpuSteps(ModuleOp module, const std::vector<std::string> &names,
-                const std::string &chip, std::string &error,
-                std::string *kernelIR, bool fp8Library, bool indexerFamily) {
+std::optional<GpuSteps> compileGpuSteps(ModuleOp module,
+                                        const std::vector<std::string> &names,
+                                        const std::string &chip,
+                                        std::string &error,
+                                        std::string *kernelIR, bool fp8Library,
+                                        bool indexerFamily, bool indexerE4M3) {
   MLIRContext *context = module.getContext();
   registerOnce(context);
   std::string messages;
@@ -638,8 +642,8 @@ compileGpuSteps(ModuleOp module, const std::vector<std::string> &names,
   if (failed(prepareEntries(module, names, steps.functions, error)))
     return std::nullopt;
   PassManager kernels(context);
-  if (failed(parsePassPipeline(kernelPipeline(fp8Library, indexerFamily),
-                               kernels)) ||
+  if (failed(parsePassPipeline(
+          kernelPipeline(fp8Library, indexerFamily, indexerE4M3), kernels)) ||
       failed(kernels.run(module))) {
     error = "cannot map the step functions to GPU kernels: " +
             firstDiagnostic(messages);

@@ -51,12 +51,13 @@ enum class FP8Gemms {
 /// With `kernelIR`, stops after outlining and prints the module there (no
 /// PTX). bf16 projections are library GEMMs with generated fallbacks; fp8
 /// ones too with `fp8Library` (FP8Gemms::BlockScaled). Without
-/// `indexerFamily` the indexer's scores and top-k run on the loop path.
+/// `indexerFamily` the indexer's scores and top-k run on the loop path;
+/// `indexerE4M3` multiplies its MXFP4 keys as e4m3 (lowerIndexerTopK).
 std::optional<GpuSteps>
 compileGpuSteps(mlir::ModuleOp module, const std::vector<std::string> &names,
                 const std::string &chip, std::string &error,
                 std::string *kernelIR = nullptr, bool fp8Library = false,
-                bool indexerFamily = true);
+                bool indexerFamily = true, bool indexerE4M3 = false);
 
 } // namespace v4a::jit
 

@@ -78,7 +78,7 @@ static_assert(plan::kDefaultIndexLayout == plan::IndexLayout::MXFP4);
 static std::vector<IndexerUsage>
 indexerUsage(const std::vector<Group> &groups,
              const std::vector<LayerSpec> &layers, const ModelConfig &config,
-             int64_t contextTokens) {
+             int64_t contextTokens, bool indexerE4M3) {
   std::vector<IndexerUsage> result;
   for (const Group &group : groups) {
     for (int64_t id : group.layers) {
@@ -111,11 +111,12 @@ indexerUsage(const std::vector<Group> &groups,
       // The family keeps split lists of k keys; the loop path writes every
       // score of the step, [tokens, rows] f32.
       for (int64_t tokens : kReportedTokens)
-        usage.bytes.push_back({tokens, family ? gpu::indexerTransientBytes(
-                                                    tokens, config.indexNHeads,
-                                                    config.indexHeadDim,
-                                                    usage.k, kReportedIndexKeys)
-                                              : tokens * usage.rows * 4});
+        usage.bytes.push_back(
+            {tokens, family
+                         ? gpu::indexerTransientBytes(
+                               tokens, config.indexNHeads, config.indexHeadDim,
+                               usage.k, kReportedIndexKeys, indexerE4M3)
+                         : tokens * usage.rows * 4});
       result.push_back(std::move(usage));
     }
   }
@@ -123,8 +124,8 @@ indexerUsage(const std::vector<Group> &groups,
 }
 
 std::optional<Report> report::buildReport(ModelOp model, int64_t contextTokens,
-                                          int64_t pageSize,
-                                          std::string &error) {
+                                          int64_t pageSize, std::string &error,
+                                          bool indexerE4M3) {
   Report report;
   report.model = model.getSymName().str();
   report.contextTokens = contextTokens;
@@ -164,8 +165,10 @@ std::optional<Report> report::buildReport(ModelOp model, int64_t contextTokens,
     }
     report.layouts.push_back(std::move(*layout));
   }
-  report.indexers = indexerUsage(report.groups, layers,
-                                 collectModelConfig(model), contextTokens);
+  report.indexers =
+      indexerUsage(report.groups, layers, collectModelConfig(model),
+                   contextTokens, indexerE4M3);
+  report.indexerE4M3 = indexerE4M3;
   return report;
 }
 
@@ -224,10 +227,12 @@ static void printIndexers(const Report &report, llvm::raw_ostream &os) {
     os << "\n";
   }
   os << llvm::formatv("family: split lists of k keys, at most max(tokens, "
-                      "{0}) of them, and a query image a token (e4m3 "
-                      "MMAs);\nnothing in tokens x rows; loops: the [tokens, "
-                      "rows] f32 scores.\n",
-                      gpu::indexerSplitListBytes(1, 1) / 8);
+                      "{0}) of them{1}, nothing in tokens x rows;\nloops: "
+                      "the [tokens, rows] f32 scores.\n",
+                      gpu::indexerSplitListBytes(1, 1) / 8,
+                      report.indexerE4M3 ? ", and a query image a token "
+                                           "(e4m3 MMAs)"
+                                         : "");
 }
 
 void report::printText(const Report &report, llvm::raw_ostream &os) {

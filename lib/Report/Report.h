@@ -62,13 +62,17 @@ struct Report {
   std::vector<std::string> kernels;
   std::vector<LayoutReport> layouts;
   std::vector<IndexerUsage> indexers;
+  /// Whether the indexer family multiplies MXFP4 keys as e4m3.
+  bool indexerE4M3 = false;
 };
 
 /// Builds the report of a model that went through the planning pipeline
 /// (it reads `v4a.schedule`); memory is planned at `contextTokens` for bf16
-/// and for fp8 layouts.
+/// and for fp8 layouts. `indexerE4M3`: the GPU's indexer family multiplies
+/// MXFP4 keys as e4m3 (its transient memory then holds query images).
 std::optional<Report> buildReport(ModelOp model, int64_t contextTokens,
-                                  int64_t pageSize, std::string &error);
+                                  int64_t pageSize, std::string &error,
+                                  bool indexerE4M3 = false);
 
 void printText(const Report &report, llvm::raw_ostream &os);
 void printJson(const Report &report, llvm::raw_ostream &os);

@@ -621,43 +621,38 @@ func.func @indexer_topk(%q: tensor<?x4x128xbf16>,
 
 // -----
 
-// MXFP4 keys of 128 dims run on e4m3 MMAs. A first kernel makes each
-// token's query image once (e4m3 rows scaled per head, in the keys'
-// fragment K order, and the bf16 weight tile of the head sum); the scoring
-// kernel copies it, writes its decode tables, and decodes each key row's
-// codes with byte permutes of the table of its block's distance from the
-// row's largest scale (one 8-byte load of the tables a row) into the A
-// fragments of four m64n8k32 e4m3 MMAs. relu(dot) rounded to bf16 is the A
-// of the head sum's m64n8k16 MMA (4 heads padded to 8, then to one k16
-// step with zero words); a tile's head sums are issued before the next
-// tile's dot products, and waited for (one group left in flight) before
-// its scores are offered.
+// Packed index keys skip the bf16 tile: the query tile is stored in the
+// fragments' K order (an MXFP4 pair is two dims four apart: two 2-byte
+// loads and a 4-byte store), each thread copies its own share of each key
+// tile (16-byte pieces of its rows' values, their scale words) into a ring
+// of 4 stages, waits for its own copies only, and decodes them into the A
+// fragments of MMAs that read A from registers (inline PTX: MLIR's wgmma op
+// takes descriptors only). Two tiles a trip: each waits for the MMAs of the
+// tile before, keeps their fragments until then, issues its own and offers
+// the scores of the one before while they run.
 // CHECK-LABEL: func.func @indexer_topk_mxfp4
-// CHECK: %[[IMAGES:.*]] = memref.alloc(%{{.*}}) : memref<?xi8>
-// CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer3)
-// CHECK-COUNT-16: llvm.store {{.*}} {alignment = 4 : i64} : i32, !llvm.ptr<1>
-// CHECK-COUNT-8: llvm.store {{.*}} {alignment = 2 : i64} : i16, !llvm.ptr<1>
 // CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer0)
-// CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
+// CHECK-COUNT-2: llvm.load {{.*}} {alignment = 2 : i64} : !llvm.ptr<1> -> i16
 // CHECK: llvm.store {{.*}} : i32, !llvm.ptr<3>
 // CHECK: nvvm.cp.async.wait.group 0
-// CHECK-NEXT: nvvm.fence.proxy
-// CHECK-NEXT: gpu.barrier
+// CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
 // CHECK: nvvm.cp.async.wait.group 3
-// CHECK: llvm.load {{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xi32>
-// CHECK-COUNT-16: nvvm.prmt <default>
+// CHECK-COUNT-16: arith.mulf {{.*}} : vector<2xbf16>
 // CHECK: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3
+// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16
 // CHECK: scf.for {{.*}} iter_args
 // CHECK-NOT: gpu.barrier
 // CHECK: nvvm.cp.async.wait.group 3
+// CHECK-NOT: gpu.barrier
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK-COUNT-2: nvvm.convert.f32x2.to.bf16x2 {{.*}} {relu = true, rnd = #nvvm.fp_rnd_mode<rn>}
+// CHECK-NEXT: llvm.inline_asm has_side_effects "", "r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r"
+// CHECK-COUNT-16: arith.mulf {{.*}} : vector<2xbf16>
 // CHECK: nvvm.wgmma.fence.aligned
-// CHECK: llvm.inline_asm {{.*}}wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16
-// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
-// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16
+// CHECK: nvvm.cp.async.wait.group 3
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT: llvm.inline_asm has_side_effects "", "r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r"
+// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16
 // CHECK: scf.yield
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer1)
@@ -669,55 +664,6 @@ func.func @indexer_topk_mxfp4(%q: tensor<?x4x128xbf16>,
       {ratio = 4 : i64}
       : tensor<?x4x128xbf16>,
         !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>,
-        tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
-  %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
-  return %i : tensor<?x16xi32>
-}
-
-// -----
-
-// Packed index keys skip the bf16 tile: the query tile is stored in the
-// fragments' K order (an fp8 pair is two neighbouring dims: a 4-byte
-// copy), each thread copies its own share of each key
-// tile (16-byte pieces of its rows' values, their scale words) into a ring
-// of 4 stages, waits for its own copies only, and decodes them into the A
-// fragments of MMAs that read A from registers (inline PTX: MLIR's wgmma op
-// takes descriptors only). Two tiles a trip: each waits for the MMAs of the
-// tile before, keeps their fragments until then, issues its own and offers
-// the scores of the one before while they run.
-// CHECK-LABEL: func.func @indexer_topk_fp8
-// CHECK: gpu.launch {{.*}} function(@indexer_topk_fp8_indexer0)
-// CHECK: nvvm.cp.async.shared.global {{.*}}, 4, cache =  ca
-// CHECK: nvvm.cp.async.wait.group 0
-// CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
-// CHECK: nvvm.cp.async.wait.group 3
-// CHECK-COUNT-16: arith.mulf {{.*}} : vector<2xbf16>
-// CHECK: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16
-// CHECK: scf.for {{.*}} iter_args
-// CHECK-NOT: gpu.barrier
-// CHECK: nvvm.cp.async.wait.group 3
-// CHECK-NOT: gpu.barrier
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK-NEXT: llvm.inline_asm has_side_effects "", "r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r"
-// CHECK-COUNT-16: arith.mulf {{.*}} : vector<2xbf16>
-// CHECK: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16
-// CHECK: nvvm.cp.async.wait.group 3
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK-NEXT: llvm.inline_asm has_side_effects "", "r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r"
-// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16
-// CHECK: scf.yield
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK: gpu.launch {{.*}} function(@indexer_topk_fp8_indexer1)
-func.func @indexer_topk_fp8(%q: tensor<?x4x128xbf16>,
-    %keys: !v4a.kv_cache<index_fp8, dim = 128, page_size = 64>,
-    %w: tensor<?x4xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
-    %ctx: tensor<1xi64>) -> tensor<?x16xi32> {
-  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
-      {ratio = 4 : i64}
-      : tensor<?x4x128xbf16>,
-        !v4a.kv_cache<index_fp8, dim = 128, page_size = 64>,
         tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
   %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
   return %i : tensor<?x16xi32>

@@ -114,6 +114,13 @@ static cl::opt<bool> indexerLoops(
              "their kernel family (--emit=kernels|ptx and packages; for "
              "comparisons)"),
     cl::init(false), cl::cat(compileCategory));
+static cl::opt<bool> indexerE4M3(
+    "indexer-e4m3",
+    cl::desc("Multiply MXFP4 index keys of 128 dims as e4m3 with the head "
+             "sum on the tensor cores: the reference's rounding of the dot "
+             "products; picks may differ from the other backends' at "
+             "rounding ties (--emit=kernels|ptx, packages and --report)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<v4a::jit::FP8Gemms> fp8Gemms(
     "fp8-gemm",
     cl::desc("How GPU steps run fp8 projections (--emit=kernels|ptx and "
@@ -193,7 +200,7 @@ static std::optional<std::string> buildPackage(mlir::ModuleOp module,
   package.calls = v4a::jit::stepCalls(module, all, names);
   std::optional<v4a::jit::GpuSteps> steps = v4a::jit::compileGpuSteps(
       module, names, target, error, nullptr,
-      fp8Gemms == v4a::jit::FP8Gemms::BlockScaled, !indexerLoops);
+      fp8Gemms == v4a::jit::FP8Gemms::BlockScaled, !indexerLoops, indexerE4M3);
   if (!steps)
     return std::nullopt;
   package.functions = std::move(steps->functions);
@@ -343,7 +350,8 @@ int main(int argc, char **argv) {
     write = [package](raw_ostream &os) { os << *package; };
   } else if (reportKind != ReportKind::None) {
     std::string error;
-    report = v4a::report::buildReport(model, contextTokens, pageSize, error);
+    report = v4a::report::buildReport(model, contextTokens, pageSize, error,
+                                      indexerE4M3);
     if (!report)
       return fail(inputPath + ": " + error);
     write = [&](raw_ostream &os) {
@@ -358,7 +366,8 @@ int main(int argc, char **argv) {
     std::optional<v4a::jit::GpuSteps> steps = v4a::jit::compileGpuSteps(
         *module, stepFunctionNames(*module), "sm_90a", error,
         emitKind == EmitKind::Kernels ? &kernelIR : nullptr,
-        fp8Gemms == v4a::jit::FP8Gemms::BlockScaled, !indexerLoops);
+        fp8Gemms == v4a::jit::FP8Gemms::BlockScaled, !indexerLoops,
+        indexerE4M3);
     if (!steps)
       return fail(inputPath + ": " + error);
     if (emitKind == EmitKind::Kernels)

@@ -154,7 +154,8 @@ struct SharedPlan {
 };
 
 std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
-                                     const layout::RowLayout &row) {
+                                     const layout::RowLayout &row,
+                                     bool e4m3 = false) {
   if (width % 64 != 0 || width > 256 || heads < 1 || heads > 256 || k < 1 ||
       k > kLargestK || row.dim != width)
     return std::nullopt;
@@ -163,7 +164,8 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
   plan.paddedHeads = llvm::alignTo(heads, 8);
   plan.width = width;
   plan.row = row;
-  plan.e4m3 = row.kind == layout::RowKind::IndexMXFP4 && width == kE4M3Width;
+  plan.e4m3 =
+      e4m3 && row.kind == layout::RowKind::IndexMXFP4 && width == kE4M3Width;
   int64_t queryTile = plan.paddedHeads * width * (plan.e4m3 ? 1 : 2);
   plan.keyTile = kKeysPerBlock * width * 2;
   plan.stageBytes = plan.keyTile;
@@ -1440,11 +1442,11 @@ int64_t indexerSplitListBytes(int64_t tokens, int64_t k) {
 }
 
 int64_t indexerTransientBytes(int64_t tokens, int64_t heads, int64_t width,
-                              int64_t k, layout::RowKind keys) {
+                              int64_t k, layout::RowKind keys, bool e4m3) {
   int64_t bytes = indexerSplitListBytes(tokens, k);
   std::optional<layout::RowLayout> row = layout::describeRow(keys, width);
   std::optional<SharedPlan> plan =
-      row ? planShared(heads, width, k, *row) : std::nullopt;
+      row ? planShared(heads, width, k, *row, e4m3) : std::nullopt;
   if (plan && plan->e4m3)
     bytes += tokens * plan->imageBytes;
   return bytes;
@@ -1469,7 +1471,7 @@ TopKOp coveredTopK(CacheIndexerScoreOp scores) {
 }
 
 void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
-                      TopKOp topk) {
+                      TopKOp topk, bool e4m3) {
   Location loc = op.getLoc();
   OpBuilder &b = rewriter;
   b.setInsertionPoint(topk);
@@ -1479,7 +1481,7 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
   o.k = static_cast<int64_t>(topk.getK());
   SharedPlan plan =
       *planShared(queryType.getDimSize(1), queryType.getDimSize(2), o.k,
-                  *keyRowsOf(op.getKeys().getType()));
+                  *keyRowsOf(op.getKeys().getType()), e4m3);
   Value query = readOnlyBuffer(b, loc, op.getQuery());
   // The query is read by address (its layout must be the identity); the
   // others through memref loads, in whatever layout they come.

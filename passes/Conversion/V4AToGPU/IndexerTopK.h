@@ -36,14 +36,20 @@ bool indexerFamilyCovers(int64_t heads, int64_t width, int64_t k);
 /// tokens keeping `k` rows: nothing grows with the rows.
 int64_t indexerSplitListBytes(int64_t tokens, int64_t k);
 /// The family's transient bytes in a step of `tokens` tokens over index
-/// keys of `keys` rows: its split lists, and with MXFP4 keys of 128 dims
-/// each token's e4m3 query image. Nothing grows with the rows.
+/// keys of `keys` rows: its split lists, and with MXFP4 keys on e4m3 MMAs
+/// (`e4m3`, see lowerIndexerTopK) each token's query image. Nothing grows
+/// with the rows.
 int64_t indexerTransientBytes(int64_t tokens, int64_t heads, int64_t width,
-                              int64_t k, layout::RowKind keys);
+                              int64_t k, layout::RowKind keys, bool e4m3);
 
-/// Replaces `scores` and `topk` with the family's kernels.
+/// Replaces `scores` and `topk` with the family's kernels. With `e4m3`,
+/// MXFP4 keys of 128 dims are multiplied as e4m3 with the head sum on the
+/// tensor cores: relu(dot) rounded to bf16, as the reference rounds it, and
+/// the heads summed in the tensor cores' order, so that picks may differ
+/// from the other backends' where scores lie within that rounding; without
+/// it they are decoded to bf16 and the scores keep every backend's bits.
 void lowerIndexerTopK(mlir::RewriterBase &rewriter, CacheIndexerScoreOp scores,
-                      TopKOp topk);
+                      TopKOp topk, bool e4m3);
 
 } // namespace v4a::gpu
 

@@ -119,7 +119,7 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
             indexer.push_back({scores, topk});
         });
       for (auto [scores, topk] : indexer)
-        v4a::gpu::lowerIndexerTopK(rewriter, scores, topk);
+        v4a::gpu::lowerIndexerTopK(rewriter, scores, topk, indexerE4M3);
       // An attention, the head norm and rope of its query and the inverse
       // RoPE of its output are one kernel, launched where the attention is
       // (after the products the query is read from); the ops it takes in

@@ -1,0 +1,54 @@
+// RUN: v4a-opt %s -v4a-lower-to-gpu=indexer-e4m3=1 | FileCheck %s
+
+// With indexer-e4m3, MXFP4 keys of 128 dims run on e4m3 MMAs. A first kernel makes each
+// token's query image once (e4m3 rows scaled per head, in the keys'
+// fragment K order, and the bf16 weight tile of the head sum); the scoring
+// kernel copies it, writes its decode tables, and decodes each key row's
+// codes with byte permutes of the table of its block's distance from the
+// row's largest scale (one 8-byte load of the tables a row) into the A
+// fragments of four m64n8k32 e4m3 MMAs. relu(dot) rounded to bf16 is the A
+// of the head sum's m64n8k16 MMA (4 heads padded to 8, then to one k16
+// step with zero words); a tile's head sums are issued before the next
+// tile's dot products, and waited for (one group left in flight) before
+// its scores are offered.
+// CHECK-LABEL: func.func @indexer_topk_mxfp4
+// CHECK: %[[IMAGES:.*]] = memref.alloc(%{{.*}}) : memref<?xi8>
+// CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer3)
+// CHECK-COUNT-16: llvm.store {{.*}} {alignment = 4 : i64} : i32, !llvm.ptr<1>
+// CHECK-COUNT-8: llvm.store {{.*}} {alignment = 2 : i64} : i16, !llvm.ptr<1>
+// CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer0)
+// CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
+// CHECK: llvm.store {{.*}} : i32, !llvm.ptr<3>
+// CHECK: nvvm.cp.async.wait.group 0
+// CHECK-NEXT: nvvm.fence.proxy
+// CHECK-NEXT: gpu.barrier
+// CHECK: nvvm.cp.async.wait.group 3
+// CHECK: llvm.load {{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xi32>
+// CHECK-COUNT-16: nvvm.prmt <default>
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3
+// CHECK: scf.for {{.*}} iter_args
+// CHECK-NOT: gpu.barrier
+// CHECK: nvvm.cp.async.wait.group 3
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-COUNT-2: nvvm.convert.f32x2.to.bf16x2 {{.*}} {relu = true, rnd = #nvvm.fp_rnd_mode<rn>}
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: llvm.inline_asm {{.*}}wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK: scf.yield
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer1)
+func.func @indexer_topk_mxfp4(%q: tensor<?x4x128xbf16>,
+    %keys: !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>,
+    %w: tensor<?x4xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
+    %ctx: tensor<1xi64>) -> tensor<?x16xi32> {
+  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
+      {ratio = 4 : i64}
+      : tensor<?x4x128xbf16>,
+        !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>,
+        tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
+  return %i : tensor<?x16xi32>
+}
