@@ -798,11 +798,12 @@ def V4A_CacheIndexerScoreOp : V4A_Op<"cache_indexer_score",
     holding a host-known bound of positions[t] + 1 over the step (as in
     `v4a.visible_rows`); columns past a token's rows are -inf.
 
-    On the GPU, MXFP4 keys of 128 dims are scored on e4m3 tensor cores
-    with the reference's rounding of the dot products: each relu(q . k)
-    rounded to bf16, the heads summed in the tensor cores' order. There the
-    picks of the `v4a.topk` it feeds may differ from the other backends'
-    where two scores lie within that rounding.
+    On the GPU with `indexer-e4m3` (v4a-lower-to-gpu), MXFP4 keys of 128
+    dims are scored on e4m3 tensor cores with the reference's rounding of
+    the dot products: each relu(q . k) rounded to bf16, the heads summed in
+    the tensor cores' order. There the picks of the `v4a.topk` it feeds may
+    differ from the other backends' where two scores lie within that
+    rounding.
 
     Example:
     ```mlir
