@@ -896,7 +896,9 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
     Value real = e.cmp(IP::ult, j, end);
     return {e.add(base, e.select(real, j, e.index(0))), real};
   };
-  int64_t groupStride = plan.width / 64 * kSwizzleAtomBytes;
+  // The query tile's rows: bf16, or e4m3 (plan.e4m3) one atom wide.
+  int64_t queryRowBytes = plan.width * (plan.e4m3 ? 1 : 2);
+  int64_t groupStride = queryRowBytes / kSwizzleRowBytes * kSwizzleAtomBytes;
   auto kStep = [&](int64_t step) {
     return step / 4 * kSwizzleAtomBytes + step % 4 * 2 * kMmaK;
   };
@@ -960,40 +962,33 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
     // accumulator they fill. (Tiles past the token's last are scored on
     // whatever their stage holds, never offered.)
     auto issueMmas = [&](ArrayRef<Value> loaded) {
+      SmallVector<Value> words, largest;
       if (plan.e4m3) {
         E4M3Fragments decoded =
             decodeE4M3Fragments(e, plan, loaded, mine, tables, signWord);
-        SmallVector<Value> fragments =
-            settleAndFenceWords(b, loc, decoded.words);
-        Value dots = unsetAccumulator(b, loc, n);
-        for (int64_t step = 0; step < plan.width / kE4M3StepBytes; ++step) {
-          Value bDesc = matrixDescriptor(
-              b, loc, e.add(queryTile, e.i64(step * kE4M3StepBytes)),
-              kChunkBytes, kSwizzleAtomBytes);
-          dots = mmaE4M3RegisterA(b, loc,
-                                  ArrayRef<Value>(fragments).slice(4 * step, 4),
-                                  bDesc, dots, n, /*accumulate=*/step > 0);
-        }
-        mmaCommit(b, loc);
-        SmallVector<Value> carried = {dots};
-        carried.append(fragments);
-        carried.append({decoded.largest[0], decoded.largest[1]});
-        return carried;
+        words = std::move(decoded.words);
+        largest = {decoded.largest[0], decoded.largest[1]};
+      } else {
+        words = decodeKeyFragments(e, plan, loaded, lane);
       }
-      SmallVector<Value> fragments = settleAndFenceWords(
-          b, loc, decodeKeyFragments(e, plan, loaded, lane));
+      SmallVector<Value> fragments = settleAndFenceWords(b, loc, words);
       Value dots = unsetAccumulator(b, loc, n);
-      for (int64_t step = 0; step < plan.width / kMmaK; ++step) {
+      // A K step is 32 bytes of a query row either way.
+      int64_t steps = plan.width / (plan.e4m3 ? kE4M3StepBytes : kMmaK);
+      for (int64_t step = 0; step < steps; ++step) {
         Value bDesc =
             matrixDescriptor(b, loc, e.add(queryTile, e.i64(kStep(step))),
                              kChunkBytes, groupStride);
-        dots = mmaBF16RegisterA(b, loc,
-                                ArrayRef<Value>(fragments).slice(4 * step, 4),
-                                bDesc, dots, n, /*accumulate=*/step > 0);
+        ArrayRef<Value> a = ArrayRef<Value>(fragments).slice(4 * step, 4);
+        dots = plan.e4m3 ? mmaE4M3RegisterA(b, loc, a, bDesc, dots, n,
+                                            /*accumulate=*/step > 0)
+                         : mmaBF16RegisterA(b, loc, a, bDesc, dots, n,
+                                            /*accumulate=*/step > 0);
       }
       mmaCommit(b, loc);
       SmallVector<Value> carried = {dots};
       carried.append(fragments);
+      carried.append(largest);
       return carried;
     };
     // A group of copies per tile, the ring's first `stages` tiles ahead.
