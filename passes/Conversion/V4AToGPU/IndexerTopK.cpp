@@ -638,12 +638,13 @@ SmallVector<Value> issueHeadSums(cpu::LoopEmitter &e, const SharedPlan &plan,
 }
 
 /// The offset of K byte `k` (index) of row `row` in a K-major tile of
-/// rows of one swizzle atom (128 bytes).
-Value swizzledByte(cpu::LoopEmitter &e, Value row, Value k) {
+/// rows `atoms` swizzle atoms wide.
+Value swizzledByte(cpu::LoopEmitter &e, Value row, Value k, int64_t atoms) {
   OpBuilder &b = e.builder();
   Location loc = e.location();
-  return e.add(swizzledOffset(b, loc, row, e.div(k, e.index(kChunkBytes)), 1),
-               e.rem(k, e.index(kChunkBytes)));
+  return e.add(
+      swizzledOffset(b, loc, row, e.div(k, e.index(kChunkBytes)), atoms),
+      e.rem(k, e.index(kChunkBytes)));
 }
 
 /// The e4m3 image of each token's query (plan.e4m3), a block per token and
@@ -737,8 +738,8 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
       Value k = e.add(e.mul(second, e.index(8)), e.index(fixed));
       e.ifThen(inside, [&] {
         storeGlobal(b, loc,
-                    e.add(image, toI64(b, loc, swizzledByte(e, head, k))), word,
-                    4);
+                    e.add(image, toI64(b, loc, swizzledByte(e, head, k, 1))),
+                    word, 4);
       });
     }
     // The weight of this head (first half) or a zero past the padded
@@ -752,26 +753,24 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
         arith::ShRUIOp::create(
             b, loc, arith::BitcastOp::create(b, loc, i32, e.roundBF16(weight)),
             e.i32(16)));
-    Value column = e.select(e.cmp(IP::eq, second, e.index(0)), head,
-                            e.add(head, e.index(plan.paddedHeads)));
+    Value first = e.cmp(IP::eq, second, e.index(0));
+    Value column =
+        e.select(first, head, e.add(head, e.index(plan.paddedHeads)));
     weightBits =
-        e.select(e.cmp(IP::eq, second, e.index(0)), weightBits,
+        e.select(first, weightBits,
                  arith::ConstantOp::create(b, loc, b.getI16IntegerAttr(0)));
     Value written = arith::AndIOp::create(
         b, loc, inside,
         e.cmp(IP::ult, column, e.index(plan.headSteps * kMmaK)));
     Value k = e.mul(column, e.index(2));
-    Value atom =
-        e.mul(e.div(k, e.index(kSwizzleRowBytes)), e.index(kSwizzleAtomBytes));
-    Value inAtom = e.rem(k, e.index(kSwizzleRowBytes));
     e.ifThen(written, [&] {
       for (int64_t n = 0; n < 8; ++n)
-        storeGlobal(
-            b, loc,
-            e.add(image, toI64(b, loc,
-                               e.add(e.add(e.index(plan.weightTile), atom),
-                                     swizzledByte(e, e.index(n), inAtom)))),
-            weightBits, 2);
+        storeGlobal(b, loc,
+                    e.add(image, toI64(b, loc,
+                                       e.add(e.index(plan.weightTile),
+                                             swizzledByte(e, e.index(n), k,
+                                                          plan.weightAtoms)))),
+                    weightBits, 2);
     });
   }
 }
