@@ -275,6 +275,14 @@ int main(int argc, char **argv) {
   if (reportKind != ReportKind::None && emitKind.getNumOccurrences())
     return fail("--report prints the report; it cannot be combined with "
                 "--emit");
+  if (indexerE4M3 && indexerLoops)
+    return fail("--indexer-e4m3 is a form of the indexer's kernel family; it "
+                "cannot be combined with --indexer-loops");
+  if (indexerE4M3 && indexLayout != v4a::plan::IndexLayout::MXFP4)
+    return fail(std::string("--indexer-e4m3 multiplies MXFP4 index keys; "
+                            "--index-layout=") +
+                v4a::plan::indexLayoutName(indexLayout) +
+                " keys have no such form");
 
   std::string readError;
   std::optional<std::string> config =
