@@ -7,8 +7,9 @@ For each output y.step{k}.layer{l} [B, S, dim] (f32) prints the token rows
 that are bitwise equal, those that differ by at most REL of the row's
 largest magnitude (default 1e-4: the same rows attended in another order),
 and those that differ more (another set of rows attended: an indexer pick
-that differs; rows not finite in either run count here too). Exits 1 when a row is not finite in one run only, or when a
-tensor's shape differs. Uses PyTorch where it is installed, else Python.
+that differs; rows not finite in either run count here too). Exits 1 when
+a row is not finite in one run only, or when a tensor's shape differs.
+Uses PyTorch where it is installed, else Python.
 """
 import json
 import struct
