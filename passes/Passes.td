@@ -324,7 +324,8 @@ def LowerToGPU : Pass<"v4a-lower-to-gpu", "::mlir::ModuleOp"> {
     Option<"indexerE4M3", "indexer-e4m3", "bool", "false",
            "Multiply MXFP4 index keys of 128 dims as e4m3 with the head sum "
            "on the tensor cores (the reference's rounding of the dot "
-           "products; picks may differ at rounding ties)">,
+           "products; picks may differ at rounding ties). Other keys, or "
+           "indexer-family=0, are an error">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

@@ -1,4 +1,8 @@
-// RUN: v4a-opt %s -v4a-lower-to-gpu=indexer-e4m3=1 | FileCheck %s
+// RUN: v4a-opt %s -split-input-file -verify-diagnostics -v4a-lower-to-gpu=indexer-e4m3=1 | FileCheck %s
+// RUN: not v4a-opt %s -split-input-file -v4a-lower-to-gpu="indexer-family=0 indexer-e4m3=1" 2>&1 | FileCheck %s --check-prefix=NO-FAMILY
+
+// The e4m3 form belongs to the family: without it the option is an error.
+// NO-FAMILY: error: indexer-e4m3 is a form of the indexer family; indexer-family=0 has none
 
 // With indexer-e4m3, MXFP4 keys of 128 dims run on e4m3 MMAs. A first kernel makes each
 // token's query image once (e4m3 rows scaled per head, in the keys'
@@ -48,6 +52,39 @@ func.func @indexer_topk_mxfp4(%q: tensor<?x4x128xbf16>,
       {ratio = 4 : i64}
       : tensor<?x4x128xbf16>,
         !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>,
+        tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
+  return %i : tensor<?x16xi32>
+}
+
+// -----
+
+// Keys the e4m3 form does not multiply are an error, not a silent bf16 path.
+func.func @indexer_topk_bf16_keys(%q: tensor<?x4x128xbf16>,
+    %keys: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+    %w: tensor<?x4xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
+    %ctx: tensor<1xi64>) -> tensor<?x16xi32> {
+  // expected-error @+1 {{indexer-e4m3 multiplies MXFP4 index keys of 128 dims; these keys are index_bf16 rows of 128 dims}}
+  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
+      {ratio = 4 : i64}
+      : tensor<?x4x128xbf16>,
+        !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+        tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
+  return %i : tensor<?x16xi32>
+}
+
+// -----
+
+func.func @indexer_topk_fp8_keys(%q: tensor<?x4x128xbf16>,
+    %keys: !v4a.kv_cache<index_fp8, dim = 128, page_size = 64>,
+    %w: tensor<?x4xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
+    %ctx: tensor<1xi64>) -> tensor<?x16xi32> {
+  // expected-error @+1 {{these keys are index_fp8 rows of 128 dims}}
+  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
+      {ratio = 4 : i64}
+      : tensor<?x4x128xbf16>,
+        !v4a.kv_cache<index_fp8, dim = 128, page_size = 64>,
         tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
   %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
   return %i : tensor<?x16xi32>

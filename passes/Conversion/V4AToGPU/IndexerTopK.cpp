@@ -1464,6 +1464,12 @@ TopKOp coveredTopK(CacheIndexerScoreOp scores) {
   return topk;
 }
 
+bool takesE4M3Keys(CacheIndexerScoreOp scores) {
+  KVCacheType keys = scores.getKeys().getType();
+  return keys.getLayout() == CacheLayout::IndexMXFP4 &&
+         keys.getDim() == kE4M3Width;
+}
+
 void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
                       TopKOp topk, bool e4m3) {
   Location loc = op.getLoc();

@@ -42,6 +42,10 @@ int64_t indexerSplitListBytes(int64_t tokens, int64_t k);
 int64_t indexerTransientBytes(int64_t tokens, int64_t heads, int64_t width,
                               int64_t k, layout::RowKind keys, bool e4m3);
 
+/// Whether the e4m3 form of lowerIndexerTopK takes these scores' keys:
+/// MXFP4 rows of 128 dims.
+bool takesE4M3Keys(CacheIndexerScoreOp scores);
+
 /// Replaces `scores` and `topk` with the family's kernels. With `e4m3`,
 /// MXFP4 keys of 128 dims are multiplied as e4m3 with the head sum on the
 /// tensor cores: relu(dot) rounded to bf16, as the reference rounds it, and

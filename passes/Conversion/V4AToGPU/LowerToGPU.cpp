@@ -102,7 +102,33 @@ struct ErasedOps : public RewriterBase::Listener {
 
 struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
   using LowerToGPUBase::LowerToGPUBase;
+  /// indexer-e4m3 is a form of the family for MXFP4 keys of 128 dims; an
+  /// option that would change nothing is an error, not a silent no-op.
+  LogicalResult checkE4M3Options() {
+    if (indexerE4M3 && !indexerFamily)
+      return getOperation().emitError(
+          "indexer-e4m3 is a form of the indexer family; indexer-family=0 "
+          "has none");
+    return success();
+  }
+  LogicalResult
+  checkE4M3Keys(ArrayRef<std::pair<CacheIndexerScoreOp, TopKOp>> indexer) {
+    if (!indexerE4M3)
+      return success();
+    for (auto [scores, topk] : indexer)
+      if (!v4a::gpu::takesE4M3Keys(scores)) {
+        KVCacheType keys = scores.getKeys().getType();
+        return scores.emitOpError("indexer-e4m3 multiplies MXFP4 index keys "
+                                  "of 128 dims; these keys are ")
+               << stringifyCacheLayout(keys.getLayout()) << " rows of "
+               << keys.getDim() << " dims";
+      }
+    return success();
+  }
+
   void runOnOperation() override {
+    if (failed(checkE4M3Options()))
+      return signalPassFailure();
     IRRewriter rewriter(&getContext());
     // Ops a lowering erased (an attention's inverse RoPE, the sizes of a
     // split's parts) may still stand in a later unit: compared, never read.
@@ -118,6 +144,8 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
           if (TopKOp topk = v4a::gpu::coveredTopK(scores))
             indexer.push_back({scores, topk});
         });
+      if (failed(checkE4M3Keys(indexer)))
+        return signalPassFailure();
       for (auto [scores, topk] : indexer)
         v4a::gpu::lowerIndexerTopK(rewriter, scores, topk, indexerE4M3);
       // An attention, the head norm and rope of its query and the inverse
