@@ -86,14 +86,20 @@ indexerUsage(const std::vector<Group> &groups,
       if (layer.isMtp || !ownsTopk(layer) ||
           !ratioUsesIndexer(layer.compressRatio))
         continue;
-      // Candidate blocks, made or used, keep a layer on the loop path.
-      bool candidates = layer.candidateSource >= 0;
-      bool family = !candidates && gpu::indexerFamilyCovers(config.indexNHeads,
-                                                            config.indexHeadDim,
-                                                            layer.indexTopk);
-      std::string path = family       ? "family"
-                         : candidates ? "loops (candidate blocks)"
-                                      : "loops (shape)";
+      // A candidate source runs the family twice over its scores, for its
+      // rows and for its blocks: both must be covered.
+      bool makes = layer.candidateSource == layer.id;
+      bool inBlocks = usesCandidates(layer);
+      int64_t blocks = config.candidateTopkBlocks.value_or(8);
+      auto covers = [&](int64_t k) {
+        return gpu::indexerFamilyCovers(config.indexNHeads, config.indexHeadDim,
+                                        k);
+      };
+      bool family = covers(layer.indexTopk) && (!makes || covers(blocks));
+      std::string path = !family    ? "loops (shape)"
+                         : makes    ? "family (rows, blocks)"
+                         : inBlocks ? "family (in blocks)"
+                                    : "family";
       auto it = llvm::find_if(result, [&](const IndexerUsage &usage) {
         return usage.key == group.key && usage.path == path &&
                usage.k == layer.indexTopk;
@@ -110,13 +116,16 @@ indexerUsage(const std::vector<Group> &groups,
       usage.path = path;
       // The family keeps split lists of k keys; the loop path writes every
       // score of the step, [tokens, rows] f32.
+      auto familyBytes = [&](int64_t tokens, int64_t k) {
+        return gpu::indexerTransientBytes(tokens, config.indexNHeads,
+                                          config.indexHeadDim, k,
+                                          kReportedIndexKeys, indexerE4M3);
+      };
       for (int64_t tokens : kReportedTokens)
-        usage.bytes.push_back(
-            {tokens, family
-                         ? gpu::indexerTransientBytes(
-                               tokens, config.indexNHeads, config.indexHeadDim,
-                               usage.k, kReportedIndexKeys, indexerE4M3)
-                         : tokens * usage.rows * 4});
+        usage.bytes.push_back({tokens, !family ? tokens * usage.rows * 4
+                                       : makes ? familyBytes(tokens, usage.k) +
+                                                     familyBytes(tokens, blocks)
+                                               : familyBytes(tokens, usage.k)});
       result.push_back(std::move(usage));
     }
   }

@@ -671,21 +671,98 @@ func.func @indexer_topk_mxfp4(%q: tensor<?x4x128xbf16>,
 
 // -----
 
-// A top-k over candidate blocks (V4.1's two-level selection) and a width
-// that is no whole swizzle atom stay on the loop path.
+// V4.1's two-level selection: scores feeding a block top-k and a top-k are
+// two runs of the family, one per selection. The block run takes, for each
+// block of 16 rows (a warp's sixteen), the largest score over the rows
+// that exist (others and NaN as -inf: a select before three xor shuffles
+// of maxima, 4, 8 and 16 lanes apart), and offers it with the block's id.
+// CHECK-LABEL: func.func @indexer_two_level
+// CHECK: gpu.launch {{.*}} function(@indexer_two_level_indexer0)
+// CHECK-COUNT-8: nvvm.wgmma.mma_async
+// CHECK-NOT: arith.cmpf ord
+// CHECK: gpu.launch {{.*}} function(@indexer_two_level_indexer1)
+// CHECK: gpu.launch {{.*}} function(@indexer_two_level_indexer2)
+// CHECK: gpu.launch {{.*}} function(@indexer_two_level_indexer3)
+// CHECK-COUNT-8: nvvm.wgmma.mma_async
+// CHECK: arith.cmpf ord
+// CHECK: arith.select %{{.*}}, %{{.*}}, %cst
+// CHECK: gpu.shuffle  xor %{{.*}}, %c4_i32
+// CHECK-NEXT: arith.maximumf
+// CHECK: gpu.shuffle  xor %{{.*}}, %c8_i32
+// CHECK-NEXT: arith.maximumf
+// CHECK: gpu.shuffle  xor %{{.*}}, %c16_i32
+// CHECK-NEXT: arith.maximumf
+// CHECK: gpu.launch {{.*}} function(@indexer_two_level_indexer4)
+// CHECK: gpu.launch {{.*}} function(@indexer_two_level_indexer5)
+// CHECK-NOT: v4a.cache_indexer_score
+// CHECK-NOT: v4a.block_topk
+// CHECK-NOT: v4a.topk
+func.func @indexer_two_level(%q: tensor<?x4x128xbf16>,
+    %keys: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+    %w: tensor<?x4xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
+    %ctx: tensor<1xi64>) -> (tensor<?x16xi32>, tensor<?x8xi32>) {
+  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
+      {ratio = 1 : i64}
+      : tensor<?x4x128xbf16>,
+        !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+        tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
+  %b = v4a.block_topk %s {block_size = 16 : i64, num_blocks = 8 : i64}
+      : tensor<?x?xf32> -> tensor<?x8xi32>
+  return %i, %b : tensor<?x16xi32>, tensor<?x8xi32>
+}
+
+// -----
+
+// The second level: the token's rows are its candidate blocks' rows in the
+// list's order; row v is row v % 8 of block candidates[t, v / 8] (the
+// slot clamped to the list), and exists only for an id >= 0 and below the
+// rows the token sees. Splits cover the 8 x 8 rows of the list, whatever
+// the context.
+// CHECK-LABEL: func.func @indexer_in_blocks
+// CHECK: %[[CAND:.*]] = bufferization.to_buffer %arg5
+// CHECK: gpu.launch {{.*}} function(@indexer_in_blocks_indexer0)
+// CHECK: %[[SLOT:.*]] = arith.minsi %{{.*}}, %c7
+// CHECK: %[[ID:.*]] = memref.load %[[CAND]][%{{.*}}, %[[SLOT]]] : memref<?x8xi32
+// CHECK: arith.cmpi sge, %[[ID]], %c0_i32
+// CHECK: arith.index_cast %[[ID]]
+// CHECK: arith.muli %{{.*}}, %c8
+// CHECK: gpu.launch {{.*}} function(@indexer_in_blocks_indexer1)
+// CHECK: gpu.launch {{.*}} function(@indexer_in_blocks_indexer2)
+// CHECK-NOT: v4a.topk
+func.func @indexer_in_blocks(%q: tensor<?x4x128xbf16>,
+    %keys: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+    %w: tensor<?x4xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
+    %cand: tensor<?x8xi32>, %ctx: tensor<1xi64>) -> tensor<?x16xi32> {
+  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
+      {ratio = 1 : i64}
+      : tensor<?x4x128xbf16>,
+        !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+        tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %i = v4a.topk %s candidates %cand {candidate_block_size = 8 : i64, k = 16 : i64}
+      : tensor<?x?xf32>, tensor<?x8xi32> -> tensor<?x16xi32>
+  return %i : tensor<?x16xi32>
+}
+
+// -----
+
+// A width that is no whole swizzle atom stays on the loop path; so do all
+// the selections of scores one of which the family does not take (4096
+// blocks: more than its 2048), since that one needs every score stored.
 // CHECK-LABEL: func.func @indexer_uncovered
 // CHECK: v4a.cache_indexer_score
 // CHECK: v4a.topk
 // CHECK: v4a.cache_indexer_score
 // CHECK: v4a.block_topk
 // CHECK: v4a.topk
+// CHECK-NOT: gpu.launch
 func.func @indexer_uncovered(%q: tensor<?x2x32xbf16>,
     %keys: !v4a.kv_cache<index_bf16, dim = 32, page_size = 64>,
     %q2: tensor<?x4x128xbf16>,
     %keys2: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
     %w: tensor<?x2xf32>, %w2: tensor<?x4xf32>, %pos: tensor<?xi64>,
     %base: tensor<?xi64>, %ctx: tensor<1xi64>)
-    -> (tensor<?x4xi32>, tensor<?x16xi32>) {
+    -> (tensor<?x4xi32>, tensor<?x16xi32>, tensor<?x4096xi32>) {
   %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
       {ratio = 4 : i64}
       : tensor<?x2x32xbf16>,
@@ -697,9 +774,8 @@ func.func @indexer_uncovered(%q: tensor<?x2x32xbf16>,
       : tensor<?x4x128xbf16>,
         !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
         tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
-  %b = v4a.block_topk %s2 {block_size = 16 : i64, num_blocks = 8 : i64}
-      : tensor<?x?xf32> -> tensor<?x8xi32>
-  %i2 = v4a.topk %s2 candidates %b {candidate_block_size = 16 : i64, k = 16 : i64}
-      : tensor<?x?xf32>, tensor<?x8xi32> -> tensor<?x16xi32>
-  return %i, %i2 : tensor<?x4xi32>, tensor<?x16xi32>
+  %b = v4a.block_topk %s2 {block_size = 16 : i64, num_blocks = 4096 : i64}
+      : tensor<?x?xf32> -> tensor<?x4096xi32>
+  %i2 = v4a.topk %s2 {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
+  return %i, %i2, %b : tensor<?x4xi32>, tensor<?x16xi32>, tensor<?x4096xi32>
 }

@@ -247,11 +247,41 @@ Value toI64(OpBuilder &b, Location loc, Value v) {
 Value toIndex(OpBuilder &b, Location loc, Value v) {
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
 }
+/// Whether `x` (f32) is finite (NaN compares false).
+Value isFinite(cpu::LoopEmitter &e, Value x) {
+  return arith::CmpFOp::create(e.builder(), e.location(),
+                               arith::CmpFPredicate::OLT, e.abs(x),
+                               e.f32(INFINITY));
+}
+
+/// What a run of the family selects from a token's scores.
+struct Selection {
+  enum class Kind {
+    /// The k best of the rows the token sees.
+    Rows,
+    /// The k best rows inside the token's candidate blocks (V4.1's second
+    /// level): its rows are those blocks' rows, in the order of the list.
+    RowsInBlocks,
+    /// The k best blocks of `blockSize` rows by their largest score (the
+    /// first level): the picks are block ids.
+    Blocks,
+  };
+  Kind kind = Kind::Rows;
+  int64_t blockSize = 1;
+  /// RowsInBlocks: [tokens, blockCount] i32 block ids, -1 for none.
+  Value candidates;
+  int64_t blockCount = 0;
+};
 
 /// What both kernels read: the host's sizes and the buffers.
 struct Operands {
   int64_t k = 0;
-  Value tokens, rows, splits, splitRows;
+  Selection selection;
+  /// The cache rows any token may see (the host's bound over the ratio),
+  /// and the rows a token's splits cover: those, or its candidate blocks'.
+  Value keyRows, rows;
+  Value splits, splitRows;
+  Value tokens;
   Value picks;   // memref<?xKxi32>
   Value partial; // memref<?xi64>: [token, split, k] keys
   Value images;  // memref<?xi8>: [token] query images (plan.e4m3)
@@ -801,15 +831,39 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
                      o.k, plan.incoming(), plan.capacity);
   select.start();
 
-  // This block's rows: [begin, end) of the token's visible ones.
+  // This block's rows: [begin, end) of the token's (its visible rows, or
+  // its candidate blocks' rows).
   int64_t ratio = op.getRatio();
+  const Selection &selection = o.selection;
+  bool inBlocks = selection.kind == Selection::Kind::RowsInBlocks;
   Value position = e.loadIndex(positions, {token});
   Value visible =
       e.min(arith::DivUIOp::create(b, loc, e.add(position, e.index(1)),
                                    e.index(ratio)),
-            o.rows);
+            o.keyRows);
   Value begin = e.mul(split, o.splitRows);
-  Value end = e.max(e.min(e.add(begin, o.splitRows), visible), begin);
+  Value end = e.max(
+      e.min(e.add(begin, o.splitRows), inBlocks ? o.rows : visible), begin);
+  // The cache row of the token's row `v` in [begin, end) and whether it
+  // exists: v itself, or row v % size of the (v / size)-th candidate block
+  // (none for -1; not past the rows the token sees).
+  auto rowAt = [&](Value v) -> std::pair<Value, Value> {
+    Value inside = e.cmp(IP::ult, v, end);
+    if (!inBlocks)
+      return {v, inside};
+    Value size = e.index(selection.blockSize);
+    Value slot = e.min(arith::DivUIOp::create(b, loc, v, size),
+                       e.index(selection.blockCount - 1));
+    Value id = memref::LoadOp::create(b, loc, selection.candidates,
+                                      ValueRange{token, slot});
+    Value named = e.cmp(IP::sge, id, e.i32(0));
+    Value row = e.add(e.mul(toIndex(b, loc, id), size),
+                      arith::RemUIOp::create(b, loc, v, size));
+    Value real = arith::AndIOp::create(
+        b, loc, arith::AndIOp::create(b, loc, inside, named),
+        e.cmp(IP::ult, row, visible));
+    return {row, real};
+  };
   Value keyBlocks = arith::CeilDivUIOp::create(
       b, loc, arith::SubIOp::create(b, loc, end, begin),
       e.index(kKeysPerBlock));
@@ -843,14 +897,54 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
     Value total = e.select(second, totals[1], totals[0]);
     Value row = e.add(fragmentPlace(b, loc, warp, lane, 0).row,
                       e.select(second, e.index(8), e.index(0)));
-    Value j = e.add(e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock))), row);
-    // Only finite scores are picked (NaN compares false).
-    Value finite = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
-                                         e.abs(total), e.f32(INFINITY));
+    auto [j, exists] = rowAt(
+        e.add(e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock))), row));
     Value real = arith::AndIOp::create(
         b, loc, e.cmp(IP::ult, quarter, e.index(2)),
-        arith::AndIOp::create(b, loc, e.cmp(IP::ult, j, end), finite));
+        arith::AndIOp::create(b, loc, exists, isFinite(e, total)));
     select.offer(BlockSelect::rankKey(b, loc, total, j), real);
+  };
+  // Selection::Kind::Blocks: a block of 8 rows is a warp's first or second
+  // eight (its lanes' first or second total), one of 16 a warp's sixteen.
+  // Each block's largest score over its rows that exist, NaN passed over
+  // (a block of none is not offered), from lane 0 (and lane 1, the second
+  // eight).
+  auto offerBlockMaxima = [&](ArrayRef<Value> totals, Value keyBlock) {
+    Value warpFirst =
+        e.add(e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock))),
+              e.mul(warp, e.index(16)));
+    Value mine =
+        e.add(warpFirst, arith::DivUIOp::create(b, loc, lane, e.index(4)));
+    Value largest[2];
+    for (int64_t half = 0; half < 2; ++half) {
+      Value exists = rowAt(e.add(mine, e.index(8 * half))).second;
+      Value kept = arith::AndIOp::create(
+          b, loc, exists,
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ORD, totals[half],
+                                totals[half]));
+      largest[half] = e.select(kept, totals[half], e.f32(-INFINITY));
+      for (int64_t mask = 4; mask < kWarpLanes; mask *= 2)
+        largest[half] = combine(b, loc, Combine::Max, largest[half],
+                                shuffleXor(b, loc, largest[half], mask));
+    }
+    int64_t size = selection.blockSize;
+    if (size == 16)
+      largest[0] = largest[1] =
+          combine(b, loc, Combine::Max, largest[0], largest[1]);
+    Value second = e.cmp(IP::eq, lane, e.index(1));
+    Value best = e.select(second, largest[1], largest[0]);
+    Value id = arith::DivUIOp::create(
+        b, loc, e.add(warpFirst, e.select(second, e.index(8), e.index(0))),
+        e.index(size));
+    Value offers = e.cmp(IP::ult, lane, e.index(size == 8 ? 2 : 1));
+    select.offer(BlockSelect::rankKey(b, loc, best, id),
+                 arith::AndIOp::create(b, loc, offers, isFinite(e, best)));
+  };
+  auto offer = [&](ArrayRef<Value> totals, Value keyBlock) {
+    if (selection.kind == Selection::Kind::Blocks)
+      offerBlockMaxima(totals, keyBlock);
+    else
+      offerTotals(totals, keyBlock);
   };
   auto offerScores = [&](Value dots, Value keyBlock) {
     SmallVector<Value> d = unpackAccumulator(b, loc, dots);
@@ -863,7 +957,7 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
                           e.mul(e.max(d[r + c], e.f32(0.0)), weightOf[r + c]));
       totals[half] = reduceLanes(b, loc, partial, 4, Combine::Add);
     }
-    offerTotals(totals, keyBlock);
+    offer(totals, keyBlock);
   };
   // plan.e4m3: the head sums of keys g and g + 8, in units of
   // 2^(largest block scale - 127 - kTopBinade) of their rows.
@@ -877,7 +971,7 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
       totals[half] =
           e.mul(e.mul(d[2 * half], e.f32(std::ldexp(1.0, -kTopBinade))), unit);
     }
-    offerTotals(totals, keyBlock);
+    offer(totals, keyBlock);
   };
 
   Value queryAddress = addressOf(b, loc, query);
@@ -891,8 +985,7 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
     return e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock)));
   };
   auto keyRow = [&](Value first, Value row) -> std::pair<Value, Value> {
-    Value j = e.add(first, row);
-    Value real = e.cmp(IP::ult, j, end);
+    auto [j, real] = rowAt(e.add(first, row));
     return {e.add(base, e.select(real, j, e.index(0))), real};
   };
   // The query tile's rows: bf16, or e4m3 (plan.e4m3) one atom wide.
@@ -1446,22 +1539,59 @@ int64_t indexerTransientBytes(int64_t tokens, int64_t heads, int64_t width,
   return bytes;
 }
 
-TopKOp coveredTopK(CacheIndexerScoreOp scores) {
-  Value result = scores.getScores();
-  if (!result.hasOneUse())
-    return nullptr;
-  auto topk = dyn_cast<TopKOp>(*result.getUsers().begin());
-  if (!topk || topk.getCandidates())
-    return nullptr;
+namespace {
+
+/// The k of a selection of the scores, and what it selects; none for a
+/// user the family does not take.
+std::optional<std::pair<int64_t, Selection>> selectionOf(Operation *user) {
+  Selection selection;
+  if (auto blocks = dyn_cast<BlockTopKOp>(user)) {
+    selection.kind = Selection::Kind::Blocks;
+    selection.blockSize = static_cast<int64_t>(blocks.getBlockSize());
+    return std::make_pair(static_cast<int64_t>(blocks.getNumBlocks()),
+                          selection);
+  }
+  auto topk = dyn_cast<TopKOp>(user);
+  if (!topk)
+    return std::nullopt;
+  if (Value candidates = topk.getCandidates()) {
+    auto type = cast<RankedTensorType>(candidates.getType());
+    std::optional<uint64_t> size = topk.getCandidateBlockSize();
+    if (!size || ShapedType::isDynamic(type.getDimSize(1)) ||
+        type.getDimSize(1) < 1)
+      return std::nullopt;
+    selection.kind = Selection::Kind::RowsInBlocks;
+    selection.blockSize = static_cast<int64_t>(*size);
+    selection.blockCount = type.getDimSize(1);
+  }
+  return std::make_pair(static_cast<int64_t>(topk.getK()), selection);
+}
+
+} // namespace
+
+SmallVector<Operation *> coveredSelections(CacheIndexerScoreOp scores) {
   auto query = cast<RankedTensorType>(scores.getQuery().getType());
-  if (!query.getElementType().isBF16())
-    return nullptr;
-  int64_t heads = query.getDimSize(1), width = query.getDimSize(2);
   std::optional<layout::RowLayout> row = keyRowsOf(scores.getKeys().getType());
-  if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(width) || !row ||
-      !planShared(heads, width, static_cast<int64_t>(topk.getK()), *row))
-    return nullptr;
-  return topk;
+  if (!query.getElementType().isBF16() || !row)
+    return {};
+  int64_t heads = query.getDimSize(1), width = query.getDimSize(2);
+  if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(width))
+    return {};
+  // All or none: one user left to the loop path needs every score stored.
+  SmallVector<Operation *> users(scores.getScores().getUsers());
+  // In program order, so that the kernels' names follow it.
+  if (llvm::all_of(users, [&](Operation *user) {
+        return user->getBlock() == users.front()->getBlock();
+      }))
+    llvm::sort(users, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+  for (Operation *user : users) {
+    auto selection = selectionOf(user);
+    if (!selection || !planShared(heads, width, selection->first, *row))
+      return {};
+  }
+  return users;
 }
 
 bool takesE4M3Keys(CacheIndexerScoreOp scores) {
@@ -1471,14 +1601,16 @@ bool takesE4M3Keys(CacheIndexerScoreOp scores) {
 }
 
 void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
-                      TopKOp topk, bool e4m3) {
+                      Operation *topk, bool e4m3) {
   Location loc = op.getLoc();
   OpBuilder &b = rewriter;
   b.setInsertionPoint(topk);
   cpu::LoopEmitter e(b, loc);
   auto queryType = cast<RankedTensorType>(op.getQuery().getType());
   Operands o;
-  o.k = static_cast<int64_t>(topk.getK());
+  std::tie(o.k, o.selection) = *selectionOf(topk);
+  if (o.selection.kind == Selection::Kind::RowsInBlocks)
+    o.selection.candidates = e.buffer(cast<TopKOp>(topk).getCandidates());
   SharedPlan plan =
       *planShared(queryType.getDimSize(1), queryType.getDimSize(2), o.k,
                   *keyRowsOf(op.getKeys().getType()), e4m3);
@@ -1497,8 +1629,11 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
   Value bound = e.loadIndex(context, {e.index(0)});
   // (Signed divisions: the host program's arithmetic has no unsigned
   // ceiling division; every value here is non-negative.)
-  o.rows = arith::DivSIOp::create(b, loc, e.max(bound, e.index(0)),
-                                  e.index(op.getRatio()));
+  o.keyRows = arith::DivSIOp::create(b, loc, e.max(bound, e.index(0)),
+                                     e.index(op.getRatio()));
+  o.rows = o.selection.kind == Selection::Kind::RowsInBlocks
+               ? e.index(o.selection.blockCount * o.selection.blockSize)
+               : o.keyRows;
   Value perToken = arith::DivSIOp::create(
       b, loc, e.index(kSMs * plan.blocksPerSM), e.max(o.tokens, e.index(1)));
   Value needed =
@@ -1510,7 +1645,7 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
                                                        e.index(kKeysPerBlock)),
                             e.index(kKeysPerBlock)),
                       e.index(kKeysPerBlock));
-  auto picksType = cast<RankedTensorType>(topk.getType());
+  auto picksType = cast<RankedTensorType>(topk->getResult(0).getType());
   o.picks = memref::AllocOp::create(
       b, loc, MemRefType::get(picksType.getShape(), b.getI32Type()),
       ValueRange{o.tokens});
@@ -1539,7 +1674,8 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
   Value result = bufferization::ToTensorOp::create(
       b, loc, picksType, o.picks, /*restrict=*/true, /*writable=*/true);
   rewriter.replaceOp(topk, result);
-  rewriter.eraseOp(op);
+  if (op->use_empty())
+    rewriter.eraseOp(op);
 }
 
 } // namespace v4a::gpu

@@ -22,12 +22,14 @@ class TopKOp;
 
 namespace v4a::gpu {
 
-/// The top-k the family computes together with `scores`: the only user of
-/// the scores, a v4a.topk without candidate blocks; null when the family
-/// does not cover them (the query must be bf16 and the keys bf16, fp8 or
-/// MXFP4 rows, with a head width that is a multiple of 64 and at most 256,
-/// at most 256 heads, k at most 2048).
-TopKOp coveredTopK(CacheIndexerScoreOp scores);
+/// The selections the family computes together with `scores`: every user
+/// of the scores, each a v4a.topk (within candidate blocks or not) or a
+/// v4a.block_topk; none when the family does not cover them all (the query
+/// must be bf16 and the keys bf16, fp8 or MXFP4 rows, with a head width
+/// that is a multiple of 64 and at most 256, at most 256 heads, each k or
+/// block count at most 2048).
+llvm::SmallVector<mlir::Operation *>
+coveredSelections(CacheIndexerScoreOp scores);
 
 /// Whether the family takes an indexer of `heads` query heads of `width`
 /// keeping `k` rows (bf16 queries and index keys, no candidate blocks).
@@ -46,14 +48,15 @@ int64_t indexerTransientBytes(int64_t tokens, int64_t heads, int64_t width,
 /// MXFP4 rows of 128 dims.
 bool takesE4M3Keys(CacheIndexerScoreOp scores);
 
-/// Replaces `scores` and `topk` with the family's kernels. With `e4m3`,
-/// MXFP4 keys of 128 dims are multiplied as e4m3 with the head sum on the
-/// tensor cores: relu(dot) rounded to bf16, as the reference rounds it, and
+/// Replaces `topk`, one of coveredSelections(scores), with the family's
+/// kernels (a run of the scores each; `scores` goes with its last user). With
+/// `e4m3`, MXFP4 keys of 128 dims are multiplied as e4m3 with the head sum on
+/// the tensor cores: relu(dot) rounded to bf16, as the reference rounds it, and
 /// the heads summed in the tensor cores' order, so that picks may differ
 /// from the other backends' where scores lie within that rounding; without
 /// it they are decoded to bf16 and the scores keep every backend's bits.
 void lowerIndexerTopK(mlir::RewriterBase &rewriter, CacheIndexerScoreOp scores,
-                      TopKOp topk, bool e4m3);
+                      mlir::Operation *topk, bool e4m3);
 
 } // namespace v4a::gpu
 

@@ -112,7 +112,7 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
     return success();
   }
   LogicalResult
-  checkE4M3Keys(ArrayRef<std::pair<CacheIndexerScoreOp, TopKOp>> indexer) {
+  checkE4M3Keys(ArrayRef<std::pair<CacheIndexerScoreOp, Operation *>> indexer) {
     if (!indexerE4M3)
       return success();
     for (auto [scores, topk] : indexer)
@@ -138,10 +138,10 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
       if (func.isExternal())
         continue;
       // Scores and their top-k are two units; the family takes both.
-      SmallVector<std::pair<CacheIndexerScoreOp, TopKOp>> indexer;
+      SmallVector<std::pair<CacheIndexerScoreOp, Operation *>> indexer;
       if (indexerFamily)
         func.walk([&](CacheIndexerScoreOp scores) {
-          if (TopKOp topk = v4a::gpu::coveredTopK(scores))
+          for (Operation *topk : v4a::gpu::coveredSelections(scores))
             indexer.push_back({scores, topk});
         });
       if (failed(checkE4M3Keys(indexer)))
