@@ -305,9 +305,10 @@ def LowerToGPU : Pass<"v4a-lower-to-gpu", "::mlir::ModuleOp"> {
     family would, and store the bf16 rows into the query tile. Attention
     kernels are launched where the attention stands in the step.
 
-    The indexer family (`indexer`): `cache_indexer_score` whose only user is
-    a `topk` without candidate blocks (bf16 query and index keys, a head
-    width that is a multiple of 64, at most 256 heads, k at most 2048). A
+    The indexer family (`indexer`): `cache_indexer_score` whose users are
+    `topk` and `block_topk` ops (bf16 query and index keys, a head width
+    that is a multiple of 64, at most 256 heads, each k or block count at
+    most 2048), one run of the family per user. A
     warpgroup per (token, split of its rows) scores 64 keys per wgmma chain
     (keys as M, heads as N), sums each key's heads from the registers in
     the ops' documented order and streams the scores through a top-k in
@@ -315,7 +316,11 @@ def LowerToGPU : Pass<"v4a-lower-to-gpu", "::mlir::ModuleOp"> {
     select, a bitonic sort); no [T, rows] scores are stored. When a
     token's rows are split, a second kernel merges the lists: up to four by
     each key's rank in their union, more through a floor from samples of
-    the sorted lists and the same top-k.
+    the sorted lists and the same top-k. V4.1's two-level selection runs on
+    the same kernels: a `block_topk` offers each block's largest score
+    (a shuffle reduction over the lanes holding its rows) with the block's
+    id; a `topk` with candidate blocks scores only the rows of the token's
+    blocks, gathered by id, and picks global rows.
   }];
   let options = [
     Option<"indexerFamily", "indexer-family", "bool", "true",

@@ -235,13 +235,19 @@ static void printIndexers(const Report &report, llvm::raw_ostream &os) {
       os << llvm::formatv(" {0,12}", io::formatBytes(bytes));
     os << "\n";
   }
+  bool twoLevel = llvm::any_of(report.indexers, [](const IndexerUsage &usage) {
+    return usage.path == "family (rows, blocks)";
+  });
   os << llvm::formatv("family: split lists of k keys, at most max(tokens, "
-                      "{0}) of them{1}, nothing in tokens x rows;\nloops: "
+                      "{0}) of them{1}, nothing in tokens x rows{2};\nloops: "
                       "the [tokens, rows] f32 scores.\n",
                       gpu::indexerSplitListBytes(1, 1) / 8,
                       report.indexerE4M3 ? ", and a query image a token "
                                            "(e4m3 MMAs)"
-                                         : "");
+                                         : "",
+                      twoLevel ? " (a candidate source's twice: its rows and "
+                                 "its candidate blocks)"
+                               : "");
 }
 
 void report::printText(const Report &report, llvm::raw_ostream &os) {

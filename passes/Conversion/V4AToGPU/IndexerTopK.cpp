@@ -33,6 +33,12 @@
 //   of the sorted lists, a floor no pick is below, and offers the lists'
 //   keys above it (a few times k) to the same top-k.
 //
+// V4.1's two-level selection is the same kernels over other rows or keys
+// (Selection): a block top-k offers, per block of 8 or 16 rows, its
+// largest score with the block's id; a top-k inside candidate blocks takes
+// as a token's rows its blocks' rows, in the list's order, and offers
+// their global rows. Scores with both users are scored once per user.
+//
 // Splits depend on the batch (enough blocks to fill the chip) but the picks
 // never do: the selection is exact and keys are distinct (score, row)
 // pairs, so any split gives the same picks in the same order.

@@ -32,7 +32,7 @@ llvm::SmallVector<mlir::Operation *>
 coveredSelections(CacheIndexerScoreOp scores);
 
 /// Whether the family takes an indexer of `heads` query heads of `width`
-/// keeping `k` rows (bf16 queries and index keys, no candidate blocks).
+/// keeping `k` rows or blocks (bf16 queries and index keys).
 bool indexerFamilyCovers(int64_t heads, int64_t width, int64_t k);
 /// The most bytes of split lists the family holds in a step of `tokens`
 /// tokens keeping `k` rows: nothing grows with the rows.
