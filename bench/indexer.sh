@@ -7,7 +7,8 @@
 #
 #   bench/indexer.sh prepare   (here: the packages, into build/gpu)
 #   bench/indexer.sh [SHAPES]  (there, carrying build/bin and build/gpu;
-#                               SHAPES as model:batch:context:tokens)
+#                               SHAPES as package:batch:context:tokens
+#                               [:layer], layer 2 unless told)
 #
 # PACKAGES=DIR reads the packages from DIR instead of build/gpu, and
 # VARIANT=NAME labels the JSON lines (variants of the kernel side by side);
@@ -29,6 +30,15 @@ if [[ ${1:-} == prepare ]]; then
       --index-layout=$layout --target=sm_90a \
       -o "$dir/v4-flash-64k-ix$layout.v4apkg" || exit 1
   done
+  # MXFP4 keys multiplied as e4m3 (shapes v4-flash-64k-e4m3:..., 1m-e4m3).
+  build/bin/v4a-compile examples/v4-flash.json --context 65792 \
+    --indexer-e4m3 --target=sm_90a -o "$dir/v4-flash-64k-e4m3.v4apkg" || exit 1
+  build/bin/v4a-compile examples/v4-flash.json --context 1048832 \
+    --indexer-e4m3 --target=sm_90a -o "$dir/v4-flash-1m-e4m3.v4apkg" || exit 1
+  # V4.1's candidate source (layer 20, ratio 1: its rows and its candidate
+  # blocks from one scores op; shapes v41-shared-64k:...:20).
+  build/bin/v4a-compile examples/v41-shared.json --context 65792 \
+    --target=sm_90a -o "$dir/v41-shared-64k.v4apkg" || exit 1
   exit 0
 fi
 out=${OUT:-$dir}
@@ -37,23 +47,27 @@ exec > >(tee -a "$out/indexer.log") 2>&1
 python3 bench/ceilings.py | tee -a "$lines"
 shapes=${*:-v4-flash-64k:1:65536:1 v4-flash-64k:32:65536:1
   v4-flash-64k:128:65536:1 v4-flash-64k:1:0:8192 v4-pro-64k:128:65536:1
-  v4-flash-1m:1:262144:1 v4-flash-1m:32:262144:1 v4-flash-1m:1:1048576:1}
+  v4-flash-1m:1:262144:1 v4-flash-1m:32:262144:1 v4-flash-1m:1:1048576:1
+  v4-flash-64k-e4m3:128:65536:1 v4-flash-1m-e4m3:1:1048576:1
+  v41-shared-64k:1:65536:1:20 v41-shared-64k:32:65536:1:20}
 for shape in $shapes; do
-  IFS=: read -r package batch context tokens <<< "$shape"
+  IFS=: read -r package batch context tokens layer <<< "$shape"
+  layer=${layer:-2}
   case $package in v4-pro*) config=examples/v4-pro.json ;;
+                   v41-shared*) config=examples/v41-shared.json ;;
                    *) config=examples/v4-flash.json ;; esac
-  csv=$out/indexer-${VARIANT:+$VARIANT-}$package-b$batch-c$context-t$tokens.csv
+  csv=$out/indexer-${VARIANT:+$VARIANT-}$package-b$batch-c$context-t$tokens-l$layer.csv
   timeout 240 ncu --clock-control none --kernel-name regex:indexer \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv \
     --print-units base \
     build/bin/v4a-run-package "$dir/$package.v4apkg" --random-weights 1 \
-    --layers 2 --bench --batch "$batch" --context "$context" \
+    --layers "$layer" --bench --batch "$batch" --context "$context" \
     --tokens "$tokens" --repeat 1 --graphs off > "$csv" 2> "$csv.err" ||
     echo "$shape: ncu failed: $(tail -2 "$csv.err")"
   sed -i '/^==PROF==/d' "$csv"
   layout=mxfp4
   [[ $package =~ -ix(bf16|mxfp4|fp8)$ ]] && layout=${BASH_REMATCH[1]}
   python3 bench/indexer_report.py "$csv" "$config" "$batch" "$context" \
-    "$tokens" "$layout" | tee -a "$lines"
+    "$tokens" "$layout" "$layer" | tee -a "$lines"
 done
 [[ ${TORCH:-1} == 1 ]] && python3 bench/indexer_torch.py | tee -a "$lines"
