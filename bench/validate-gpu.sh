@@ -93,6 +93,10 @@ EOF
   compile examples/tiny.json 1024 tiny
   compile examples/tiny-v41.json 1024 tiny-v41
   compile examples/v41-shared.json 1024 v41-shared
+  # V4.1's two-level selection with cuts: ratio-1 layers past 1,024 rows
+  # (64 candidate blocks of 16) and past 512 (k), against the loop path.
+  compile examples/v41-shared.json 4096 v41-shared-4k
+  compile examples/v41-shared.json 4096 v41-shared-4k-loops --indexer-loops
   compile examples/v4-flash.json 4096 v4-flash
   compile "$dir/v4-flash-bf16.json" 4096 v4-flash-bf16
   compile examples/v4-pro.json 4096 v4-pro
@@ -278,6 +282,11 @@ if [[ $part == all || $part == indexer ]]; then
     9000,5000,1 2 2 v4-flash-64k-ixbf16
   same_outputs v4-flash-64k-mxfp4-batch v4-flash-64k 9000 \
     "9000,5000$(printf ',1%.0s' {1..62})" 2 2 v4-flash-64k-ixbf16
+  # V4.1: the candidate source (layer 20) keeps 64 of up to 188 blocks and
+  # 512 of up to 3,002 rows; layer 30 picks 512 of its 1,024 candidate
+  # rows. The prefill has one split a token; the decode steps' 3 tokens
+  # split their rows, so their lists are merged.
+  same_outputs v41-shared-4k v41-shared-4k 3000 3000,1000,1 2 20,30
 fi
 if [[ $part == all || $part == large ]]; then
   CASE_TIMEOUT=240 run_case v4-pro-fp8 v4-pro 140 140,1 2 0,2
