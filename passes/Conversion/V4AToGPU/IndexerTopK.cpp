@@ -159,6 +159,12 @@ struct SharedPlan {
   int64_t incoming() const { return kKeysPerBlock * tilesPerCheck; }
 };
 
+/// Whether the e4m3 form takes key rows of this layout: MXFP4 rows of
+/// kE4M3Width dims.
+bool multipliesAsE4M3(const layout::RowLayout &row) {
+  return row.kind == layout::RowKind::IndexMXFP4 && row.dim == kE4M3Width;
+}
+
 std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
                                      const layout::RowLayout &row,
                                      bool e4m3 = false) {
@@ -170,8 +176,7 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
   plan.paddedHeads = llvm::alignTo(heads, 8);
   plan.width = width;
   plan.row = row;
-  plan.e4m3 =
-      e4m3 && row.kind == layout::RowKind::IndexMXFP4 && width == kE4M3Width;
+  plan.e4m3 = e4m3 && multipliesAsE4M3(row);
   int64_t queryTile = plan.paddedHeads * width * (plan.e4m3 ? 1 : 2);
   plan.keyTile = kKeysPerBlock * width * 2;
   plan.stageBytes = plan.keyTile;
@@ -1601,9 +1606,8 @@ SmallVector<Operation *> coveredSelections(CacheIndexerScoreOp scores) {
 }
 
 bool takesE4M3Keys(CacheIndexerScoreOp scores) {
-  KVCacheType keys = scores.getKeys().getType();
-  return keys.getLayout() == CacheLayout::IndexMXFP4 &&
-         keys.getDim() == kE4M3Width;
+  std::optional<layout::RowLayout> row = keyRowsOf(scores.getKeys().getType());
+  return row && multipliesAsE4M3(*row);
 }
 
 void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,

@@ -115,7 +115,7 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
   checkE4M3Keys(ArrayRef<std::pair<CacheIndexerScoreOp, Operation *>> indexer) {
     if (!indexerE4M3)
       return success();
-    for (auto [scores, topk] : indexer)
+    for (CacheIndexerScoreOp scores : llvm::make_first_range(indexer))
       if (!v4a::gpu::takesE4M3Keys(scores)) {
         KVCacheType keys = scores.getKeys().getType();
         return scores.emitOpError("indexer-e4m3 multiplies MXFP4 index keys "
