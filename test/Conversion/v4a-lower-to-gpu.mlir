@@ -64,7 +64,8 @@ func.func @wide_norm(%x: tensor<?x4096xbf16>, %w: tensor<4096xbf16>) -> tensor<?
 
 // A cache store closing the chain writes the kernel's rows into the cache:
 // bf16 index rows through a [rows, 128] view of the cache's bytes, at the row
-// ids (-1 skipped). act_quant's block maximum is a butterfly over the
+// ids. A row of id -1 is neither read nor stored: its id is loaded first
+// and guards the row's load. act_quant's block maximum is a butterfly over the
 // block's 8 lanes; the Hadamard transform of 128 elements exchanges halves
 // with the lanes 1, 2, 4 and 8 apart, each exchanged value taken in by one
 // fused multiply-add with the lane's sign (+1 keeps the sum, -1 the
@@ -74,14 +75,18 @@ func.func @wide_norm(%x: tensor<?x4096xbf16>, %w: tensor<4096xbf16>) -> tensor<?
 // CHECK-NOT: memref.alloc
 // CHECK: gpu.launch {{.*}} function(@hadamard_quant_store_rows0)
 // CHECK: %[[VIEW:.*]] = memref.view %[[BYTES]]{{.*}} to memref<?x128xbf16>
+// CHECK: %[[ID:.*]] = arith.index_cast
+// CHECK: %[[KEPT:.*]] = arith.cmpi sge, %[[ID]]
+// CHECK: %[[READ:.*]] = arith.andi %{{.*}}, %[[KEPT]]
+// CHECK: scf.if %[[READ]]
+// CHECK-NEXT: vector.load
 // CHECK: %[[SIGN:.*]] = arith.select %{{.*}}, %cst{{.*}}, %cst{{.*}} : f32
 // CHECK: %[[OTHER:.*]], %{{.*}} = gpu.shuffle  xor
 // CHECK-NEXT: math.fma %{{.*}}, %[[SIGN]], %[[OTHER]] : f32
 // CHECK-COUNT-31: gpu.shuffle  xor
 // CHECK-COUNT-3: gpu.shuffle  xor
 // CHECK-NOT: gpu.shuffle
-// CHECK: %[[ID:.*]] = arith.index_cast
-// CHECK: arith.cmpi sge, %[[ID]]
+// CHECK: scf.if %[[READ]]
 // CHECK: vector.store %{{.*}}, %[[VIEW]][%[[ID]], %{{.*}}] {alignment = 16 : i64} : memref<?x128xbf16>, vector<8xbf16>
 // CHECK: gpu.terminator
 // CHECK-NOT: v4a.cache_store

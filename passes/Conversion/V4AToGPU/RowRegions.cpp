@@ -759,6 +759,7 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
         SmallVector<RowThread> threadsOf;
         SmallVector<Value> valid;
         SmallVector<Values> v;
+        SmallVector<Value> ids;
         for (int64_t k = 0; k < rowsAtOnce; ++k) {
           Value row = arith::AddIOp::create(
               nb, l, arith::MulIOp::create(nb, l, group, c(rowsPerBlock)),
@@ -777,6 +778,19 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
             lead = {clamped};
           threadsOf.push_back(RowThread{nb, l, width, team, lane, threadId,
                                         lead, column, laneInRow, partials});
+          // A row the cache does not keep (id -1: a prefill token outside
+          // the window, say) is neither read nor stored; its lanes still
+          // take part in the row's shuffles and barriers, on zeros.
+          if (store) {
+            Value id = arith::IndexCastOp::create(
+                nb, l, nb.getIndexType(),
+                memref::LoadOp::create(nb, l, rowIds, ValueRange{lead[0]}));
+            ids.push_back(id);
+            valid[k] = arith::AndIOp::create(
+                nb, l, valid[k],
+                arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, id,
+                                      c(0)));
+          }
           v.push_back(loadChunk(nb, l, input,
                                 window ? windowIndices(nb, l, lead, *window)
                                        : threadsOf[k].at(column),
@@ -802,14 +816,7 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
         for (int64_t k = 0; k < rowsAtOnce; ++k) {
           RowThread &t = threadsOf[k];
           if (store) {
-            Value id = arith::IndexCastOp::create(
-                nb, l, nb.getIndexType(),
-                memref::LoadOp::create(nb, l, rowIds, ValueRange{t.lead[0]}));
-            Value stored = arith::AndIOp::create(
-                nb, l, valid[k],
-                arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, id,
-                                      c(0)));
-            storeToCache(t, *cache, v[k], id, stored);
+            storeToCache(t, *cache, v[k], ids[k], valid[k]);
           } else {
             storeChunk(nb, l, v[k], output, t.at(column), valid[k]);
           }
