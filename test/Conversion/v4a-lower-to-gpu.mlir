@@ -107,8 +107,12 @@ func.func @hadamard_quant_store(%k: tensor<?x128xbf16>, %ids: tensor<?xi64>, %ca
 // per thread of the 448 quantized dims with the ue8m0 scale of each 64-dim
 // block (a max over its 8 lanes) from the block's first lane, the pad byte
 // from the row's first lane, 16 bytes of bf16 per thread of the rope dims.
+// With no op before the store, the row's load is not guarded by its id (the
+// id is loaded after it, beside it in flight).
 // CHECK-LABEL: func.func @model1_store
 // CHECK: gpu.launch {{.*}} function(@model1_store_rows0)
+// CHECK: vector.load
+// CHECK: memref.load %{{.*}} : memref<?xi64>
 // CHECK-COUNT-3: gpu.shuffle  xor
 // CHECK-NOT: gpu.shuffle
 // CHECK: vector.store %{{.*}} {alignment = 8 : i64} : memref<?xi8>, vector<8xi8>

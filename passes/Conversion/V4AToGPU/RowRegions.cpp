@@ -746,6 +746,12 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
                                 arith::ConstantIndexOp::create(nb, l, width)));
     return {lead[0], first};
   };
+  bool skipsUnkept = store && !chain.empty();
+  auto loadRowId = [&](OpBuilder &nb, Location l, Value token) -> Value {
+    return arith::IndexCastOp::create(
+        nb, l, nb.getIndexType(),
+        memref::LoadOp::create(nb, l, rowIds, ValueRange{token}));
+  };
   scf::ForOp::create(
       b, loc, launch.getBlockIds().x, groups, launch.getGridSize().x,
       ValueRange{}, [&](OpBuilder &nb, Location l, Value group, ValueRange) {
@@ -778,13 +784,14 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
             lead = {clamped};
           threadsOf.push_back(RowThread{nb, l, width, team, lane, threadId,
                                         lead, column, laneInRow, partials});
-          // A row the cache does not keep (id -1: a prefill token outside
-          // the window, say) is neither read nor stored; its lanes still
-          // take part in the row's shuffles and barriers, on zeros.
-          if (store) {
-            Value id = arith::IndexCastOp::create(
-                nb, l, nb.getIndexType(),
-                memref::LoadOp::create(nb, l, rowIds, ValueRange{lead[0]}));
+          // Where the chain computes before its store, a row the cache
+          // does not keep (id -1: a prefill token that completes no
+          // compressed group, say) is neither read nor stored; its lanes
+          // still take part in the row's shuffles and barriers, on zeros.
+          // A bare copy loads its id beside the row: the id first would only
+          // put its latency ahead of the row's (measured, kernels-notes).
+          if (skipsUnkept) {
+            Value id = loadRowId(nb, l, lead[0]);
             ids.push_back(id);
             valid[k] = arith::AndIOp::create(
                 nb, l, valid[k],
@@ -816,7 +823,15 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
         for (int64_t k = 0; k < rowsAtOnce; ++k) {
           RowThread &t = threadsOf[k];
           if (store) {
-            storeToCache(t, *cache, v[k], ids[k], valid[k]);
+            Value id = skipsUnkept ? ids[k] : loadRowId(nb, l, t.lead[0]);
+            Value kept =
+                skipsUnkept
+                    ? valid[k]
+                    : arith::AndIOp::create(
+                          nb, l, valid[k],
+                          arith::CmpIOp::create(
+                              nb, l, arith::CmpIPredicate::sge, id, c(0)));
+            storeToCache(t, *cache, v[k], id, kept);
           } else {
             storeChunk(nb, l, v[k], output, t.at(column), valid[k]);
           }
