@@ -6,7 +6,9 @@
 
 // With indexer-e4m3, MXFP4 keys of 128 dims run on e4m3 MMAs. A first kernel makes each
 // token's query image once (e4m3 rows scaled per head, in the keys'
-// fragment K order, and the bf16 weight tile of the head sum); the scoring
+// fragment K order, and the bf16 weight tile of the head sum: a thread per
+// 16 bytes of a head's row, 16 lanes a head sharing its largest value by
+// four xor shuffles, two words of codes a thread); the scoring
 // kernel copies it, writes its decode tables, and decodes each key row's
 // codes with byte permutes of the table of its block's distance from the
 // row's largest scale (one 8-byte load of the tables a row) into the A
@@ -17,8 +19,11 @@
 // its scores are offered.
 // CHECK-LABEL: func.func @indexer_topk_mxfp4
 // CHECK: %[[IMAGES:.*]] = memref.alloc(%{{.*}}) : memref<?xi8>
-// CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer3)
-// CHECK-COUNT-16: llvm.store {{.*}} {alignment = 4 : i64} : i32, !llvm.ptr<1>
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c1024{{.*}} function(@indexer_topk_mxfp4_indexer3)
+// CHECK: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
+// CHECK-COUNT-4: gpu.shuffle  xor
+// CHECK-COUNT-2: llvm.store {{.*}} {alignment = 4 : i64} : i32, !llvm.ptr<1>
+// CHECK-NOT: llvm.store {{.*}} : i32, !llvm.ptr<1>
 // CHECK-COUNT-8: llvm.store {{.*}} {alignment = 2 : i64} : i16, !llvm.ptr<1>
 // CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer0)
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg

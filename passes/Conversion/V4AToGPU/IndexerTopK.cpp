@@ -118,6 +118,8 @@ constexpr int64_t kChunkBytes = 16;
 /// its row's largest, from kFarthestBlock binades below (all zeros, for
 /// every block farther) up to 0, then the sign word.
 constexpr int64_t kE4M3Width = 128;
+/// Threads of the kernel making each token's query image.
+constexpr int64_t kImageThreads = 1024;
 constexpr int64_t kE4M3StepBytes = 32;
 constexpr int64_t kFarthestBlock = 21;
 constexpr int64_t kDecodeTables = kFarthestBlock + 1;
@@ -689,10 +691,11 @@ Value swizzledByte(cpu::LoopEmitter &e, Value row, Value k, int64_t atoms) {
 }
 
 /// The e4m3 image of each token's query (plan.e4m3), a block per token and
-/// a thread per half of a head's row. A head's values are scaled by 2^-u,
-/// which brings its largest into [4, 8): exact in e4m3 for fp4-simulated
-/// heads whose blocks' scales span at most 8 binades (others round as
-/// e4m3 rounds). K byte 32 s + 16 h + 4 c + j of a row holds dim
+/// a thread per 16 bytes of a head's row (16 lanes a head: the chain of a
+/// token's quantization is one chunk long). A head's values are scaled by
+/// 2^-u, which brings its largest into [4, 8): exact in e4m3 for
+/// fp4-simulated heads whose blocks' scales span at most 8 binades (others
+/// round as e4m3 rounds). K byte 32 s + 16 h + 4 c + j of a row holds dim
 /// 32 c + 8 s + 4 h + j, the order of the keys' A fragments (a thread's
 /// quarter c of a key row is its scale block c). The weight tile, 8 rows
 /// of bf16 along K for the head sum's MMAs, holds w 2^u in every row, 0 past
@@ -702,46 +705,52 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
                       const Operands &o, Value query, Value weights,
                       Value images, Operation *func) {
   cpu::LoopEmitter e(b, loc);
-  mlir::gpu::LaunchOp launch =
-      createLaunch(b, loc, kernelName(func, "indexer"), o.tokens, kThreads);
+  mlir::gpu::LaunchOp launch = createLaunch(b, loc, kernelName(func, "indexer"),
+                                            o.tokens, kImageThreads);
   Value thread = launch.getThreadIds().x;
   Value token = launch.getBlockIds().x;
   Type i32 = b.getI32Type();
   Value queryAddress = addressOf(b, loc, query);
   Value image = e.add(addressOf(b, loc, images),
                       e.mul(toI64(b, loc, token), e.i64(plan.imageBytes)));
-  int64_t halves = plan.paddedHeads * 2, half = plan.width / 2;
-  int64_t passes = llvm::divideCeil(halves, kThreads);
+  constexpr int64_t kValuesPerChunk = kChunkBytes / 2;
+  int64_t chunksPerHead = plan.width / kValuesPerChunk;
+  int64_t chunksPerHalf = chunksPerHead / 2;
+  static_assert(kE4M3Width / kValuesPerChunk <= kWarpLanes);
+  int64_t chunks = plan.paddedHeads * chunksPerHead;
+  int64_t passes = llvm::divideCeil(chunks, kImageThreads);
   for (int64_t pass = 0; pass < passes; ++pass) {
-    Value linear = e.add(thread, e.index(pass * kThreads));
-    Value head = e.div(linear, e.index(2));
-    Value second = e.rem(linear, e.index(2));
+    Value linear = e.add(thread, e.index(pass * kImageThreads));
+    Value head = arith::DivUIOp::create(b, loc, linear, e.index(chunksPerHead));
+    Value chunk =
+        arith::RemUIOp::create(b, loc, linear, e.index(chunksPerHead));
+    Value second =
+        arith::DivUIOp::create(b, loc, chunk, e.index(chunksPerHalf));
+    Value chunkOfHalf =
+        arith::RemUIOp::create(b, loc, chunk, e.index(chunksPerHalf));
     Value real = e.cmp(IP::ult, head, e.index(plan.heads));
     Value safe = e.min(head, e.index(plan.heads - 1));
     Value element = e.add(e.mul(e.add(e.mul(token, e.index(plan.heads)), safe),
                                 e.index(plan.width)),
-                          e.mul(second, e.index(half)));
+                          e.mul(chunk, e.index(kValuesPerChunk)));
     Value from = e.add(queryAddress, e.mul(toI64(b, loc, element), e.i64(2)));
+    Value words =
+        loadGlobal(b, loc, from, VectorType::get({4}, i32), kChunkBytes);
     SmallVector<Value> values;
-    Type chunk = VectorType::get({4}, i32);
-    for (int64_t c = 0; c < half * 2 / kChunkBytes; ++c) {
-      Value words = loadGlobal(b, loc, e.add(from, e.i64(c * kChunkBytes)),
-                               chunk, kChunkBytes);
-      for (int64_t w = 0; w < 4; ++w) {
-        Value word = vector::ExtractOp::create(b, loc, words, w);
-        Value low = arith::ShLIOp::create(b, loc, word, e.i32(16));
-        Value high = arith::AndIOp::create(
-            b, loc, word, e.i32(static_cast<int32_t>(0xFFFF0000u)));
-        for (Value bits : {low, high})
-          values.push_back(e.select(
-              real, arith::BitcastOp::create(b, loc, b.getF32Type(), bits),
-              e.f32(0.0)));
-      }
+    for (int64_t w = 0; w < 4; ++w) {
+      Value word = vector::ExtractOp::create(b, loc, words, w);
+      Value low = arith::ShLIOp::create(b, loc, word, e.i32(16));
+      Value high = arith::AndIOp::create(
+          b, loc, word, e.i32(static_cast<int32_t>(0xFFFF0000u)));
+      for (Value bits : {low, high})
+        values.push_back(e.select(
+            real, arith::BitcastOp::create(b, loc, b.getF32Type(), bits),
+            e.f32(0.0)));
     }
     Value most = e.f32(0.0);
     for (Value v : values)
       most = e.max(most, e.abs(v));
-    most = e.max(most, shuffleXor(b, loc, most, 1));
+    most = reduceLanes(b, loc, most, chunksPerHead, Combine::Max);
     Value finite = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
                                          most, e.f32(INFINITY));
     Value exponent = arith::AndIOp::create(
@@ -762,29 +771,38 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
           arith::ShLIOp::create(b, loc, e.add(binade, e.i32(127)), e.i32(23)));
     };
     Value down = powerOfTwo(e.sub(e.i32(0), u));
-    Value inside = e.cmp(IP::ult, linear, e.index(halves));
-    for (int64_t group = 0; group < half / 4; ++group) {
+    Value inside = e.cmp(IP::ult, linear, e.index(chunks));
+    // This chunk's two groups of four dims of its half: groups 2c and
+    // 2c + 1 of the half's 16.
+    for (int64_t mine = 0; mine < 2; ++mine) {
       Value word = e.i32(0);
       for (int64_t j = 0; j < 4; ++j) {
         Value code = arith::ExtUIOp::create(
             b, loc, i32,
-            e.toE4M3Bits(e.roundToMinifloat(e.mul(values[4 * group + j], down),
+            e.toE4M3Bits(e.roundToMinifloat(e.mul(values[4 * mine + j], down),
                                             3, -6, num::kE4M3Max)));
         word = arith::OrIOp::create(
             b, loc, word, arith::ShLIOp::create(b, loc, code, e.i32(8 * j)));
       }
       // Dims 64 second + 4 group + j: block 2 second + group / 8, word
-      // group % 8 / 2 of the block, half group % 2 of the word.
-      int64_t fixed = 32 * (group % 8 / 2) + 16 * (group % 2) + 4 * (group / 8);
-      Value k = e.add(e.mul(second, e.index(8)), e.index(fixed));
+      // group % 8 / 2 of the block, half group % 2 of the word; with group
+      // = 2 chunkOfHalf + mine: 32 (chunkOfHalf % 4) + 16 mine + 4
+      // (chunkOfHalf / 4).
+      Value fixed = e.add(
+          e.add(e.mul(arith::RemUIOp::create(b, loc, chunkOfHalf, e.index(4)),
+                      e.index(32)),
+                e.index(16 * mine)),
+          e.mul(arith::DivUIOp::create(b, loc, chunkOfHalf, e.index(4)),
+                e.index(4)));
+      Value k = e.add(e.mul(second, e.index(8)), fixed);
       e.ifThen(inside, [&] {
         storeGlobal(b, loc,
                     e.add(image, toI64(b, loc, swizzledByte(e, head, k, 1))),
                     word, 4);
       });
     }
-    // The weight of this head (first half) or a zero past the padded
-    // heads (second half).
+    // The weight of this head (the first half's first chunk) or a zero
+    // past the padded heads (the second half's).
     Value weight = e.select(
         real, memref::LoadOp::create(b, loc, weights, ValueRange{token, safe}),
         e.f32(0.0));
@@ -801,7 +819,9 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
         e.select(first, weightBits,
                  arith::ConstantOp::create(b, loc, b.getI16IntegerAttr(0)));
     Value written = arith::AndIOp::create(
-        b, loc, inside,
+        b, loc,
+        arith::AndIOp::create(b, loc, inside,
+                              e.cmp(IP::eq, chunkOfHalf, e.index(0))),
         e.cmp(IP::ult, column, e.index(plan.headSteps * kMmaK)));
     Value k = e.mul(column, e.index(2));
     e.ifThen(written, [&] {
