@@ -159,6 +159,13 @@ struct SharedPlan {
     return row.kind == layout::RowKind::IndexMXFP4 ? 4 : 1;
   }
   int64_t incoming() const { return kKeysPerBlock * tilesPerCheck; }
+  /// A second selection over the same scores, of `blockK` blocks of
+  /// `blockSize` rows (a candidate source's: Selection::Kind::Blocks); none
+  /// when blockK is 0.
+  int64_t blockK = 0, blockSize = 0, blockSelect = 0, blockCapacity = 0;
+  int64_t blockIncoming() const {
+    return kKeysPerBlock / blockSize * tilesPerCheck;
+  }
 };
 
 /// Whether the e4m3 form takes key rows of this layout: MXFP4 rows of
@@ -169,11 +176,15 @@ bool multipliesAsE4M3(const layout::RowLayout &row) {
 
 std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
                                      const layout::RowLayout &row,
-                                     bool e4m3 = false) {
+                                     bool e4m3 = false, int64_t blockK = 0,
+                                     int64_t blockSize = 0) {
   if (width % 64 != 0 || width > 256 || heads < 1 || heads > 256 || k < 1 ||
-      k > kLargestK || row.dim != width)
+      k > kLargestK || row.dim != width || blockK < 0 || blockK > kLargestK ||
+      (blockK > 0 && (blockSize < 1 || kKeysPerBlock % blockSize != 0)))
     return std::nullopt;
   SharedPlan plan;
+  plan.blockK = blockK;
+  plan.blockSize = blockSize;
   plan.heads = heads;
   plan.paddedHeads = llvm::alignTo(heads, 8);
   plan.width = width;
@@ -201,10 +212,16 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
   // Tiles are whole 1 KiB atoms; the window's base is aligned up to one,
   // hence the spare atom at the end. The most blocks per SM with at least
   // kFewestStages stages, and at that occupancy the deepest ring.
+  auto blockSelectBytes = [&] {
+    return plan.blockK
+               ? BlockSelect::sharedBytes(plan.blockK, plan.blockIncoming(),
+                                          plan.blockCapacity)
+               : 0;
+  };
   auto totalFor = [&](int64_t stages) {
     return ringStart + stages * plan.stageBytes +
            BlockSelect::sharedBytes(k, plan.incoming(), plan.capacity) +
-           kSwizzleAtomBytes;
+           blockSelectBytes() + kSwizzleAtomBytes;
   };
   auto fits = [&](int64_t stages, int64_t blocks) {
     return blocks * (totalFor(stages) + kReservedSharedBytes) <=
@@ -226,6 +243,8 @@ std::optional<SharedPlan> planShared(int64_t heads, int64_t width, int64_t k,
   plan.query = 0;
   plan.firstStage = ringStart;
   plan.select = ringStart + plan.stages * plan.stageBytes;
+  plan.blockSelect =
+      plan.select + BlockSelect::sharedBytes(k, plan.incoming(), plan.capacity);
   plan.total = totalFor(plan.stages);
   if (plan.total > step::HostOp::kMaxSharedBytes)
     return std::nullopt;
@@ -839,10 +858,13 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
 /// The scoring kernel: grid tokens x splits.
 mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
                                 CacheIndexerScoreOp op, const SharedPlan &plan,
-                                const Operands &o, Value query, Value weights,
-                                Value positions, Value bases, Value keyBytes,
-                                Operation *func) {
+                                ArrayRef<Operands> runs, Value query,
+                                Value weights, Value positions, Value bases,
+                                Value keyBytes, Operation *func) {
   cpu::LoopEmitter e(b, loc);
+  // The first selection's rows are the run's; a second one (plan.blockK)
+  // picks blocks of the same rows.
+  const Operands &o = runs.front();
   Value blocks = e.mul(o.tokens, o.splits);
   mlir::gpu::LaunchOp launch =
       createLaunch(b, loc, kernelName(func, "indexer"), blocks, kThreads,
@@ -858,9 +880,20 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
   Value shared = dynamicShared(b, loc);
   AlignedShared aligned = alignToAtom(b, loc, shared);
   Value sharedBase = aligned.base, pad = aligned.pad;
-  BlockSelect select(b, loc, shared, e.add(pad, e.index(plan.select)), thread,
-                     o.k, plan.incoming(), plan.capacity);
-  select.start();
+  SmallVector<std::unique_ptr<BlockSelect>, 2> selects;
+  selects.push_back(std::make_unique<BlockSelect>(
+      b, loc, shared, e.add(pad, e.index(plan.select)), thread, o.k,
+      plan.incoming(), plan.capacity));
+  if (plan.blockK)
+    selects.push_back(std::make_unique<BlockSelect>(
+        b, loc, shared, e.add(pad, e.index(plan.blockSelect)), thread,
+        plan.blockK, plan.blockIncoming(), plan.blockCapacity));
+  for (auto &select : selects)
+    select->start();
+  auto makeRoom = [&] {
+    for (auto &select : selects)
+      select->makeRoom();
+  };
 
   // This block's rows: [begin, end) of the token's (its visible rows, or
   // its candidate blocks' rows).
@@ -920,8 +953,9 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
   // keys' rows of the fragment, a quarter of their heads each, summed in
   // the order `v4a.indexer_score` documents (a product and a sum, each
   // rounded: nothing here allows their contraction); then offered (a
-  // round of offers ends with select.makeRoom()).
-  auto offerTotals = [&](ArrayRef<Value> totals, Value keyBlock) {
+  // round of offers ends with makeRoom()).
+  auto offerTotals = [&](BlockSelect &select, ArrayRef<Value> totals,
+                         Value keyBlock) {
     // Lane 4g offers key g of its warp's rows, lane 4g + 1 key g + 8.
     Value quarter = e.rem(lane, e.index(4));
     Value second = e.cmp(IP::eq, quarter, e.index(1));
@@ -940,7 +974,8 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
   // Each block's largest score over its rows that exist, NaN passed over
   // (a block of none is not offered), from lane 0 (and lane 1, the second
   // eight).
-  auto offerBlockMaxima = [&](ArrayRef<Value> totals, Value keyBlock) {
+  auto offerBlockMaxima = [&](BlockSelect &select, int64_t size,
+                              ArrayRef<Value> totals, Value keyBlock) {
     Value warpFirst =
         e.add(e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock))),
               e.mul(warp, e.index(16)));
@@ -958,7 +993,6 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
         largest[half] = combine(b, loc, Combine::Max, largest[half],
                                 shuffleXor(b, loc, largest[half], mask));
     }
-    int64_t size = selection.blockSize;
     if (size == 16)
       largest[0] = largest[1] =
           combine(b, loc, Combine::Max, largest[0], largest[1]);
@@ -972,10 +1006,12 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
                  arith::AndIOp::create(b, loc, offers, isFinite(e, best)));
   };
   auto offer = [&](ArrayRef<Value> totals, Value keyBlock) {
-    if (selection.kind == Selection::Kind::Blocks)
-      offerBlockMaxima(totals, keyBlock);
-    else
-      offerTotals(totals, keyBlock);
+    for (auto [select, run] : llvm::zip(selects, runs)) {
+      if (run.selection.kind == Selection::Kind::Blocks)
+        offerBlockMaxima(*select, run.selection.blockSize, totals, keyBlock);
+      else
+        offerTotals(*select, totals, keyBlock);
+    }
   };
   auto offerScores = [&](Value dots, Value keyBlock) {
     SmallVector<Value> d = unpackAccumulator(b, loc, dots);
@@ -1154,7 +1190,7 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
       if (checksRoom)
         e.ifThen(
             e.cmp(IP::eq, e.rem(next, e.index(plan.tilesPerCheck)), e.index(0)),
-            [&] { select.makeRoom(); });
+            makeRoom);
       return issued;
     };
     // Two tiles a trip, so that each accumulator is written where the one
@@ -1245,13 +1281,15 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
     mmaCommit(b, loc);
     mmaWait(b, loc, 0);
     offerScores(dots, keyBlock);
-    select.makeRoom();
+    makeRoom();
     b.setInsertionPointAfter(loop);
     waitCopies(b, loc, 0);
   }
-  select.finish();
   Value single = e.cmp(IP::eq, o.splits, e.index(1));
-  writeBest(e, select, o, thread, token, block, single);
+  for (auto [select, run] : llvm::zip(selects, runs)) {
+    select->finish();
+    writeBest(e, *select, run, thread, token, block, single);
+  }
   return launch;
 }
 
@@ -1630,20 +1668,25 @@ bool takesE4M3Keys(CacheIndexerScoreOp scores) {
   return row && multipliesAsE4M3(*row);
 }
 
-void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
-                      Operation *topk, bool e4m3) {
+namespace {
+
+/// One run of the family: one scoring kernel for the selections of `run`
+/// (one, or a candidate source's rows and blocks), its merges, and each
+/// selection's picks in place of its op. Inserted before the run's first
+/// op.
+void lowerRun(RewriterBase &rewriter, CacheIndexerScoreOp op,
+              ArrayRef<Operation *> run, const SharedPlan &plan) {
   Location loc = op.getLoc();
   OpBuilder &b = rewriter;
-  b.setInsertionPoint(topk);
+  b.setInsertionPoint(run.front());
   cpu::LoopEmitter e(b, loc);
-  auto queryType = cast<RankedTensorType>(op.getQuery().getType());
-  Operands o;
-  std::tie(o.k, o.selection) = *selectionOf(topk);
-  if (o.selection.kind == Selection::Kind::RowsInBlocks)
-    o.selection.candidates = e.buffer(cast<TopKOp>(topk).getCandidates());
-  SharedPlan plan =
-      *planShared(queryType.getDimSize(1), queryType.getDimSize(2), o.k,
-                  *keyRowsOf(op.getKeys().getType()), e4m3);
+  SmallVector<Operands, 2> runs(run.size());
+  for (auto [o, topk] : llvm::zip(runs, run)) {
+    std::tie(o.k, o.selection) = *selectionOf(topk);
+    if (o.selection.kind == Selection::Kind::RowsInBlocks)
+      o.selection.candidates = e.buffer(cast<TopKOp>(topk).getCandidates());
+  }
+  Operands &o = runs.front();
   Value query = readOnlyBuffer(b, loc, op.getQuery());
   // The query is read by address (its layout must be the identity); the
   // others through memref loads, in whatever layout they come.
@@ -1675,37 +1718,88 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
                                                        e.index(kKeysPerBlock)),
                             e.index(kKeysPerBlock)),
                       e.index(kKeysPerBlock));
-  auto picksType = cast<RankedTensorType>(topk->getResult(0).getType());
-  o.picks = memref::AllocOp::create(
-      b, loc, MemRefType::get(picksType.getShape(), b.getI32Type()),
-      ValueRange{o.tokens});
-  o.partial = memref::AllocOp::create(
-      b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI64Type()),
-      ValueRange{e.mul(e.mul(o.tokens, o.splits), e.index(o.k))});
-
   if (plan.e4m3)
     o.images = memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type()),
         ValueRange{e.mul(o.tokens, e.index(plan.imageBytes))});
+  SmallVector<RankedTensorType, 2> picksTypes;
+  for (auto [other, topk] : llvm::zip(runs, run)) {
+    if (&other != &o) {
+      Selection selection = other.selection;
+      int64_t k = other.k;
+      other = o;
+      other.selection = selection;
+      other.k = k;
+    }
+    picksTypes.push_back(cast<RankedTensorType>(topk->getResult(0).getType()));
+    other.picks = memref::AllocOp::create(
+        b, loc, MemRefType::get(picksTypes.back().getShape(), b.getI32Type()),
+        ValueRange{o.tokens});
+    other.partial = memref::AllocOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI64Type()),
+        ValueRange{e.mul(e.mul(o.tokens, o.splits), e.index(other.k))});
+  }
 
   Operation *func = op->getParentOfType<func::FuncOp>();
-  mlir::gpu::LaunchOp scores = buildScores(b, loc, op, plan, o, query, weights,
-                                           positions, bases, keyBytes, func);
-  b.setInsertionPoint(topk);
-  buildRankMerge(b, loc, o, func);
-  b.setInsertionPoint(topk);
-  buildMerge(b, loc, o, func);
+  mlir::gpu::LaunchOp scores = buildScores(
+      b, loc, op, plan, runs, query, weights, positions, bases, keyBytes, func);
+  for (const Operands &each : runs) {
+    b.setInsertionPoint(run.front());
+    buildRankMerge(b, loc, each, func);
+    b.setInsertionPoint(run.front());
+    buildMerge(b, loc, each, func);
+  }
   // Named after the others (their names stay), run before the scores.
   if (plan.e4m3) {
     b.setInsertionPoint(scores);
     buildQueryImages(b, loc, plan, o, query, weights, o.images, func);
   }
-  b.setInsertionPoint(topk);
-  Value result = bufferization::ToTensorOp::create(
-      b, loc, picksType, o.picks, /*restrict=*/true, /*writable=*/true);
-  rewriter.replaceOp(topk, result);
-  if (op->use_empty())
-    rewriter.eraseOp(op);
+  b.setInsertionPoint(run.front());
+  SmallVector<Value, 2> results;
+  for (auto [each, type] : llvm::zip(runs, picksTypes))
+    results.push_back(bufferization::ToTensorOp::create(
+        b, loc, type, each.picks, /*restrict=*/true, /*writable=*/true));
+  for (auto [topk, result] : llvm::zip(run, results))
+    rewriter.replaceOp(topk, result);
+}
+
+} // namespace
+
+void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
+                      ArrayRef<Operation *> selections, bool e4m3) {
+  auto queryType = cast<RankedTensorType>(op.getQuery().getType());
+  int64_t heads = queryType.getDimSize(1), width = queryType.getDimSize(2);
+  layout::RowLayout row = *keyRowsOf(op.getKeys().getType());
+  // A candidate source's rows and blocks share a scoring kernel (its keys
+  // read once) when one block's shared memory holds both selections.
+  auto kindOf = [](Operation *selection) {
+    return selectionOf(selection)->second.kind;
+  };
+  auto rows = llvm::find_if(selections, [&](Operation *selection) {
+    return kindOf(selection) == Selection::Kind::Rows;
+  });
+  auto blocks = llvm::find_if(selections, [&](Operation *selection) {
+    return kindOf(selection) == Selection::Kind::Blocks;
+  });
+  std::optional<SharedPlan> shared;
+  if (rows != selections.end() && blocks != selections.end()) {
+    auto [k, unused] = *selectionOf(*rows);
+    auto [blockK, blockSelection] = *selectionOf(*blocks);
+    shared = planShared(heads, width, k, row, e4m3, blockK,
+                        blockSelection.blockSize);
+  }
+  for (Operation *selection : selections) {
+    if (shared && selection == *rows) {
+      lowerRun(rewriter, op, {*rows, *blocks}, *shared);
+      continue;
+    }
+    if (shared && selection == *blocks)
+      continue;
+    lowerRun(
+        rewriter, op, {selection},
+        *planShared(heads, width, selectionOf(selection)->first, row, e4m3));
+  }
+  rewriter.eraseOp(op);
 }
 
 } // namespace v4a::gpu

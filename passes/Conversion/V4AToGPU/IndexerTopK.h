@@ -48,15 +48,17 @@ int64_t indexerTransientBytes(int64_t tokens, int64_t heads, int64_t width,
 /// MXFP4 rows of 128 dims.
 bool takesE4M3Keys(CacheIndexerScoreOp scores);
 
-/// Replaces `topk`, one of coveredSelections(scores), with the family's
-/// kernels (a run of the scores each; `scores` goes with its last user). With
-/// `e4m3`, MXFP4 keys of 128 dims are multiplied as e4m3 with the head sum on
-/// the tensor cores: relu(dot) rounded to bf16, as the reference rounds it, and
-/// the heads summed in the tensor cores' order, so that picks may differ
-/// from the other backends' where scores lie within that rounding; without
-/// it they are decoded to bf16 and the scores keep every backend's bits.
+/// Replaces `scores` and its `selections` (coveredSelections(scores), in
+/// program order) with the family's kernels: a run of the scores for each
+/// selection, except that a candidate source's rows and blocks share one
+/// when one block's shared memory holds both. With `e4m3`, MXFP4 keys of
+/// 128 dims are multiplied as e4m3 with the head sum on the tensor cores:
+/// relu(dot) rounded to bf16, as the reference rounds it, and the heads
+/// summed in the tensor cores' order, so that picks may differ from the
+/// other backends' where scores lie within that rounding; without it they
+/// are decoded to bf16 and the scores keep every backend's bits.
 void lowerIndexerTopK(mlir::RewriterBase &rewriter, CacheIndexerScoreOp scores,
-                      mlir::Operation *topk, bool e4m3);
+                      llvm::ArrayRef<mlir::Operation *> selections, bool e4m3);
 
 } // namespace v4a::gpu
 

@@ -111,8 +111,9 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
           "has none");
     return success();
   }
-  LogicalResult
-  checkE4M3Keys(ArrayRef<std::pair<CacheIndexerScoreOp, Operation *>> indexer) {
+  LogicalResult checkE4M3Keys(
+      ArrayRef<std::pair<CacheIndexerScoreOp, SmallVector<Operation *>>>
+          indexer) {
     if (!indexerE4M3)
       return success();
     for (CacheIndexerScoreOp scores : llvm::make_first_range(indexer))
@@ -138,16 +139,19 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
       if (func.isExternal())
         continue;
       // Scores and their top-k are two units; the family takes both.
-      SmallVector<std::pair<CacheIndexerScoreOp, Operation *>> indexer;
+      SmallVector<std::pair<CacheIndexerScoreOp, SmallVector<Operation *>>>
+          indexer;
       if (indexerFamily)
         func.walk([&](CacheIndexerScoreOp scores) {
-          for (Operation *topk : v4a::gpu::coveredSelections(scores))
-            indexer.push_back({scores, topk});
+          SmallVector<Operation *> selections =
+              v4a::gpu::coveredSelections(scores);
+          if (!selections.empty())
+            indexer.push_back({scores, std::move(selections)});
         });
       if (failed(checkE4M3Keys(indexer)))
         return signalPassFailure();
-      for (auto [scores, topk] : indexer)
-        v4a::gpu::lowerIndexerTopK(rewriter, scores, topk, indexerE4M3);
+      for (auto &[scores, selections] : indexer)
+        v4a::gpu::lowerIndexerTopK(rewriter, scores, selections, indexerE4M3);
       // An attention, the head norm and rope of its query and the inverse
       // RoPE of its output are one kernel, launched where the attention is
       // (after the products the query is read from); the ops it takes in
