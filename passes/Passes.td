@@ -308,7 +308,8 @@ def LowerToGPU : Pass<"v4a-lower-to-gpu", "::mlir::ModuleOp"> {
     The indexer family (`indexer`): `cache_indexer_score` whose users are
     `topk` and `block_topk` ops (bf16 query and index keys, a head width
     that is a multiple of 64, at most 256 heads, each k or block count at
-    most 2048), one run of the family per user. A
+    most 2048), one run of the family per user (a candidate source's rows
+    and blocks share one when one block's shared memory holds both). A
     warpgroup per (token, split of its rows) scores 64 keys per wgmma chain
     (keys as M, heads as N), sums each key's heads from the registers in
     the ops' documented order and streams the scores through a top-k in

@@ -723,6 +723,37 @@ func.func @indexer_two_level(%q: tensor<?x4x128xbf16>,
 
 // -----
 
+// Where one block's shared memory does not hold both selections (here 128
+// heads of 256 dims: a 64 KiB query tile, and 2,048 rows and 2,048 blocks
+// kept), each is a run of its own: two scoring kernels, each with its
+// merges.
+// CHECK-LABEL: func.func @indexer_two_level_apart
+// CHECK: gpu.launch {{.*}} function(@indexer_two_level_apart_indexer0)
+// CHECK-NOT: arith.cmpf ord
+// CHECK: gpu.launch {{.*}} function(@indexer_two_level_apart_indexer1)
+// CHECK: gpu.launch {{.*}} function(@indexer_two_level_apart_indexer2)
+// CHECK: gpu.launch {{.*}} function(@indexer_two_level_apart_indexer3)
+// CHECK: arith.cmpf ord
+// CHECK: gpu.launch {{.*}} function(@indexer_two_level_apart_indexer4)
+// CHECK: gpu.launch {{.*}} function(@indexer_two_level_apart_indexer5)
+// CHECK-NOT: gpu.launch
+func.func @indexer_two_level_apart(%q: tensor<?x128x256xbf16>,
+    %keys: !v4a.kv_cache<index_bf16, dim = 256, page_size = 64>,
+    %w: tensor<?x128xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
+    %ctx: tensor<1xi64>) -> (tensor<?x2048xi32>, tensor<?x2048xi32>) {
+  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
+      {ratio = 1 : i64}
+      : tensor<?x128x256xbf16>,
+        !v4a.kv_cache<index_bf16, dim = 256, page_size = 64>,
+        tensor<?x128xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %i = v4a.topk %s {k = 2048 : i64} : tensor<?x?xf32> -> tensor<?x2048xi32>
+  %b = v4a.block_topk %s {block_size = 8 : i64, num_blocks = 2048 : i64}
+      : tensor<?x?xf32> -> tensor<?x2048xi32>
+  return %i, %b : tensor<?x2048xi32>, tensor<?x2048xi32>
+}
+
+// -----
+
 // The second level: the token's rows are its candidate blocks' rows in the
 // list's order; row v is row v % 8 of block candidates[t, v / 8] (the
 // slot clamped to the list), and exists only for an id >= 0 and below the

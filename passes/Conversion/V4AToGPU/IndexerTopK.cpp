@@ -37,7 +37,9 @@
 // (Selection): a block top-k offers, per block of 8 or 16 rows, its
 // largest score with the block's id; a top-k inside candidate blocks takes
 // as a token's rows its blocks' rows, in the list's order, and offers
-// their global rows. Scores with both users are scored once per user.
+// their global rows. A candidate source's rows and blocks are two
+// selections of one scoring kernel (its keys read once) when one block's
+// shared memory holds both; else two runs.
 //
 // Splits depend on the batch (enough blocks to fill the chip) but the picks
 // never do: the selection is exact and keys are distinct (score, row)
