@@ -122,10 +122,14 @@ indexerUsage(const std::vector<Group> &groups,
                                           kReportedIndexKeys, indexerE4M3);
       };
       for (int64_t tokens : kReportedTokens)
-        usage.bytes.push_back({tokens, !family ? tokens * usage.rows * 4
-                                       : makes ? familyBytes(tokens, usage.k) +
-                                                     familyBytes(tokens, blocks)
-                                               : familyBytes(tokens, usage.k)});
+        usage.bytes.push_back(
+            {tokens, !family ? tokens * usage.rows * 4
+                     : makes ? gpu::indexerSourceTransientBytes(
+                                   tokens, config.indexNHeads,
+                                   config.indexHeadDim, usage.k, blocks,
+                                   config.candidateBlockSize.value_or(8),
+                                   kReportedIndexKeys, indexerE4M3)
+                             : familyBytes(tokens, usage.k)});
       result.push_back(std::move(usage));
     }
   }

@@ -1610,6 +1610,24 @@ int64_t indexerTransientBytes(int64_t tokens, int64_t heads, int64_t width,
   return bytes;
 }
 
+int64_t indexerSourceTransientBytes(int64_t tokens, int64_t heads,
+                                    int64_t width, int64_t k, int64_t blockK,
+                                    int64_t blockSize, layout::RowKind keys,
+                                    bool e4m3) {
+  std::optional<layout::RowLayout> row = layout::describeRow(keys, width);
+  std::optional<SharedPlan> fused =
+      row ? planShared(heads, width, k, *row, e4m3, blockK, blockSize)
+          : std::nullopt;
+  if (!fused)
+    return indexerTransientBytes(tokens, heads, width, k, keys, e4m3) +
+           indexerTransientBytes(tokens, heads, width, blockK, keys, e4m3);
+  int64_t bytes =
+      indexerSplitListBytes(tokens, k) + indexerSplitListBytes(tokens, blockK);
+  if (fused->e4m3)
+    bytes += tokens * fused->imageBytes;
+  return bytes;
+}
+
 namespace {
 
 /// The k of a selection of the scores, and what it selects; none for a

@@ -44,6 +44,14 @@ int64_t indexerSplitListBytes(int64_t tokens, int64_t k);
 int64_t indexerTransientBytes(int64_t tokens, int64_t heads, int64_t width,
                               int64_t k, layout::RowKind keys, bool e4m3);
 
+/// The same for a candidate source keeping `k` rows and `blockK` blocks of
+/// `blockSize` rows: both selections' lists, and its query images once
+/// where both share a scoring kernel (twice where they run apart).
+int64_t indexerSourceTransientBytes(int64_t tokens, int64_t heads,
+                                    int64_t width, int64_t k, int64_t blockK,
+                                    int64_t blockSize, layout::RowKind keys,
+                                    bool e4m3);
+
 /// Whether the e4m3 form of lowerIndexerTopK takes these scores' keys:
 /// MXFP4 rows of 128 dims.
 bool takesE4M3Keys(CacheIndexerScoreOp scores);
