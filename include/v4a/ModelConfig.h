@@ -64,6 +64,10 @@ struct ModelConfig {
   int64_t numLayers() const {
     return static_cast<int64_t>(compressRatios.size());
   }
+  /// V4.1's two-level selection: the candidate blocks a token keeps, and
+  /// their rows, where the config leaves them out.
+  int64_t candidateBlocks() const { return candidateTopkBlocks.value_or(8); }
+  int64_t candidateRows() const { return candidateBlockSize.value_or(8); }
 };
 
 /// Parses config.json text. Fields are checked for presence and JSON type;

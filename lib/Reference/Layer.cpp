@@ -391,10 +391,9 @@ Model::indexerSelection(int64_t l, SequenceState &state, const Tensor &x,
       indexerScores(qi, keys, weightsOut, positions, spec.compressRatio);
   std::vector<std::vector<int32_t>> result;
   int64_t candidate = spec.candidateSource;
-  int64_t blockSize = c.candidateBlockSize.value_or(8);
+  int64_t blockSize = c.candidateRows();
   if (candidate == l) {
-    shared.candidates[l] =
-        blockTopk(scores, blockSize, c.candidateTopkBlocks.value_or(8));
+    shared.candidates[l] = blockTopk(scores, blockSize, c.candidateBlocks());
     result = topk(scores, spec.indexTopk);
   } else if (candidate >= 0) {
     result = topkInBlocks(scores, spec.indexTopk,

@@ -90,7 +90,7 @@ indexerUsage(const std::vector<Group> &groups,
       // rows and for its blocks: both must be covered.
       bool makes = layer.candidateSource == layer.id;
       bool inBlocks = usesCandidates(layer);
-      int64_t blocks = config.candidateTopkBlocks.value_or(8);
+      int64_t blocks = config.candidateBlocks();
       auto covers = [&](int64_t k) {
         return gpu::indexerFamilyCovers(config.indexNHeads, config.indexHeadDim,
                                         k);
@@ -116,20 +116,17 @@ indexerUsage(const std::vector<Group> &groups,
       usage.path = path;
       // The family keeps split lists of k keys; the loop path writes every
       // score of the step, [tokens, rows] f32.
-      auto familyBytes = [&](int64_t tokens, int64_t k) {
-        return gpu::indexerTransientBytes(tokens, config.indexNHeads,
-                                          config.indexHeadDim, k,
-                                          kReportedIndexKeys, indexerE4M3);
-      };
       for (int64_t tokens : kReportedTokens)
         usage.bytes.push_back(
             {tokens, !family ? tokens * usage.rows * 4
-                     : makes ? gpu::indexerSourceTransientBytes(
-                                   tokens, config.indexNHeads,
-                                   config.indexHeadDim, usage.k, blocks,
-                                   config.candidateBlockSize.value_or(8),
-                                   kReportedIndexKeys, indexerE4M3)
-                             : familyBytes(tokens, usage.k)});
+                     : makes
+                         ? gpu::indexerSourceTransientBytes(
+                               tokens, config.indexNHeads, config.indexHeadDim,
+                               usage.k, blocks, config.candidateRows(),
+                               kReportedIndexKeys, indexerE4M3)
+                         : gpu::indexerTransientBytes(
+                               tokens, config.indexNHeads, config.indexHeadDim,
+                               usage.k, kReportedIndexKeys, indexerE4M3)});
       result.push_back(std::move(usage));
     }
   }

@@ -344,7 +344,7 @@ private:
     return StepBody(*this, sig, layer, role).emit();
   }
 
-  int64_t candidateBlocks() { return config.candidateTopkBlocks.value_or(8); }
+  int64_t candidateBlocks() { return config.candidateBlocks(); }
 
   /// The ops of one step, in the order the specification runs them.
   struct StepBody {
@@ -503,15 +503,14 @@ private:
       if (role.makesCandidates) {
         auto blocks = BlockTopKOp::create(
             b, loc, s.tensor({kDyn, s.candidateBlocks()}, s.i32), scores,
-            c.candidateBlockSize.value_or(8), s.candidateBlocks());
+            c.candidateRows(), s.candidateBlocks());
         return {
             TopKOp::create(b, loc, topkType, scores, Value(), k, IntegerAttr()),
             blocks};
       }
       if (role.usesCandidates)
-        return {TopKOp::create(
-                    b, loc, topkType, scores, arg("candidates"), k,
-                    b.getI64IntegerAttr(c.candidateBlockSize.value_or(8))),
+        return {TopKOp::create(b, loc, topkType, scores, arg("candidates"), k,
+                               b.getI64IntegerAttr(c.candidateRows())),
                 Value()};
       return {
           TopKOp::create(b, loc, topkType, scores, Value(), k, IntegerAttr()),

@@ -930,6 +930,10 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
         e.cmp(IP::ult, row, visible));
     return {row, real};
   };
+  // The first row of key block `keyBlock`.
+  auto firstRow = [&](Value keyBlock) {
+    return e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock)));
+  };
   Value keyBlocks = arith::CeilDivUIOp::create(
       b, loc, arith::SubIOp::create(b, loc, end, begin),
       e.index(kKeysPerBlock));
@@ -964,8 +968,7 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
     Value total = e.select(second, totals[1], totals[0]);
     Value row = e.add(fragmentPlace(b, loc, warp, lane, 0).row,
                       e.select(second, e.index(8), e.index(0)));
-    auto [j, exists] = rowAt(
-        e.add(e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock))), row));
+    auto [j, exists] = rowAt(e.add(firstRow(keyBlock), row));
     Value real = arith::AndIOp::create(
         b, loc, e.cmp(IP::ult, quarter, e.index(2)),
         arith::AndIOp::create(b, loc, exists, isFinite(e, total)));
@@ -978,9 +981,7 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
   // eight).
   auto offerBlockMaxima = [&](BlockSelect &select, int64_t size,
                               ArrayRef<Value> totals, Value keyBlock) {
-    Value warpFirst =
-        e.add(e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock))),
-              e.mul(warp, e.index(16)));
+    Value warpFirst = e.add(firstRow(keyBlock), e.mul(warp, e.index(16)));
     Value mine =
         e.add(warpFirst, arith::DivUIOp::create(b, loc, lane, e.index(4)));
     Value largest[2];
@@ -1047,12 +1048,9 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
   Value queryTile = e.add(sharedBase, e.i64(plan.query));
   CacheRows keys(e, keyBytes, op.getKeys().getType());
   Value keysAddress = addressOf(b, loc, keyBytes);
-  // The first row of key block `keyBlock`; row `row` of the block that
-  // starts at `first`: its cache row (the token's first past the end, where
-  // nothing is read) and whether it exists.
-  auto firstRow = [&](Value keyBlock) {
-    return e.add(begin, e.mul(keyBlock, e.index(kKeysPerBlock)));
-  };
+  // Row `row` of the block that starts at `first`: its cache row (the
+  // token's first past the end, where nothing is read) and whether it
+  // exists.
   auto keyRow = [&](Value first, Value row) -> std::pair<Value, Value> {
     auto [j, real] = rowAt(e.add(first, row));
     return {e.add(base, e.select(real, j, e.index(0))), real};
@@ -1803,7 +1801,7 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
   });
   std::optional<SharedPlan> shared;
   if (rows != selections.end() && blocks != selections.end()) {
-    auto [k, unused] = *selectionOf(*rows);
+    int64_t k = selectionOf(*rows)->first;
     auto [blockK, blockSelection] = *selectionOf(*blocks);
     shared = planShared(heads, width, k, row, e4m3, blockK,
                         blockSelection.blockSize);

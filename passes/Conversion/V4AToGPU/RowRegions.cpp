@@ -752,6 +752,12 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
         nb, l, nb.getIndexType(),
         memref::LoadOp::create(nb, l, rowIds, ValueRange{token}));
   };
+  // A valid row the cache keeps (id -1: none).
+  auto kept = [&](OpBuilder &nb, Location l, Value valid, Value id) -> Value {
+    return arith::AndIOp::create(
+        nb, l, valid,
+        arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, id, c(0)));
+  };
   scf::ForOp::create(
       b, loc, launch.getBlockIds().x, groups, launch.getGridSize().x,
       ValueRange{}, [&](OpBuilder &nb, Location l, Value group, ValueRange) {
@@ -793,10 +799,7 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
           if (skipsUnkept) {
             Value id = loadRowId(nb, l, lead[0]);
             ids.push_back(id);
-            valid[k] = arith::AndIOp::create(
-                nb, l, valid[k],
-                arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, id,
-                                      c(0)));
+            valid[k] = kept(nb, l, valid[k], id);
           }
           v.push_back(loadChunk(nb, l, input,
                                 window ? windowIndices(nb, l, lead, *window)
@@ -824,14 +827,8 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
           RowThread &t = threadsOf[k];
           if (store) {
             Value id = skipsUnkept ? ids[k] : loadRowId(nb, l, t.lead[0]);
-            Value kept =
-                skipsUnkept
-                    ? valid[k]
-                    : arith::AndIOp::create(
-                          nb, l, valid[k],
-                          arith::CmpIOp::create(
-                              nb, l, arith::CmpIPredicate::sge, id, c(0)));
-            storeToCache(t, *cache, v[k], id, kept);
+            Value stored = skipsUnkept ? valid[k] : kept(nb, l, valid[k], id);
+            storeToCache(t, *cache, v[k], id, stored);
           } else {
             storeChunk(nb, l, v[k], output, t.at(column), valid[k]);
           }
