@@ -545,6 +545,44 @@ func.func @attention_fp8_rows(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>
 
 // -----
 
+// A layer without top-k attends to every compressed row its tokens see:
+// the copy warpgroups number slot j of the compressed part themselves, j
+// when j < (position + 1) / ratio and -1 past it, and no [tokens, rows]
+// table is written. Its slots are the host's bound over the ratio.
+// CHECK-LABEL: func.func @attention_all_visible
+// CHECK-NOT: v4a.visible_rows
+// CHECK: %[[BOUND:.*]] = memref.load %{{.*}}[%c0{{.*}}] : memref<1xi64
+// CHECK: arith.divsi %{{.*}}, %c128
+// CHECK: gpu.launch {{.*}} function(@attention_all_visible_attention0)
+// CHECK: nvvm.setmaxregister decrease 72
+// CHECK: %[[POS:.*]] = memref.load %{{.*}}[%{{.*}}] : memref<?xi64>
+// CHECK: arith.index_cast %[[POS]]
+// CHECK: %[[SEEN:.*]] = arith.divsi %{{.*}}, %c128
+// CHECK: arith.cmpi slt, %{{.*}}, %[[SEEN]] : index
+// CHECK-NEXT: arith.index_cast %{{.*}} : index to i32
+// CHECK-NEXT: arith.select %{{.*}}, %{{.*}}, %c-1_i32
+// CHECK-NOT: memref<?x?xi32>
+// CHECK: nvvm.setmaxregister increase 216
+// CHECK-NOT: v4a.visible_rows
+func.func @attention_all_visible(%q: tensor<?x64x512xbf16>, %kv: tensor<?x512xbf16>,
+    %win: !v4a.kv_cache<bf16, dim = 512, page_size = 128>, %wrows: tensor<?x128xi32>,
+    %cmp: !v4a.kv_cache<bf16, dim = 512, page_size = 64>, %pos: tensor<?xi64>,
+    %ctx: tensor<1xi64>, %base: tensor<?xi64>, %sink: tensor<64xf32>)
+    -> tensor<?x64x512xbf16> {
+  %crows = v4a.visible_rows %pos bound %ctx {ratio = 128 : i64}
+      : tensor<?xi64> -> tensor<?x?xi32>
+  %o = v4a.cache_attention %q, %kv window %win[%wrows]
+      compressed %cmp : !v4a.kv_cache<bf16, dim = 512, page_size = 64>
+          [%crows : tensor<?x?xi32>] base %base : tensor<?xi64>
+      sink %sink {scale = 0.0441941738 : f64}
+      : tensor<?x64x512xbf16>, tensor<?x512xbf16>,
+        !v4a.kv_cache<bf16, dim = 512, page_size = 128>, tensor<?x128xi32>,
+        tensor<64xf32> -> tensor<?x64x512xbf16>
+  return %o : tensor<?x64x512xbf16>
+}
+
+// -----
+
 // At head width 384 each math warpgroup's half of O is N 192 (96
 // registers): with two copy warpgroups it stays one MMA per K step, whose
 // V descriptor starts at a swizzle atom.
@@ -630,19 +668,57 @@ func.func @indexer_topk(%q: tensor<?x4x128xbf16>,
 
 // -----
 
+// A selection of 512 keys on 128 threads sorts them two stages of the
+// bitonic network a barrier: after the first stage (stride 1, two pairs a
+// thread), a thread's four keys through the strides 2 and 1 of runs of 4 in
+// registers, four comparisons with no barrier between them.
+// CHECK-LABEL: func.func @indexer_sort_two_stages
+// CHECK: function(@indexer_sort_two_stages_indexer0)
+// CHECK: arith.maxui
+// CHECK: arith.maxui
+// CHECK: gpu.barrier
+// CHECK-COUNT-4: memref.load %{{.*}} : memref<1024xi64, #gpu.address_space<workgroup>>
+// CHECK: arith.maxui
+// CHECK-NEXT: arith.minui
+// CHECK-NEXT: arith.select
+// CHECK-NEXT: arith.select
+// CHECK-NEXT: arith.maxui
+// CHECK-NOT: gpu.barrier
+// CHECK: arith.maxui
+// CHECK-NOT: gpu.barrier
+// CHECK: arith.maxui
+// CHECK-COUNT-4: memref.store %{{.*}} : memref<1024xi64, #gpu.address_space<workgroup>>
+// CHECK-NEXT: gpu.barrier
+// CHECK: function(@indexer_sort_two_stages_indexer1)
+func.func @indexer_sort_two_stages(%q: tensor<?x4x128xbf16>,
+    %keys: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+    %w: tensor<?x4xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
+    %ctx: tensor<1xi64>) -> tensor<?x512xi32> {
+  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
+      {ratio = 4 : i64}
+      : tensor<?x4x128xbf16>,
+        !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
+        tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %i = v4a.topk %s {k = 512 : i64} : tensor<?x?xf32> -> tensor<?x512xi32>
+  return %i : tensor<?x512xi32>
+}
+
+// -----
+
 // Packed index keys skip the bf16 tile: the query tile is stored in the
-// fragments' K order (an MXFP4 pair is two dims four apart: two 2-byte
-// loads and a 4-byte store), each thread copies its own share of each key
-// tile (16-byte pieces of its rows' values, their scale words) into a ring
-// of 4 stages, waits for its own copies only, and decodes them into the A
-// fragments of MMAs that read A from registers (inline PTX: MLIR's wgmma op
-// takes descriptors only). Two tiles a trip: each waits for the MMAs of the
-// tile before, keeps their fragments until then, issues its own and offers
-// the scores of the one before while they run.
+// fragments' K order (an MXFP4 pair is two dims four apart: a 16-byte load
+// of eight dims makes four pairs, four 4-byte stores), each thread copies
+// its own share of each key tile (16-byte pieces of its rows' values, their
+// scale words) into a ring of 4 stages, waits for its own copies only, and
+// decodes them into the A fragments of MMAs that read A from registers
+// (inline PTX: MLIR's wgmma op takes descriptors only). Two tiles a trip:
+// each waits for the MMAs of the tile before, keeps their fragments until
+// then, issues its own and offers the scores of the one before while they
+// run.
 // CHECK-LABEL: func.func @indexer_topk_mxfp4
 // CHECK: gpu.launch {{.*}} function(@indexer_topk_mxfp4_indexer0)
-// CHECK-COUNT-2: llvm.load {{.*}} {alignment = 2 : i64} : !llvm.ptr<1> -> i16
-// CHECK: llvm.store {{.*}} : i32, !llvm.ptr<3>
+// CHECK: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
+// CHECK-COUNT-4: llvm.store {{.*}} {alignment = 4 : i64} : i32, !llvm.ptr<3>
 // CHECK: nvvm.cp.async.wait.group 0
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
 // CHECK: nvvm.cp.async.wait.group 3
@@ -676,6 +752,71 @@ func.func @indexer_topk_mxfp4(%q: tensor<?x4x128xbf16>,
         tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
   %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
   return %i : tensor<?x16xi32>
+}
+
+// -----
+
+// Head weights as a step computes them, a product's bf16 part widened and
+// scaled by a constant, are computed where the scoring kernel loads each
+// weight: the part's f32 sums read in place and rounded, widened, scaled
+// (the same operations, so the same bits), and no kernel of their own.
+// CHECK-LABEL: func.func @indexer_scaled_weights
+// CHECK-NOT: arith.mulf {{.*}} : tensor
+// CHECK: gpu.launch {{.*}} function(@indexer_scaled_weights_indexer0)
+// CHECK: %[[W:.*]] = memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x68xf32
+// CHECK-NEXT: arith.truncf %[[W]] : f32 to bf16
+// CHECK-NEXT: %[[WIDE:.*]] = arith.extf %{{.*}} : bf16 to f32
+// CHECK-NEXT: %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK-NEXT: arith.mulf %[[WIDE]], %[[HALF]] : f32
+// CHECK-NOT: arith.extf {{.*}} : tensor
+// CHECK: return
+func.func @indexer_scaled_weights(%q: tensor<?x4x128xbf16>,
+    %keys: !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>,
+    %y: tensor<?x68xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
+    %ctx: tensor<1xi64>) -> (tensor<?x16xi32>, tensor<?x64xf32>) {
+  %kv, %wb = v4a.split_columns %y
+      : tensor<?x68xf32> -> tensor<?x64xf32>, tensor<?x4xbf16>
+  %c0 = arith.constant 0 : index
+  %wf = arith.extf %wb : tensor<?x4xbf16> to tensor<?x4xf32>
+  %n = tensor.dim %wf, %c0 : tensor<?x4xf32>
+  %half = arith.constant 0.5 : f32
+  %scale = tensor.splat %half[%n] : tensor<?x4xf32>
+  %w = arith.mulf %wf, %scale : tensor<?x4xf32>
+  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
+      {ratio = 4 : i64}
+      : tensor<?x4x128xbf16>,
+        !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>,
+        tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
+  return %i, %kv : tensor<?x16xi32>, tensor<?x64xf32>
+}
+
+// -----
+
+// Weights another op reads too stay a tensor of their own, read as they
+// are.
+// CHECK-LABEL: func.func @indexer_weights_shared
+// CHECK: arith.mulf {{.*}} : tensor<?x4xf32>
+// CHECK: gpu.launch {{.*}} function(@indexer_weights_shared_indexer0)
+// CHECK: memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x4xf32
+// CHECK-NOT: arith.truncf
+// CHECK: return
+func.func @indexer_weights_shared(%q: tensor<?x4x128xbf16>,
+    %keys: !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>,
+    %wf: tensor<?x4xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
+    %ctx: tensor<1xi64>) -> (tensor<?x16xi32>, tensor<?x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %wf, %c0 : tensor<?x4xf32>
+  %half = arith.constant 0.5 : f32
+  %scale = tensor.splat %half[%n] : tensor<?x4xf32>
+  %w = arith.mulf %wf, %scale : tensor<?x4xf32>
+  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
+      {ratio = 4 : i64}
+      : tensor<?x4x128xbf16>,
+        !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>,
+        tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
+  return %i, %w : tensor<?x16xi32>, tensor<?x4xf32>
 }
 
 // -----

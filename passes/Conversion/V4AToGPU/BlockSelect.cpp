@@ -453,51 +453,93 @@ void BlockSelect::cutToBest() {
 }
 
 void BlockSelect::sortDescending() {
-  int64_t pairs = sortSize / 2;
-  for (int64_t size = 2; size <= sortSize; size *= 2) {
-    for (int64_t stride = size / 2; stride >= 1; stride /= 2) {
-      for (int64_t first = 0; first < pairs; first += threads) {
-        Value p = arith::AddIOp::create(b, loc, thread, e.index(first));
-        auto body = [&] {
-          // Pair p compares i and i + stride, i with a 0 bit at `stride`.
-          Value i = arith::AddIOp::create(
-              b, loc,
-              arith::MulIOp::create(
-                  b, loc, arith::DivUIOp::create(b, loc, p, e.index(stride)),
-                  e.index(2 * stride)),
-              arith::RemUIOp::create(b, loc, p, e.index(stride)));
-          Value j = arith::AddIOp::create(b, loc, i, e.index(stride));
-          Value x = memref::LoadOp::create(b, loc, candidates, ValueRange{i});
-          Value y = memref::LoadOp::create(b, loc, candidates, ValueRange{j});
-          // Runs whose bit `size` is clear sort descending, the others
-          // ascending; at the last size every run is descending.
-          Value descending = arith::CmpIOp::create(
-              b, loc, arith::CmpIPredicate::eq,
-              arith::AndIOp::create(b, loc, i, e.index(size)), e.index(0));
-          Value larger = arith::MaxUIOp::create(b, loc, x, y);
-          Value smaller = arith::MinUIOp::create(b, loc, x, y);
-          memref::StoreOp::create(
-              b, loc,
-              arith::SelectOp::create(b, loc, descending, larger, smaller),
-              candidates, ValueRange{i});
-          memref::StoreOp::create(
-              b, loc,
-              arith::SelectOp::create(b, loc, descending, smaller, larger),
-              candidates, ValueRange{j});
-        };
-        if (first + threads <= pairs) {
-          body();
-        } else {
-          Value inside = arith::CmpIOp::create(
-              b, loc, arith::CmpIPredicate::ult, p, e.index(pairs));
-          scf::IfOp::create(b, loc, inside, [&](OpBuilder &, Location) {
-            body();
-            scf::YieldOp::create(b, loc);
-          });
-        }
+  // A bitonic network. Where a stage's pairs outnumber the threads, two of
+  // its stages a barrier: a thread takes four keys i, i + s/2, i + s,
+  // i + 3s/2 (i with 0 bits at s and s/2) through the stages of strides s
+  // and s/2, in registers. (With more threads than pairs that would idle
+  // half of those working: measured slower in a merge of 1,024 threads.)
+  bool twoStages = sortSize / 2 > threads;
+  auto at = [&](Value i) {
+    return memref::LoadOp::create(b, loc, candidates, ValueRange{i})
+        .getResult();
+  };
+  // Keys x at a place and y past it, as the comparison leaves them: the
+  // larger first in a descending run. Runs whose bit `size` is clear sort
+  // descending, the others ascending; at the last size every run is
+  // descending.
+  auto exchange = [&](Value descending, Value &x, Value &y) {
+    Value larger = arith::MaxUIOp::create(b, loc, x, y);
+    Value smaller = arith::MinUIOp::create(b, loc, x, y);
+    x = arith::SelectOp::create(b, loc, descending, larger, smaller);
+    y = arith::SelectOp::create(b, loc, descending, smaller, larger);
+  };
+  // The first of the `width` places item `p` of a stage takes: p's low
+  // bits below `stride`, a 0 bit at each of the `width` / 2 strides from
+  // `stride` up, then p's high bits.
+  auto firstPlace = [&](Value p, int64_t stride, int64_t width) {
+    return arith::AddIOp::create(
+               b, loc,
+               arith::MulIOp::create(
+                   b, loc, arith::DivUIOp::create(b, loc, p, e.index(stride)),
+                   e.index(width * stride)),
+               arith::RemUIOp::create(b, loc, p, e.index(stride)))
+        .getResult();
+  };
+  auto isDescending = [&](Value i, int64_t size) {
+    return arith::CmpIOp::create(
+               b, loc, arith::CmpIPredicate::eq,
+               arith::AndIOp::create(b, loc, i, e.index(size)), e.index(0))
+        .getResult();
+  };
+  // Every item of a stage, `items` of them, as threads take them.
+  auto forEachItem = [&](int64_t items, function_ref<void(Value)> body) {
+    for (int64_t first = 0; first < items; first += threads) {
+      Value p = arith::AddIOp::create(b, loc, thread, e.index(first));
+      if (first + threads <= items) {
+        body(p);
+        continue;
       }
-      barrier();
+      Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, p,
+                                           e.index(items));
+      scf::IfOp::create(b, loc, inside, [&](OpBuilder &, Location) {
+        body(p);
+        scf::YieldOp::create(b, loc);
+      });
     }
+    barrier();
+  };
+  for (int64_t size = 2; size <= sortSize; size *= 2) {
+    int64_t stride = size / 2;
+    for (; twoStages && stride >= 2; stride /= 4) {
+      int64_t half = stride / 2;
+      forEachItem(sortSize / 4, [&](Value p) {
+        Value i = firstPlace(p, half, 4);
+        Value places[4] = {
+            i, arith::AddIOp::create(b, loc, i, e.index(half)),
+            arith::AddIOp::create(b, loc, i, e.index(stride)),
+            arith::AddIOp::create(b, loc, i, e.index(stride + half))};
+        Value keys[4];
+        for (int64_t q = 0; q < 4; ++q)
+          keys[q] = at(places[q]);
+        Value descending = isDescending(i, size);
+        exchange(descending, keys[0], keys[2]);
+        exchange(descending, keys[1], keys[3]);
+        exchange(descending, keys[0], keys[1]);
+        exchange(descending, keys[2], keys[3]);
+        for (int64_t q = 0; q < 4; ++q)
+          memref::StoreOp::create(b, loc, keys[q], candidates,
+                                  ValueRange{places[q]});
+      });
+    }
+    for (; stride >= 1; stride /= 2)
+      forEachItem(sortSize / 2, [&](Value p) {
+        Value i = firstPlace(p, stride, 2);
+        Value j = arith::AddIOp::create(b, loc, i, e.index(stride));
+        Value x = at(i), y = at(j);
+        exchange(isDescending(i, size), x, y);
+        memref::StoreOp::create(b, loc, x, candidates, ValueRange{i});
+        memref::StoreOp::create(b, loc, y, candidates, ValueRange{j});
+      });
   }
 }
 

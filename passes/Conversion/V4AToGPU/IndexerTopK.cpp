@@ -64,7 +64,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 using namespace mlir;
 
@@ -321,6 +324,98 @@ struct Operands {
   Value images;  // memref<?xi8>: [token] query images (plan.e4m3)
 };
 
+/// The head weights as the kernels read them. A step's weights are
+/// weights_proj(x) * Di^-0.5 * Hi^-0.5: a product's bf16 part, widened and
+/// scaled by a constant. The kernels compute that as they load a weight
+/// (the same operations, so the same bits) instead of reading what a
+/// kernel of its own wrote out. Weight (t, h) is `buffer[t, column + h]`,
+/// rounded to bf16 where `roundsToBF16` (an f32 product's bf16 part),
+/// widened to f32, times `scale` where there is one.
+struct HeadWeights {
+  /// The tensor read (the weights, or the product of their part) and its
+  /// buffer where the kernels are built.
+  Value tensor, buffer;
+  int64_t column = 0;
+  bool roundsToBF16 = false;
+  std::optional<float> scale;
+  /// The weights' op when the kernels compute it (and those before it).
+  Operation *takenIn = nullptr;
+
+  Value load(cpu::LoopEmitter &e, Value token, Value head) const {
+    OpBuilder &b = e.builder();
+    Location loc = e.location();
+    Value at = column ? e.add(head, e.index(column)) : head;
+    Value weight =
+        memref::LoadOp::create(b, loc, buffer, ValueRange{token, at});
+    if (roundsToBF16)
+      weight = arith::TruncFOp::create(b, loc, b.getBF16Type(), weight);
+    if (!weight.getType().isF32())
+      weight = arith::ExtFOp::create(b, loc, b.getF32Type(), weight);
+    if (scale)
+      weight = arith::MulFOp::create(
+          b, loc, weight,
+          arith::ConstantOp::create(b, loc, b.getF32FloatAttr(*scale)));
+    return weight;
+  }
+};
+
+/// The value every element of `tensor` holds, when it is an f32 splat of a
+/// constant.
+std::optional<float> splatConstantOf(Value tensor) {
+  FloatAttr scalar;
+  if (auto splat = tensor.getDefiningOp<tensor::SplatOp>();
+      splat && matchPattern(splat.getInput(), m_Constant(&scalar)) &&
+      scalar.getType().isF32())
+    return scalar.getValue().convertToFloat();
+  SplatElementsAttr dense;
+  if (matchPattern(tensor, m_Constant(&dense)) &&
+      dense.getElementType().isF32())
+    return dense.getSplatValue<APFloat>().convertToFloat();
+  return std::nullopt;
+}
+
+/// Whether one op reads `value`, besides queries of its shape.
+bool readOnce(Value value) {
+  return llvm::count_if(value.getUsers(), [](Operation *user) {
+           return !isa<tensor::DimOp>(user);
+         }) == 1;
+}
+
+/// How the kernels read `weights`: through the ops that scale and widen a
+/// product's part (each read by the next alone), or as they are.
+HeadWeights headWeightsOf(Value weights) {
+  HeadWeights w;
+  Value read = weights;
+  if (auto mul = read.getDefiningOp<arith::MulFOp>();
+      mul && readOnce(mul) && mul.getFastmath() == arith::FastMathFlags::none) {
+    for (unsigned i = 0; i < 2 && !w.scale; ++i)
+      if ((w.scale = splatConstantOf(mul->getOperand(1 - i)))) {
+        read = mul->getOperand(i);
+        w.takenIn = mul;
+      }
+  }
+  if (auto widen = read.getDefiningOp<arith::ExtFOp>();
+      widen && readOnce(widen) &&
+      getElementTypeOrSelf(widen.getIn().getType()).isBF16()) {
+    read = widen.getIn();
+    if (!w.takenIn)
+      w.takenIn = widen;
+  }
+  auto split = read.getDefiningOp<SplitColumnsOp>();
+  w.tensor = read;
+  if (!split)
+    return w;
+  for (Value part : split.getParts()) {
+    if (part == read)
+      break;
+    w.column += cast<ShapedType>(part.getType()).getDimSize(1);
+  }
+  w.tensor = split.getInput();
+  w.roundsToBF16 = getElementTypeOrSelf(split.getInput().getType()).isF32() &&
+                   getElementTypeOrSelf(read.getType()).isBF16();
+  return w;
+}
+
 /// Writes the selection's k best of `token`: its rows, or, as split `split`
 /// of several, its keys for the merge.
 void writeBest(cpu::LoopEmitter &e, BlockSelect &select, const Operands &o,
@@ -383,51 +478,99 @@ Value placeOfPair(cpu::LoopEmitter &e, const SharedPlan &plan, Value chunk) {
 /// 2s + h of a row holds places placeOfPair of quarter c (dimOfQuarter), so
 /// that lane c of each quad (see mmaBF16RegisterA) holds, over the K steps
 /// s, the dims of the c-th quarter of a key row. The dot products are the
-/// same sums of the same products. Neighbouring dims are 4-byte copies,
-/// others two loads and a store.
+/// same sums of the same products. Neighbouring dims are 4-byte copies.
+/// MXFP4's pairs are dims four apart: chunks 4g .. 4g + 3 of quarter c hold
+/// the pairs (d, d + 4) of the eight dims from dimOfQuarter(c, 8g), which
+/// one 16-byte load brings and four stores place.
 void copyQueryForFragments(cpu::LoopEmitter &e, const SharedPlan &plan,
                            Value tile, Value queryAddress, Value token,
                            Value thread) {
   OpBuilder &b = e.builder();
   Location loc = e.location();
   int64_t width = plan.width, chunks = width / 8;
-  int64_t pairs = plan.paddedHeads * chunks * 4;
-  for (int64_t i = 0; i < pairs / kThreads; ++i) {
-    Value linear = e.add(thread, e.index(i * kThreads));
-    Value head = e.div(linear, e.index(chunks * 4));
-    Value chunk = e.rem(e.div(linear, e.index(4)), e.index(chunks));
-    Value quarter = e.rem(linear, e.index(4));
-    Value firstPlace = placeOfPair(e, plan, chunk);
-    Value firstDim = dimOfQuarter(e, plan, quarter, firstPlace);
-    Value real = e.cmp(IP::ult, head, e.index(plan.heads));
-    Value safe = e.min(head, e.index(plan.heads - 1));
-    auto addressOfDim = [&](Value dim) {
-      Value element = e.add(
-          e.mul(e.add(e.mul(token, e.index(plan.heads)), safe), e.index(width)),
-          dim);
-      return e.add(queryAddress, e.mul(toI64(b, loc, element), e.i64(2)));
-    };
-    Value first = addressOfDim(firstDim);
-    Value to = e.add(
+  // The tile's byte of the pair at place `quarter` of chunk `chunk` of
+  // `head`'s row, and the address of dim `dim` of that row in the query.
+  auto destination = [&](Value head, Value chunk, Value quarter) {
+    return e.add(
         e.add(tile,
               toI64(b, loc, swizzledOffset(b, loc, head, chunk, width / 64))),
         toI64(b, loc, e.mul(quarter, e.index(4))));
-    if (plan.pairStride() == 1) {
-      copyAsync4(b, loc, to, first, real);
-      continue;
+  };
+  auto source = [&](Value head, Value dim) {
+    Value element = e.add(
+        e.mul(e.add(e.mul(token, e.index(plan.heads)), head), e.index(width)),
+        dim);
+    return e.add(queryAddress, e.mul(toI64(b, loc, element), e.i64(2)));
+  };
+  if (plan.pairStride() == 1) {
+    int64_t pairs = plan.paddedHeads * chunks * 4;
+    for (int64_t i = 0; i < pairs / kThreads; ++i) {
+      Value linear = e.add(thread, e.index(i * kThreads));
+      Value head = e.div(linear, e.index(chunks * 4));
+      Value chunk = e.rem(e.div(linear, e.index(4)), e.index(chunks));
+      Value quarter = e.rem(linear, e.index(4));
+      Value firstDim =
+          dimOfQuarter(e, plan, quarter, placeOfPair(e, plan, chunk));
+      Value real = e.cmp(IP::ult, head, e.index(plan.heads));
+      Value safe = e.min(head, e.index(plan.heads - 1));
+      Value from = source(safe, firstDim);
+      Value to = destination(head, chunk, quarter);
+      copyAsync4(b, loc, to, from, real);
     }
-    Value second = addressOfDim(dimOfQuarter(
-        e, plan, quarter, e.add(firstPlace, e.index(plan.pairStride()))));
-    auto bits = [&](Value address) {
-      return arith::ExtUIOp::create(
-          b, loc, b.getI32Type(),
-          loadGlobal(b, loc, address, b.getI16Type(), 2));
-    };
-    Value pair = arith::OrIOp::create(
-        b, loc, bits(first),
-        arith::ShLIOp::create(b, loc, bits(second), e.i32(16)));
-    storeShared(b, loc, to, e.select(real, pair, e.i32(0)), 4);
+    return;
   }
+  static_assert(kChunkBytes == 16);
+  int64_t groups = chunks / 4;
+  int64_t loads = plan.paddedHeads * groups * 4;
+  int64_t rounds = llvm::divideCeil(loads, kThreads);
+  Type i32 = b.getI32Type();
+  // A thread's loads all in flight before its first store. A round past the
+  // last load reads the last again and stores nothing.
+  struct Round {
+    Value inside, head, group, quarter, words;
+  };
+  SmallVector<Round> mine;
+  for (int64_t i = 0; i < rounds; ++i) {
+    Value linear = e.add(thread, e.index(i * kThreads));
+    Round r;
+    r.inside = e.cmp(IP::ult, linear, e.index(loads));
+    linear = e.min(linear, e.index(loads - 1));
+    r.head = e.div(linear, e.index(groups * 4));
+    r.group = e.rem(e.div(linear, e.index(4)), e.index(groups));
+    r.quarter = e.rem(linear, e.index(4));
+    Value safe = e.min(r.head, e.index(plan.heads - 1));
+    Value dim = dimOfQuarter(e, plan, r.quarter, e.mul(r.group, e.index(8)));
+    Value from = source(safe, dim);
+    r.words = loadGlobal(b, loc, from, VectorType::get({4}, i32), kChunkBytes);
+    mine.push_back(r);
+  }
+  for (const Round &r : mine)
+    e.ifThen(r.inside, [&] {
+      Value real = e.cmp(IP::ult, r.head, e.index(plan.heads));
+      Value w[4];
+      for (int64_t j = 0; j < 4; ++j)
+        w[j] = vector::ExtractOp::create(b, loc, r.words, j);
+      Value low = e.i32(0xffff), high = e.i32(static_cast<int32_t>(0xffff0000));
+      auto orI = [&](Value x, Value y) {
+        return arith::OrIOp::create(b, loc, x, y).getResult();
+      };
+      auto andI = [&](Value x, Value mask) {
+        return arith::AndIOp::create(b, loc, x, mask).getResult();
+      };
+      // Dims d and d + 4 for d = 0 .. 3 of the eight: words d / 2 and
+      // d / 2 + 2, their low halves (even d) or high halves (odd d).
+      for (int64_t d = 0; d < 4; ++d) {
+        Value first = w[d / 2], second = w[d / 2 + 2];
+        Value pair = d % 2 == 0
+                         ? orI(andI(first, low),
+                               arith::ShLIOp::create(b, loc, second, e.i32(16)))
+                         : orI(arith::ShRUIOp::create(b, loc, first, e.i32(16)),
+                               andI(second, high));
+        Value chunk = e.add(e.mul(r.group, e.index(4)), e.index(d));
+        Value to = destination(r.head, chunk, r.quarter);
+        storeShared(b, loc, to, e.select(real, pair, e.i32(0)), 4);
+      }
+    });
 }
 
 /// The shares of a tile of packed keys: a thread's share is, for each of
@@ -723,8 +866,9 @@ Value swizzledByte(cpu::LoopEmitter &e, Value row, Value k, int64_t atoms) {
 /// the heads, and NaN for a head whose largest value is not finite, so that
 /// none of the token's scores is picked.
 void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
-                      const Operands &o, Value query, Value weights,
-                      Value images, Operation *func) {
+                      const Operands &o, Value query,
+                      const HeadWeights &weights, Value images,
+                      Operation *func) {
   cpu::LoopEmitter e(b, loc);
   mlir::gpu::LaunchOp launch = createLaunch(b, loc, kernelName(func, "indexer"),
                                             o.tokens, kImageThreads);
@@ -824,9 +968,7 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
     }
     // The weight of this head (the first half's first chunk) or a zero
     // past the padded heads (the second half's).
-    Value weight = e.select(
-        real, memref::LoadOp::create(b, loc, weights, ValueRange{token, safe}),
-        e.f32(0.0));
+    Value weight = e.select(real, weights.load(e, token, safe), e.f32(0.0));
     weight = e.select(finite, e.mul(weight, powerOfTwo(u)), e.f32(NAN));
     Value weightBits = arith::TruncIOp::create(
         b, loc, b.getI16Type(),
@@ -861,8 +1003,8 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
 mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
                                 CacheIndexerScoreOp op, const SharedPlan &plan,
                                 ArrayRef<Operands> runs, Value query,
-                                Value weights, Value positions, Value bases,
-                                Value keyBytes, Operation *func) {
+                                const HeadWeights &weights, Value positions,
+                                Value bases, Value keyBytes, Operation *func) {
   cpu::LoopEmitter e(b, loc);
   // The first selection's rows are the run's; a second one (plan.blockK)
   // picks blocks of the same rows.
@@ -950,9 +1092,7 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
     Value column = fragmentPlace(b, loc, warp, lane, r).column;
     Value real = e.cmp(IP::ult, column, e.index(plan.heads));
     Value safe = e.min(column, e.index(plan.heads - 1));
-    weightOf[r] = e.select(
-        real, memref::LoadOp::create(b, loc, weights, ValueRange{token, safe}),
-        e.f32(0.0));
+    weightOf[r] = e.select(real, weights.load(e, token, safe), e.f32(0.0));
   }
 
   // Each key's score from the registers of its dots: a thread holds two
@@ -1693,7 +1833,8 @@ namespace {
 /// selection's picks in place of its op. Inserted before the run's first
 /// op.
 void lowerRun(RewriterBase &rewriter, CacheIndexerScoreOp op,
-              ArrayRef<Operation *> run, const SharedPlan &plan) {
+              ArrayRef<Operation *> run, const SharedPlan &plan,
+              HeadWeights weights) {
   Location loc = op.getLoc();
   OpBuilder &b = rewriter;
   b.setInsertionPoint(run.front());
@@ -1708,7 +1849,7 @@ void lowerRun(RewriterBase &rewriter, CacheIndexerScoreOp op,
   Value query = readOnlyBuffer(b, loc, op.getQuery());
   // The query is read by address (its layout must be the identity); the
   // others through memref loads, in whatever layout they come.
-  Value weights = e.buffer(op.getWeights());
+  weights.buffer = e.buffer(weights.tensor);
   Value positions = e.buffer(op.getPositions());
   Value bases = e.buffer(op.getBase());
   Value context = e.buffer(op.getContext());
@@ -1781,6 +1922,23 @@ void lowerRun(RewriterBase &rewriter, CacheIndexerScoreOp op,
     rewriter.replaceOp(topk, result);
 }
 
+/// Erases `op`, then each op that fed it and nothing reads any more. (An op
+/// joins the worklist when its last reader goes, so once.)
+void eraseWithDeadOperands(RewriterBase &rewriter, Operation *op) {
+  SmallVector<Operation *> dead = {op};
+  while (!dead.empty()) {
+    Operation *next = dead.pop_back_val();
+    llvm::SetVector<Operation *> feeding;
+    for (Value operand : next->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        feeding.insert(def);
+    rewriter.eraseOp(next);
+    for (Operation *def : feeding)
+      if (isOpTriviallyDead(def))
+        dead.push_back(def);
+  }
+}
+
 } // namespace
 
 void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
@@ -1788,6 +1946,7 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
   auto queryType = cast<RankedTensorType>(op.getQuery().getType());
   int64_t heads = queryType.getDimSize(1), width = queryType.getDimSize(2);
   layout::RowLayout row = *keyRowsOf(op.getKeys().getType());
+  HeadWeights weights = headWeightsOf(op.getWeights());
   // A candidate source's rows and blocks share a scoring kernel (its keys
   // read once) when one block's shared memory holds both selections.
   auto kindOf = [](Operation *selection) {
@@ -1808,16 +1967,19 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
   }
   for (Operation *selection : selections) {
     if (shared && selection == *rows) {
-      lowerRun(rewriter, op, {*rows, *blocks}, *shared);
+      lowerRun(rewriter, op, {*rows, *blocks}, *shared, weights);
       continue;
     }
     if (shared && selection == *blocks)
       continue;
     lowerRun(
         rewriter, op, {selection},
-        *planShared(heads, width, selectionOf(selection)->first, row, e4m3));
+        *planShared(heads, width, selectionOf(selection)->first, row, e4m3),
+        weights);
   }
   rewriter.eraseOp(op);
+  if (weights.takenIn && weights.takenIn->use_empty())
+    eraseWithDeadOperands(rewriter, weights.takenIn);
 }
 
 } // namespace v4a::gpu

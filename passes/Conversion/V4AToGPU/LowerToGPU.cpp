@@ -138,6 +138,9 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
     for (auto func : llvm::to_vector(getOperation().getOps<func::FuncOp>())) {
       if (func.isExternal())
         continue;
+      // Kernel regions inlined first: the indexer reads parts of merged
+      // products in place.
+      SmallVector<SmallVector<Operation *>> units = kernelUnits(func);
       // Scores and their top-k are two units; the family takes both.
       SmallVector<std::pair<CacheIndexerScoreOp, SmallVector<Operation *>>>
           indexer;
@@ -156,7 +159,6 @@ struct LowerToGPUPass : public v4a::impl::LowerToGPUBase<LowerToGPUPass> {
       // RoPE of its output are one kernel, launched where the attention is
       // (after the products the query is read from); the ops it takes in
       // are no kernel of their own.
-      SmallVector<SmallVector<Operation *>> units = kernelUnits(func);
       llvm::DenseMap<Operation *, v4a::gpu::QueryNorm> queries;
       llvm::DenseMap<Operation *, RoPEOp> inverses;
       llvm::DenseSet<Operation *> takenIn;

@@ -685,10 +685,26 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   Value kv = buffer(op.getKv());
   Value windowRows = buffer(op.getWindowRows()), sink = buffer(op.getSink());
   Value windowBytes = cacheBytes(b, loc, op.getWindow());
-  Value compressedBytes, compressedRows, bases;
+  Value compressedBytes, compressedRows, compressedSlots, bases;
+  // A layer without top-k attends to every compressed row a token sees
+  // (v4a.visible_rows): the kernel numbers them from the token's position
+  // instead of reading them from a [tokens, rows] table.
+  VisibleRowsOp allVisible;
+  Value visiblePositions;
   if (op.getCompressed()) {
     compressedBytes = cacheBytes(b, loc, op.getCompressed());
-    compressedRows = buffer(op.getCompressedRows());
+    allVisible = op.getCompressedRows().getDefiningOp<VisibleRowsOp>();
+    if (allVisible) {
+      cpu::LoopEmitter host(b, loc);
+      visiblePositions = buffer(allVisible.getPositions());
+      Value bound =
+          host.loadIndex(host.buffer(allVisible.getContext()), {host.index(0)});
+      compressedSlots = host.max(
+          host.div(bound, host.index(allVisible.getRatio())), host.index(0));
+    } else {
+      compressedRows = buffer(op.getCompressedRows());
+      compressedSlots = memref::DimOp::create(b, loc, compressedRows, 1);
+    }
     bases = buffer(op.getBase());
   }
   Value queryPositions =
@@ -754,8 +770,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
       compressedBytes ? addressOf(b, loc, compressedBytes) : Value();
   Value windowSlots = memref::DimOp::create(b, loc, windowRows, 1);
   Value slots = windowSlots;
-  if (compressedRows)
-    slots = k.add(slots, memref::DimOp::create(b, loc, compressedRows, 1));
+  if (compressedSlots)
+    slots = k.add(slots, compressedSlots);
   Value slotBlocks =
       arith::CeilDivUIOp::create(b, loc, slots, k.index(kSlotsPerBlock));
   // Blocks go in pairs; a missing second block has no rows.
@@ -787,6 +803,20 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   Type rawType = cast<MemRefType>(windowRows.getType()).getElementType();
   Value noRow =
       arith::ConstantOp::create(b, loc, b.getIntegerAttr(rawType, -1));
+  // With allVisible, the compressed rows the token sees (the copy
+  // warpgroups compute it).
+  Value visibleRows;
+  // Compressed slot `j`'s row index: the table's, or j itself when the
+  // token sees it.
+  auto compressedRaw = [&](Value j) -> Value {
+    if (!allVisible)
+      return memref::LoadOp::create(b, loc, compressedRows,
+                                    ValueRange{token, j});
+    Value seen = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, j,
+                                       visibleRows);
+    return k.select(seen, arith::IndexCastOp::create(b, loc, rawType, j),
+                    noRow);
+  };
   // Slot `slot`'s row index as stored (-1 when it has none).
   auto rawRow = [&](Value slot) -> Value {
     auto loadAt = [&](Value rows, Value column) {
@@ -806,8 +836,7 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
       b.setInsertionPointToStart(which.thenBlock());
       scf::YieldOp::create(b, loc, loadAt(windowRows, slot));
       b.setInsertionPointToStart(which.elseBlock());
-      scf::YieldOp::create(b, loc,
-                           loadAt(compressedRows, k.sub(slot, windowSlots)));
+      scf::YieldOp::create(b, loc, compressedRaw(k.sub(slot, windowSlots)));
       b.setInsertionPointAfter(which);
       raw = which.getResult(0);
     }
@@ -877,6 +906,13 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
       compressedBase = arith::IndexCastOp::create(
           b, loc, b.getIndexType(),
           memref::LoadOp::create(b, loc, bases, ValueRange{token}));
+    if (allVisible) {
+      Value position = arith::IndexCastOp::create(
+          b, loc, b.getIndexType(),
+          memref::LoadOp::create(b, loc, visiblePositions, ValueRange{token}));
+      visibleRows = arith::DivSIOp::create(b, loc, k.add(position, k.index(1)),
+                                           k.index(allVisible.getRatio()));
+    }
     auto ownSlot = [&](Value slotBlock) {
       return k.add(k.mul(slotBlock, k.index(kSlotsPerBlock)), copier);
     };
@@ -1671,6 +1707,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
     if (queryWindow)
       releaseColumnWindow(rewriter, rawQuery);
   }
+  if (allVisible && allVisible->use_empty())
+    rewriter.eraseOp(allVisible);
 }
 
 } // namespace v4a::gpu
