@@ -17,7 +17,8 @@ usage="usage: bench/kernel-profile.sh PACKAGE KERNEL [LAYER [BATCH [CONTEXT [TOK
 package=$(realpath "${1:?$usage}") || exit 1
 kernel=${2:?$usage}
 layer=${3:-2} batch=${4:-128} context=${5:-65536} tokens=${6:-1}
-out=$(realpath "${OUT:-$(mktemp -d)}") || exit 1
+out=${OUT:-$(mktemp -d)}
+mkdir -p "$out" && out=$(realpath "$out") || exit 1
 cd "$(dirname "$0")/.."
 # The kernel's regex, with what a file name cannot hold replaced.
 label=$(tr -c 'A-Za-z0-9_.-' '_' <<< "$kernel" | sed 's/_$//')
