@@ -338,7 +338,8 @@ struct HeadWeights {
   int64_t column = 0;
   bool roundsToBF16 = false;
   std::optional<float> scale;
-  /// The weights' op when the kernels compute it (and those before it).
+  /// The last op the kernels compute as they load (erased, with what fed
+  /// it alone, once the scores are lowered); null when they compute none.
   Operation *takenIn = nullptr;
 
   Value load(cpu::LoopEmitter &e, Value token, Value head) const {
