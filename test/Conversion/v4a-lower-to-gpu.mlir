@@ -793,6 +793,38 @@ func.func @indexer_scaled_weights(%q: tensor<?x4x128xbf16>,
 
 // -----
 
+// Weights widened alone are widened where they are loaded; a query of
+// their shape asks the part instead.
+// CHECK-LABEL: func.func @indexer_widened_weights
+// CHECK: %[[N:.*]] = tensor.dim %{{.*}}, %{{.*}} : tensor<?x4xbf16>
+// CHECK-NOT: arith.extf {{.*}} : tensor
+// CHECK: gpu.launch {{.*}} function(@indexer_widened_weights_indexer0)
+// CHECK: %[[W:.*]] = memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x68xf32
+// CHECK-NEXT: arith.truncf %[[W]] : f32 to bf16
+// CHECK-NEXT: arith.extf %{{.*}} : bf16 to f32
+// CHECK-NEXT: arith.select
+// CHECK-NOT: arith.extf {{.*}} : tensor
+// CHECK: return %{{.*}}, %{{.*}}, %[[N]] :
+func.func @indexer_widened_weights(%q: tensor<?x4x128xbf16>,
+    %keys: !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>,
+    %y: tensor<?x68xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
+    %ctx: tensor<1xi64>) -> (tensor<?x16xi32>, tensor<?x64xf32>, index) {
+  %kv, %wb = v4a.split_columns %y
+      : tensor<?x68xf32> -> tensor<?x64xf32>, tensor<?x4xbf16>
+  %w = arith.extf %wb : tensor<?x4xbf16> to tensor<?x4xf32>
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %w, %c0 : tensor<?x4xf32>
+  %s = v4a.cache_indexer_score %q, %keys, %w, %pos, %base bound %ctx
+      {ratio = 4 : i64}
+      : tensor<?x4x128xbf16>,
+        !v4a.kv_cache<index_mxfp4, dim = 128, page_size = 64>,
+        tensor<?x4xf32>, tensor<?xi64> -> tensor<?x?xf32>
+  %i = v4a.topk %s {k = 16 : i64} : tensor<?x?xf32> -> tensor<?x16xi32>
+  return %i, %kv, %n : tensor<?x16xi32>, tensor<?x64xf32>, index
+}
+
+// -----
+
 // Weights another op reads too stay a tensor of their own, read as they
 // are.
 // CHECK-LABEL: func.func @indexer_weights_shared

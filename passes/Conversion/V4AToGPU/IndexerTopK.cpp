@@ -1979,8 +1979,17 @@ void lowerIndexerTopK(RewriterBase &rewriter, CacheIndexerScoreOp op,
         weights);
   }
   rewriter.eraseOp(op);
-  if (weights.takenIn && weights.takenIn->use_empty())
-    eraseWithDeadOperands(rewriter, weights.takenIn);
+  if (Operation *taken = weights.takenIn) {
+    // What still asks for its shape asks its first operand (elementwise:
+    // the same shape).
+    for (OpOperand &use :
+         llvm::make_early_inc_range(taken->getResult(0).getUses()))
+      if (isa<tensor::DimOp>(use.getOwner()))
+        rewriter.modifyOpInPlace(use.getOwner(),
+                                 [&] { use.set(taken->getOperand(0)); });
+    if (taken->use_empty())
+      eraseWithDeadOperands(rewriter, taken);
+  }
 }
 
 } // namespace v4a::gpu
