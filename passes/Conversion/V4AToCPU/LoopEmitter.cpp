@@ -379,3 +379,8 @@ Value LoopEmitter::roundToMinifloat(Value value, int mantissaBits,
       select(cmp(arith::CmpFPredicate::OGE, magnitude, limit), limit, rounded);
   return math::CopySignOp::create(b, loc, saturated, value);
 }
+
+Value v4a::cpu::boundRows(LoopEmitter &e, Value context, int64_t ratio) {
+  Value zero = e.index(0);
+  return e.max(e.div(e.loadIndex(context, {zero}), e.index(ratio)), zero);
+}

@@ -119,6 +119,11 @@ private:
   mlir::Location loc;
 };
 
+/// The widest compressed row count of a step: context[0] / ratio, from the
+/// bound the host knows (a GPU's host reads it without a device round
+/// trip).
+mlir::Value boundRows(LoopEmitter &e, mlir::Value context, int64_t ratio);
+
 } // namespace v4a::cpu
 
 #endif // V4A_PASSES_CONVERSION_V4ATOCPU_LOOPEMITTER_H

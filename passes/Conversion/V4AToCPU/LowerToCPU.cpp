@@ -1783,14 +1783,6 @@ struct LowerStepCompressed : public V4APattern<StepCompressedOp> {
   }
 };
 
-/// The widest compressed row count of the step: context[0] / ratio, from
-/// the bound the host knows (a GPU's host reads it without a device round
-/// trip).
-Value boundRows(LoopEmitter &e, Value context, int64_t ratio) {
-  Value zero = e.index(0);
-  return e.max(e.div(e.loadIndex(context, {zero}), e.index(ratio)), zero);
-}
-
 struct LowerVisibleRows : public V4APattern<VisibleRowsOp> {
   using V4APattern::V4APattern;
   LogicalResult matchAndRewrite(VisibleRowsOp op,

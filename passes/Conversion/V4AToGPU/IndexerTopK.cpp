@@ -56,6 +56,7 @@
 #include "passes/Conversion/V4AToCPU/LoopEmitter.h"
 #include "passes/Conversion/V4AToGPU/BlockSelect.h"
 #include "passes/Conversion/V4AToGPU/DeviceKit.h"
+#include "passes/Conversion/V4AToGPU/RowRegions.h"
 #include "passes/Conversion/V4AToGPU/Warpgroup.h"
 
 #include "core/StepSignature.h"
@@ -343,20 +344,15 @@ struct HeadWeights {
   Operation *takenIn = nullptr;
 
   Value load(cpu::LoopEmitter &e, Value token, Value head) const {
-    OpBuilder &b = e.builder();
-    Location loc = e.location();
     Value at = column ? e.add(head, e.index(column)) : head;
-    Value weight =
-        memref::LoadOp::create(b, loc, buffer, ValueRange{token, at});
+    Value weight = memref::LoadOp::create(e.builder(), e.location(), buffer,
+                                          ValueRange{token, at});
     if (roundsToBF16)
-      weight = arith::TruncFOp::create(b, loc, b.getBF16Type(), weight);
-    if (!weight.getType().isF32())
-      weight = arith::ExtFOp::create(b, loc, b.getF32Type(), weight);
-    if (scale)
-      weight = arith::MulFOp::create(
-          b, loc, weight,
-          arith::ConstantOp::create(b, loc, b.getF32FloatAttr(*scale)));
-    return weight;
+      weight = e.roundBF16(weight);
+    else if (!weight.getType().isF32())
+      weight = arith::ExtFOp::create(e.builder(), e.location(),
+                                     e.builder().getF32Type(), weight);
+    return scale ? e.mul(weight, e.f32(*scale)) : weight;
   }
 };
 
@@ -406,11 +402,7 @@ HeadWeights headWeightsOf(Value weights) {
   w.tensor = read;
   if (!split)
     return w;
-  for (Value part : split.getParts()) {
-    if (part == read)
-      break;
-    w.column += cast<ShapedType>(part.getType()).getDimSize(1);
-  }
+  w.column = firstColumnOf(read);
   w.tensor = split.getInput();
   w.roundsToBF16 = getElementTypeOrSelf(split.getInput().getType()).isF32() &&
                    getElementTypeOrSelf(read.getType()).isBF16();

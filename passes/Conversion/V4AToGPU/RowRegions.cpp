@@ -574,6 +574,16 @@ void storeToCache(RowThread &t, CacheRows &cache, const Values &v, Value id,
 
 } // namespace
 
+int64_t firstColumnOf(Value part) {
+  int64_t begin = 0;
+  for (Value other : part.getDefiningOp<SplitColumnsOp>().getParts()) {
+    if (other == part)
+      break;
+    begin += cast<ShapedType>(other.getType()).getDimSize(1);
+  }
+  return begin;
+}
+
 std::optional<ColumnWindow> columnWindowOf(Value rows) {
   Value part = rows;
   if (auto expand = rows.getDefiningOp<tensor::ExpandShapeOp>()) {
@@ -591,12 +601,7 @@ std::optional<ColumnWindow> columnWindowOf(Value rows) {
   Type element = productType.getElementType();
   if (cast<ShapedType>(part.getType()).getElementType() != element)
     return std::nullopt;
-  int64_t begin = 0;
-  for (Value other : split.getParts()) {
-    if (other == part)
-      break;
-    begin += cast<ShapedType>(other.getType()).getDimSize(1);
-  }
+  int64_t begin = firstColumnOf(part);
   int64_t bytes = element.getIntOrFloatBitWidth() / 8;
   if ((begin * bytes) % 16 != 0 || (productType.getDimSize(1) * bytes) % 16)
     return std::nullopt;

@@ -32,6 +32,9 @@ struct ColumnWindow {
   int64_t begin = 0;
 };
 
+/// The product's column where `part`, a result of v4a.split_columns, starts.
+int64_t firstColumnOf(mlir::Value part);
+
 /// The window of `rows` when it is a part of v4a.split_columns (or that
 /// part viewed as heads) of the part's element type, with every row and
 /// part start at a 16-byte boundary (vector accesses).

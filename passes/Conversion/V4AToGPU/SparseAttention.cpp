@@ -697,10 +697,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
     if (allVisible) {
       cpu::LoopEmitter host(b, loc);
       visiblePositions = buffer(allVisible.getPositions());
-      Value bound =
-          host.loadIndex(host.buffer(allVisible.getContext()), {host.index(0)});
-      compressedSlots = host.max(
-          host.div(bound, host.index(allVisible.getRatio())), host.index(0));
+      compressedSlots = cpu::boundRows(
+          host, host.buffer(allVisible.getContext()), allVisible.getRatio());
     } else {
       compressedRows = buffer(op.getCompressedRows());
       compressedSlots = memref::DimOp::create(b, loc, compressedRows, 1);
