@@ -800,9 +800,10 @@ func.func @indexer_scaled_weights(%q: tensor<?x4x128xbf16>,
 // CHECK-NOT: arith.extf {{.*}} : tensor
 // CHECK: gpu.launch {{.*}} function(@indexer_widened_weights_indexer0)
 // CHECK: %[[W:.*]] = memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x68xf32
-// CHECK-NEXT: arith.truncf %[[W]] : f32 to bf16
-// CHECK-NEXT: arith.extf %{{.*}} : bf16 to f32
-// CHECK-NEXT: arith.select
+// CHECK-NEXT: %[[R:.*]] = arith.truncf %[[W]] : f32 to bf16
+// CHECK-NEXT: %[[X:.*]] = arith.extf %[[R]] : bf16 to f32
+// CHECK-NEXT: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: arith.select %{{.*}}, %[[X]], %[[Z]] : f32
 // CHECK-NOT: arith.extf {{.*}} : tensor
 // CHECK: return %{{.*}}, %{{.*}}, %[[N]] :
 func.func @indexer_widened_weights(%q: tensor<?x4x128xbf16>,

@@ -961,8 +961,12 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
     }
     // The weight of this head (the first half's first chunk) or a zero
     // past the padded heads (the second half's).
-    Value weight = e.select(real, weights.load(e, token, safe), e.f32(0.0));
-    weight = e.select(finite, e.mul(weight, powerOfTwo(u)), e.f32(NAN));
+    // Operands are built one statement each: the order of a call's
+    // arguments is the compiler's, and the IR must not depend on it.
+    Value loaded = weights.load(e, token, safe);
+    Value weight = e.select(real, loaded, e.f32(0.0));
+    Value scaled = e.mul(weight, powerOfTwo(u));
+    weight = e.select(finite, scaled, e.f32(NAN));
     Value weightBits = arith::TruncIOp::create(
         b, loc, b.getI16Type(),
         arith::ShRUIOp::create(
@@ -1085,7 +1089,8 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
     Value column = fragmentPlace(b, loc, warp, lane, r).column;
     Value real = e.cmp(IP::ult, column, e.index(plan.heads));
     Value safe = e.min(column, e.index(plan.heads - 1));
-    weightOf[r] = e.select(real, weights.load(e, token, safe), e.f32(0.0));
+    Value loaded = weights.load(e, token, safe);
+    weightOf[r] = e.select(real, loaded, e.f32(0.0));
   }
 
   // Each key's score from the registers of its dots: a thread holds two
