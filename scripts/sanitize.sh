@@ -17,4 +17,11 @@ ninja -C "$build"
 # then uses legitimately; manual poisoning is ignored, real heap errors are not.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allow_user_poisoning=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# The other build's compiler, where there is one, must write what this one
+# writes (test/Import/compiler-independence.test).
+main_build=${V4A_BUILD_DIR:-build}
+if [ -x "$main_build/bin/v4a-compile" ]; then
+  V4A_OTHER_BUILD=$(realpath "$main_build")
+  export V4A_OTHER_BUILD
+fi
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)"

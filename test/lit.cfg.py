@@ -77,3 +77,11 @@ for toolkit in [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
             toolkit, "nvvm", "libdevice", "libdevice.10.bc")))
         break
 config.substitutions.append(("%scripts", os.path.join(config.v4a_src_root, "scripts")))
+
+# Another build of v4a (scripts/sanitize.sh names the GCC build to the Clang
+# one): its compiler must write the same bytes as this one.
+other = os.environ.get("V4A_OTHER_BUILD")
+if other and os.path.isfile(os.path.join(other, "bin", "v4a-compile")):
+    config.available_features.add("other-build")
+    config.substitutions.append(
+        ("%other_compile", os.path.join(other, "bin", "v4a-compile")))

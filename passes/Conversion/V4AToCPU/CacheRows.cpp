@@ -44,22 +44,23 @@ CacheRows::CacheRows(LoopEmitter &e, Value bytes, KVCacheType type)
 Value CacheRows::valueOffset(Value index) {
   Value pages = e.index(pageRows);
   Value page = e.div(index, pages), slot = e.rem(index, pages);
-  return e.add(e.mul(page, e.index(pageRows * row.rowBytes())),
-               e.mul(slot, e.index(row.valueBytes)));
+  Value inPage = e.mul(slot, e.index(row.valueBytes));
+  return e.add(e.mul(page, e.index(pageRows * row.rowBytes())), inPage);
 }
 
 Value CacheRows::scaleOffset(Value index) {
   Value pages = e.index(pageRows);
   Value page = e.div(index, pages), slot = e.rem(index, pages);
+  Value inPage = e.mul(slot, e.index(row.scaleBytes));
   return e.add(e.add(e.mul(page, e.index(pageRows * row.rowBytes())),
                      e.index(pageRows * row.valueBytes)),
-               e.mul(slot, e.index(row.scaleBytes)));
+               inPage);
 }
 
 Value CacheRows::rawOffset(Value values, Value feature) {
   Value quantDims = e.index(row.quantDims);
-  return e.add(e.add(values, quantDims),
-               e.mul(e.sub(feature, quantDims), e.index(2)));
+  Value inRaw = e.mul(e.sub(feature, quantDims), e.index(2));
+  return e.add(e.add(values, quantDims), inRaw);
 }
 
 Value CacheRows::byteAt(Value offset) {
@@ -97,9 +98,10 @@ void CacheRows::storeBits(Value bits, Value offset) {
   for (unsigned i = 1; i < bytes; ++i) {
     Value shift = arith::ConstantOp::create(
         b, loc, b.getIntegerAttr(bits.getType(), 8 * i));
+    Value at = e.add(offset, e.index(i));
     storeByte(arith::TruncIOp::create(
                   b, loc, i8, arith::ShRUIOp::create(b, loc, bits, shift)),
-              e.add(offset, e.index(i)));
+              at);
   }
 }
 
@@ -134,9 +136,11 @@ Value CacheRows::load(Value index, Value feature) {
   if (plain)
     return e.load(plain, {index, feature});
   switch (row.kind) {
-  case layout::RowKind::IndexFP8:
+  case layout::RowKind::IndexFP8: {
+    Value scale = loadF32(scaleOffset(index));
     return e.mul(e.fromE4M3Bits(byteAt(e.add(valueOffset(index), feature))),
-                 loadF32(scaleOffset(index)));
+                 scale);
+  }
   case layout::RowKind::IndexMXFP4:
     return loadMXFP4(index, feature);
   default:
@@ -153,8 +157,8 @@ Value CacheRows::loadModel1(Value index, Value feature) {
   Value raw = loadBF16(rawOffset(values, e.max(feature, quantDims)));
   Value quantFeature = e.min(feature, e.index(row.quantDims - 1));
   Value value = e.fromE4M3Bits(byteAt(e.add(values, quantFeature)));
-  Value scale = e.fromUE8M0Bits(byteAt(
-      e.add(scaleOffset(index), e.div(quantFeature, e.index(row.scaleBlock)))));
+  Value block = e.div(quantFeature, e.index(row.scaleBlock));
+  Value scale = e.fromUE8M0Bits(byteAt(e.add(scaleOffset(index), block)));
   return e.select(isRaw, raw, e.mul(value, scale));
 }
 
@@ -162,12 +166,13 @@ Value CacheRows::loadModel1(Value index, Value feature) {
 Value CacheRows::loadMXFP4(Value index, Value feature) {
   OpBuilder &b = e.builder();
   Location loc = e.location();
-  Value pair = byteAt(e.add(valueOffset(index), e.div(feature, e.index(2))));
+  Value pairInRow = e.div(feature, e.index(2));
+  Value pair = byteAt(e.add(valueOffset(index), pairInRow));
   Value odd = e.cmp(IP::ne, e.rem(feature, e.index(2)), e.index(0));
   Value shift = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(4));
   Value code = e.select(odd, arith::ShRUIOp::create(b, loc, pair, shift), pair);
-  Value scale = e.fromUE8M0Bits(byteAt(
-      e.add(scaleOffset(index), e.div(feature, e.index(row.scaleBlock)))));
+  Value block = e.div(feature, e.index(row.scaleBlock));
+  Value scale = e.fromUE8M0Bits(byteAt(e.add(scaleOffset(index), block)));
   return e.mul(e.fromE2M1Bits(code), scale);
 }
 
@@ -213,7 +218,8 @@ Value CacheRows::storeBlockScales(
     Value begin = e.mul(blk, block), end = e.add(begin, block);
     Value scale =
         blockScale(source, sourceRow, begin, end, amaxFloor, maxValue);
-    storeByte(e.toUE8M0Bits(scale), e.add(scales, blk));
+    Value at = e.add(scales, blk);
+    storeByte(e.toUE8M0Bits(scale), at);
     body(begin, end, scale);
   });
   return blocks;
@@ -223,20 +229,22 @@ void CacheRows::storeModel1Row(Value index, Value source, Value sourceRow) {
   OpBuilder &b = e.builder();
   Location loc = e.location();
   Value values = valueOffset(index), scales = scaleOffset(index);
-  Value blocks = storeBlockScales(
-      source, sourceRow, scales, num::kE4M3AmaxFloor, num::kE4M3Max,
-      [&](Value begin, Value end, Value scale) {
-        e.loop(begin, end, [&](Value f) {
-          storeByte(e4m3Code(source, sourceRow, f, scale), e.add(values, f));
-        });
-      });
+  Value blocks =
+      storeBlockScales(source, sourceRow, scales, num::kE4M3AmaxFloor,
+                       num::kE4M3Max, [&](Value begin, Value end, Value scale) {
+                         e.loop(begin, end, [&](Value f) {
+                           Value at = e.add(values, f);
+                           storeByte(e4m3Code(source, sourceRow, f, scale), at);
+                         });
+                       });
   // The pad byte after the scales.
   Value zeroByte = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(0));
   e.loop(blocks, e.index(row.scaleBytes),
          [&](Value i) { storeByte(zeroByte, e.add(scales, i)); });
   e.loop(e.index(0), e.index(row.rawDims), [&](Value i) {
     Value f = e.add(e.index(row.quantDims), i);
-    storeBF16(e.load(source, {sourceRow, f}), rawOffset(values, f));
+    Value at = rawOffset(values, f);
+    storeBF16(e.load(source, {sourceRow, f}), at);
   });
 }
 
@@ -247,7 +255,8 @@ void CacheRows::storeIndexFP8Row(Value index, Value source, Value sourceRow) {
                            num::kE4M3AmaxFloor, num::kE4M3Max);
   storeF32(scale, scaleOffset(index));
   e.loop(e.index(0), e.index(row.dim), [&](Value f) {
-    storeByte(e4m3Code(source, sourceRow, f, scale), e.add(values, f));
+    Value at = e.add(values, f);
+    storeByte(e4m3Code(source, sourceRow, f, scale), at);
   });
 }
 
@@ -259,20 +268,22 @@ void CacheRows::storeMXFP4Row(Value index, Value source, Value sourceRow) {
   Value values = valueOffset(index);
   Value mask = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(0xf));
   Value shift = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(4));
-  storeBlockScales(
-      source, sourceRow, scaleOffset(index), num::kE2M1AmaxFloor, num::kE2M1Max,
-      [&](Value begin, Value end, Value scale) {
-        auto code = [&](Value f) {
-          return e.toE2M1Bits(
-              e.roundToMinifloat(e.div(e.load(source, {sourceRow, f}), scale),
-                                 1, 0, num::kE2M1Max));
-        };
-        e.loop(e.div(begin, e.index(2)), e.div(end, e.index(2)), [&](Value p) {
-          Value even = e.mul(p, e.index(2));
-          Value low = arith::AndIOp::create(b, loc, code(even), mask);
-          Value high = arith::ShLIOp::create(
-              b, loc, code(e.add(even, e.index(1))), shift);
-          storeByte(arith::OrIOp::create(b, loc, low, high), e.add(values, p));
-        });
-      });
+  storeBlockScales(source, sourceRow, scaleOffset(index), num::kE2M1AmaxFloor,
+                   num::kE2M1Max, [&](Value begin, Value end, Value scale) {
+                     auto code = [&](Value f) {
+                       return e.toE2M1Bits(e.roundToMinifloat(
+                           e.div(e.load(source, {sourceRow, f}), scale), 1, 0,
+                           num::kE2M1Max));
+                     };
+                     Value lastPair = e.div(end, e.index(2));
+                     e.loop(e.div(begin, e.index(2)), lastPair, [&](Value p) {
+                       Value even = e.mul(p, e.index(2));
+                       Value low =
+                           arith::AndIOp::create(b, loc, code(even), mask);
+                       Value high = arith::ShLIOp::create(
+                           b, loc, code(e.add(even, e.index(1))), shift);
+                       Value at = e.add(values, p);
+                       storeByte(arith::OrIOp::create(b, loc, low, high), at);
+                     });
+                   });
 }

@@ -81,10 +81,11 @@ Value LoopEmitter::fromE4M3Bits(Value byte) {
   Value exponent = arith::AndIOp::create(
       b, loc, arith::ShRUIOp::create(b, loc, bits, e.i32(3)), e.i32(0xf));
   Value mantissa = arith::AndIOp::create(b, loc, bits, e.i32(0x7));
+  Value mantissaField = arith::ShLIOp::create(b, loc, mantissa, e.i32(20));
   Value normalBits = arith::OrIOp::create(
       b, loc,
       arith::ShLIOp::create(b, loc, e.add(exponent, e.i32(120)), e.i32(23)),
-      arith::ShLIOp::create(b, loc, mantissa, e.i32(20)));
+      mantissaField);
   Value normal = arith::BitcastOp::create(
       b, loc, b.getF32Type(), arith::OrIOp::create(b, loc, normalBits, sign));
   Value subnormal =
@@ -145,12 +146,13 @@ Value LoopEmitter::fromE2M1Bits(Value code) {
   Value magnitudeCode = arith::AndIOp::create(b, loc, bits, e.i32(0x7));
   Value exponent = arith::ShRUIOp::create(b, loc, magnitudeCode, e.i32(1));
   Value mantissa = arith::AndIOp::create(b, loc, bits, e.i32(0x1));
+  Value mantissaField = arith::ShLIOp::create(b, loc, mantissa, e.i32(22));
   Value normal = arith::BitcastOp::create(
       b, loc, b.getF32Type(),
       arith::OrIOp::create(
           b, loc,
           arith::ShLIOp::create(b, loc, e.add(exponent, e.i32(126)), e.i32(23)),
-          arith::ShLIOp::create(b, loc, mantissa, e.i32(22))));
+          mantissaField));
   Value subnormal = e.mul(
       arith::SIToFPOp::create(b, loc, b.getF32Type(), mantissa), e.f32(0.5));
   Value magnitude = e.select(

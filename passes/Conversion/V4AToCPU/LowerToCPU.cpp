@@ -234,31 +234,31 @@ void project(LoopEmitter &e, Value x, Value row, Value inOffset, Value in,
   forRowGroups(e, count, [&](Value n0, int64_t rows) {
     SmallVector<Value> init(rows, e.f32(0.0));
     store(n0,
-          e.loop(zero, blocks, init,
-                 [&](Value blk, ValueRange a) -> SmallVector<Value> {
-                   Value begin = e.mul(blk, c128);
-                   Value end = e.min(in, e.add(begin, c128));
-                   SmallVector<Value> partials = e.loop(
-                       begin, end, init,
-                       [&](Value k, ValueRange p) -> SmallVector<Value> {
-                         Value xv = valueAt(k);
-                         SmallVector<Value> next;
-                         for (int64_t r = 0; r < rows; ++r)
-                           next.push_back(e.add(
-                               p[r],
-                               e.mul(xv, e.load(w, {weightRow(n0, r), k}))));
-                         return next;
-                       });
-                   Value xScale = scaleAt(blk);
-                   SmallVector<Value> next;
-                   for (int64_t r = 0; r < rows; ++r) {
-                     Value scaleRow = e.div(weightRow(n0, r), c128);
-                     Value scaled = e.mul(e.mul(partials[r], xScale),
-                                          e.load(scale, {scaleRow, blk}));
-                     next.push_back(e.add(a[r], scaled));
-                   }
-                   return next;
-                 }));
+          e.loop(
+              zero, blocks, init,
+              [&](Value blk, ValueRange a) -> SmallVector<Value> {
+                Value begin = e.mul(blk, c128);
+                Value end = e.min(in, e.add(begin, c128));
+                SmallVector<Value> partials = e.loop(
+                    begin, end, init,
+                    [&](Value k, ValueRange p) -> SmallVector<Value> {
+                      Value xv = valueAt(k);
+                      SmallVector<Value> next;
+                      for (int64_t r = 0; r < rows; ++r)
+                        next.push_back(e.add(
+                            p[r], e.mul(xv, e.load(w, {weightRow(n0, r), k}))));
+                      return next;
+                    });
+                Value xScale = scaleAt(blk);
+                SmallVector<Value> next;
+                for (int64_t r = 0; r < rows; ++r) {
+                  Value scaleRow = e.div(weightRow(n0, r), c128);
+                  Value weightScale = e.load(scale, {scaleRow, blk});
+                  Value scaled = e.mul(e.mul(partials[r], xScale), weightScale);
+                  next.push_back(e.add(a[r], scaled));
+                }
+                return next;
+              }));
   });
 }
 
@@ -278,7 +278,8 @@ void transposeLanes(LoopEmitter &e, Value x, Value t0, Value inOffset, Value in,
     auto at = [&](Value k) { return e.add(e.mul(k, lanes), j); };
     if (!quantize) {
       e.loop(zero, in, [&](Value k) {
-        e.store(e.load(x, {row, e.add(inOffset, k)}), xT, {at(k)});
+        Value place = at(k);
+        e.store(e.load(x, {row, e.add(inOffset, k)}), xT, {place});
       });
       return;
     }
@@ -320,30 +321,34 @@ void projectLanes(LoopEmitter &e, Value x, Value t0, Value inOffset, Value in,
             if (scale)
               weight = e.mul(
                   weight, e.load(scale, {e.div(wRow, c128), e.div(k, c128)}));
-            return {e.add(a[0], e.mul(column(xT, k), splat(weight)))};
+            Value weights = splat(weight);
+            return {e.add(a[0], e.mul(column(xT, k), weights))};
           })[0];
     } else {
       Value blocks = e.div(e.add(in, e.index(127)), c128);
       Value scaleRow = e.div(wRow, c128);
-      acc = e.loop(
-          zero, blocks, {zeros},
-          [&](Value blk, ValueRange a) -> SmallVector<Value> {
-            Value begin = e.mul(blk, c128);
-            Value end = e.min(in, e.add(begin, c128));
-            Value partial = e.loop(
-                begin, end, {zeros},
-                [&](Value k, ValueRange p) -> SmallVector<Value> {
-                  return {e.add(
-                      p[0], e.mul(column(xT, k), splat(e.load(w, {wRow, k}))))};
-                })[0];
-            Value scaled = e.mul(e.mul(partial, column(xsT, blk)),
-                                 splat(e.load(scale, {scaleRow, blk})));
-            return {e.add(a[0], scaled)};
-          })[0];
+      acc = e.loop(zero, blocks, {zeros},
+                   [&](Value blk, ValueRange a) -> SmallVector<Value> {
+                     Value begin = e.mul(blk, c128);
+                     Value end = e.min(in, e.add(begin, c128));
+                     Value partial = e.loop(
+                         begin, end, {zeros},
+                         [&](Value k, ValueRange p) -> SmallVector<Value> {
+                           Value weights = splat(e.load(w, {wRow, k}));
+                           return {e.add(p[0], e.mul(column(xT, k), weights))};
+                         })[0];
+                     Value weightScales = splat(e.load(scale, {scaleRow, blk}));
+                     Value scaled =
+                         e.mul(e.mul(partial, column(xsT, blk)), weightScales);
+                     return {e.add(a[0], scaled)};
+                   })[0];
     }
-    for (int64_t j = 0; j < kLanes; ++j)
+    for (int64_t j = 0; j < kLanes; ++j) {
+      Value token = e.add(t0, e.index(j));
+      Value column = e.add(outOffset, n);
       e.store(vector::ExtractOp::create(b, loc, acc, ArrayRef<int64_t>{j}), out,
-              {e.add(t0, e.index(j)), e.add(outOffset, n)});
+              {token, column});
+    }
   });
 }
 
@@ -387,9 +392,10 @@ void projectEachToken(LoopEmitter &e, Value x, Value inOffset, Value in,
   // A prequantized x has rows past the tokens (padding).
   e.parallelLoop(tokens ? tokens : e.dim(x, 0), tiles, [&](Value t, Value i) {
     Value n0 = e.mul(i, tile);
-    project(e, x, t, inOffset, in, w, scale, e.add(rowBegin, n0),
-            e.min(tile, e.sub(count, n0)), out, t, e.add(outOffset, n0), mode,
-            xs, kBlock);
+    Value outColumn = e.add(outOffset, n0);
+    Value rows = e.min(tile, e.sub(count, n0));
+    project(e, x, t, inOffset, in, w, scale, e.add(rowBegin, n0), rows, out, t,
+            outColumn, mode, xs, kBlock);
   });
 }
 
@@ -652,21 +658,23 @@ private:
       ends.push_back(begins[i] + cast<RankedTensorType>(type).getDimSize(1));
     }
     Value first = e.index(begins[copied.front()]);
-    e.parallelLoop(
-        tokens, e.index(ends.back() - begins[copied.front()]),
-        [&](Value t, Value offset) {
-          Value c = e.add(offset, first);
-          Value value = e.load(input, {t, c});
-          for (size_t k = 0; k < copied.size(); ++k) {
-            Value from = e.index(begins[copied[k]]);
-            Value inside = arith::AndIOp::create(
-                rewriter, loc, e.cmp(arith::CmpIPredicate::sge, c, from),
-                e.cmp(arith::CmpIPredicate::slt, c, e.index(ends[k])));
-            e.ifThen(inside, [&] {
-              e.store(value, buffers[k], {t, e.sub(c, from)});
-            });
-          }
-        });
+    e.parallelLoop(tokens, e.index(ends.back() - begins[copied.front()]),
+                   [&](Value t, Value offset) {
+                     Value c = e.add(offset, first);
+                     Value value = e.load(input, {t, c});
+                     for (size_t k = 0; k < copied.size(); ++k) {
+                       Value from = e.index(begins[copied[k]]);
+                       Value beforeEnd = e.cmp(arith::CmpIPredicate::slt, c,
+                                               e.index(ends[k]));
+                       Value inside = arith::AndIOp::create(
+                           rewriter, loc,
+                           e.cmp(arith::CmpIPredicate::sge, c, from),
+                           beforeEnd);
+                       e.ifThen(inside, [&] {
+                         e.store(value, buffers[k], {t, e.sub(c, from)});
+                       });
+                     }
+                   });
     for (auto [k, i] : llvm::enumerate(copied))
       parts[i] = e.tensor(buffers[k], op.getParts()[i].getType());
   }
@@ -720,8 +728,8 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
       e.parallelLoop(zero, tokens, [&](Value t) {
         e.parallelLoop(zero, heads, [&](Value h) {
           e.loop(zero, headDim, [&](Value d) {
-            e.store(e.load(o, {t, h, d}), flat,
-                    {t, e.add(e.mul(h, headDim), d)});
+            Value column = e.add(e.mul(h, headDim), d);
+            e.store(e.load(o, {t, h, d}), flat, {t, column});
           });
         });
       });
@@ -740,14 +748,17 @@ struct LowerGroupedOutput : public V4APattern<GroupedOutputOp> {
                 e.mul(lora, groupWidth), groupWidth, lora});
     if (tokenParallel)
       e.parallelLoop(tokens, groups, [&](Value t, Value g) {
+        Value outColumn = e.mul(g, lora);
+        Value firstRow = e.mul(g, lora);
         project(e, flat, t, e.mul(g, groupWidth), groupWidth, woA, scaleA,
-                e.mul(g, lora), lora, mid, t, e.mul(g, lora),
-                FP8Mode::DequantizeWeight);
+                firstRow, lora, mid, t, outColumn, FP8Mode::DequantizeWeight);
       });
     else
       e.loop(zero, groups, [&](Value g) {
+        Value outColumn = e.mul(g, lora);
+        Value firstRow = e.mul(g, lora);
         projectTokens(e, flat, e.mul(g, groupWidth), groupWidth, woA, scaleA,
-                      e.mul(g, lora), lora, mid, e.mul(g, lora),
+                      firstRow, lora, mid, outColumn,
                       FP8Mode::DequantizeWeight);
       });
     if (!woB) {
@@ -804,8 +815,10 @@ void forEachGroup(LoopEmitter &e, Value buffer, int64_t group,
   e.parallelLoop(e.dim(buffer, 0), inner, [&](Value r, Value j) {
     if (rank == 2)
       body({r}, e.mul(j, size));
-    else
-      body({r, e.div(j, groups)}, e.mul(e.rem(j, groups), size));
+    else {
+      Value first = e.mul(e.rem(j, groups), size);
+      body({r, e.div(j, groups)}, first);
+    }
   });
 }
 
@@ -887,8 +900,10 @@ struct LowerRoPE : public V4APattern<RoPEOp> {
         Value imIdx = e.add(reIdx, e.index(1));
         Value re = e.load(x, withLast(lead, reIdx));
         Value im = e.load(x, withLast(lead, imIdx));
-        e.store(e.sub(e.mul(re, c), e.mul(im, s)), out, withLast(lead, reIdx));
-        e.store(e.add(e.mul(re, s), e.mul(im, c)), out, withLast(lead, imIdx));
+        Value imSin = e.mul(im, s);
+        e.store(e.sub(e.mul(re, c), imSin), out, withLast(lead, reIdx));
+        Value imCos = e.mul(im, c);
+        e.store(e.add(e.mul(re, s), imCos), out, withLast(lead, imIdx));
       });
     });
     rewriter.replaceOp(op, e.tensor(out, op.getType()));
@@ -1104,15 +1119,19 @@ struct LowerCompress : public V4APattern<CompressOp> {
           // D features; the others are the current group on the last D.
           Value current = overlap ? e.cmp(IP::sge, s, r) : Value();
           Value slotInGroup = overlap ? e.select(current, e.sub(s, r), s) : s;
-          Value groupStart = overlap ? e.select(current, e.mul(g, r),
-                                                e.mul(e.sub(g, e.index(1)), r))
-                                     : e.mul(g, r);
+          Value groupStart;
+          if (overlap) {
+            Value previousStart = e.mul(e.sub(g, e.index(1)), r);
+            groupStart = e.select(current, e.mul(g, r), previousStart);
+          } else {
+            groupStart = e.mul(g, r);
+          }
           Value feature = overlap ? e.select(current, e.add(d, f), f) : f;
           Value valid = e.cmp(IP::sge, groupStart, zero);
           Value token = e.select(valid, e.add(groupStart, slotInGroup), zero);
           Value k = e.load(kv, {token, feature});
-          Value sc = e.add(e.load(score, {token, feature}),
-                           e.load(ape, {slotInGroup, feature}));
+          Value bias = e.load(ape, {slotInGroup, feature});
+          Value sc = e.add(e.load(score, {token, feature}), bias);
           return {e.select(valid, k, e.f32(0.0)),
                   e.select(valid, sc, e.f32(kNegInf))};
         });
@@ -1157,14 +1176,20 @@ void feedCompressor(LoopEmitter &e, const CompressorSlots &state, int64_t ratio,
   Value inGroup = e.rem(position, r);
   Value row = e.add(current, inGroup);
   e.loop(zero, width, [&](Value f) {
-    store(kv(f), state.kv(row, f));
-    store(e.add(score(f), e.load(ape, {inGroup, f})), state.score(row, f));
+    auto kvPlace = state.kv(row, f);
+    store(kv(f), kvPlace);
+    auto scorePlace = state.score(row, f);
+    Value bias = e.load(ape, {inGroup, f});
+    store(e.add(score(f), bias), scorePlace);
   });
   e.ifThen(e.cmp(IP::eq, inGroup, e.sub(r, one)), [&] {
     e.loop(zero, d, [&](Value f) {
       Value pooled = pool(e, slots, [&](Value s) -> std::pair<Value, Value> {
-        Value feature =
-            overlap ? e.select(e.cmp(IP::sge, s, r), e.add(d, f), f) : f;
+        Value feature = f;
+        if (overlap) {
+          Value previous = e.add(d, f);
+          feature = e.select(e.cmp(IP::sge, s, r), previous, f);
+        }
         return {load(state.kv(s, feature)), load(state.score(s, feature))};
       });
       emit(f, pooled);
@@ -1176,8 +1201,10 @@ void feedCompressor(LoopEmitter &e, const CompressorSlots &state, int64_t ratio,
       e.loop(zero, width, [&](Value f) {
         Value cur = e.add(current, s);
         if (overlap) {
-          store(load(state.kv(cur, f)), state.kv(s, f));
-          store(load(state.score(cur, f)), state.score(s, f));
+          auto kvPlace = state.kv(s, f);
+          store(load(state.kv(cur, f)), kvPlace);
+          auto scorePlace = state.score(s, f);
+          store(load(state.score(cur, f)), scorePlace);
         }
         store(e.f32(0.0), state.kv(cur, f));
         store(e.f32(kNegInf), state.score(cur, f));
@@ -1255,19 +1282,20 @@ struct LowerCompressStep : public V4APattern<CompressStepOp> {
 Value sumHeadTerms(LoopEmitter &e, Value heads,
                    const std::function<Value(Value)> &term) {
   SmallVector<Value> zeros(4, e.f32(0.0));
-  SmallVector<Value> partials =
-      e.loop(e.index(0), heads, zeros,
-             [&](Value h, ValueRange p) -> SmallVector<Value> {
-               Value t = term(h);
-               Value which = e.div(e.rem(h, e.index(8)), e.index(2));
-               SmallVector<Value> next;
-               for (int64_t q = 0; q < 4; ++q)
-                 next.push_back(e.select(e.cmp(IP::eq, which, e.index(q)),
-                                         e.add(p[q], t), p[q]));
-               return next;
-             });
-  return e.add(e.add(partials[0], partials[2]),
-               e.add(partials[1], partials[3]));
+  SmallVector<Value> partials = e.loop(
+      e.index(0), heads, zeros,
+      [&](Value h, ValueRange p) -> SmallVector<Value> {
+        Value t = term(h);
+        Value which = e.div(e.rem(h, e.index(8)), e.index(2));
+        SmallVector<Value> next;
+        for (int64_t q = 0; q < 4; ++q) {
+          Value sum = e.add(p[q], t);
+          next.push_back(e.select(e.cmp(IP::eq, which, e.index(q)), sum, p[q]));
+        }
+        return next;
+      });
+  Value odd = e.add(partials[1], partials[3]);
+  return e.add(e.add(partials[0], partials[2]), odd);
 }
 
 struct LowerIndexerScore : public V4APattern<IndexerScoreOp> {
@@ -1292,10 +1320,11 @@ struct LowerIndexerScore : public V4APattern<IndexerScoreOp> {
           Value dotValue =
               e.loop(zero, width, {e.f32(0.0)},
                      [&](Value i, ValueRange p) -> SmallVector<Value> {
-                       return {e.add(p[0], e.mul(e.load(q, {t, h, i}),
-                                                 e.load(keys, {j, i})))};
+                       Value key = e.load(keys, {j, i});
+                       return {e.add(p[0], e.mul(e.load(q, {t, h, i}), key))};
                      })[0];
-          return e.mul(e.max(dotValue, e.f32(0.0)), e.load(weights, {t, h}));
+          Value weight = e.load(weights, {t, h});
+          return e.mul(e.max(dotValue, e.f32(0.0)), weight);
         });
         Value inRange = e.cmp(IP::slt, j, valid);
         e.store(e.select(inRange, total, e.f32(kNegInf)), out, {t, j});
@@ -1325,16 +1354,17 @@ SmallVector<Value> bestAfter(LoopEmitter &e, Value lastScore, Value lastId,
         Value i = e.add(first, e.mul(j, stride));
         auto [score, eligible] = item(i);
         Value finite = e.cmp(FP::ONE, score, e.f32(kNegInf));
+        Value laterId = e.cmp(IP::sgt, i, lastId);
+        Value tiesLast = arith::AndIOp::create(
+            b, loc, e.cmp(FP::OEQ, score, lastScore), laterId);
         Value afterLast = arith::OrIOp::create(
-            b, loc, e.cmp(FP::OLT, score, lastScore),
-            arith::AndIOp::create(b, loc, e.cmp(FP::OEQ, score, lastScore),
-                                  e.cmp(IP::sgt, i, lastId)));
-        Value better =
-            arith::OrIOp::create(b, loc, e.cmp(IP::eq, acc[1], minusOne),
-                                 e.cmp(FP::OGT, score, acc[0]));
+            b, loc, e.cmp(FP::OLT, score, lastScore), tiesLast);
+        Value larger = e.cmp(FP::OGT, score, acc[0]);
+        Value better = arith::OrIOp::create(
+            b, loc, e.cmp(IP::eq, acc[1], minusOne), larger);
+        Value ranked = arith::AndIOp::create(b, loc, afterLast, better);
         Value take = arith::AndIOp::create(
-            b, loc, arith::AndIOp::create(b, loc, eligible, finite),
-            arith::AndIOp::create(b, loc, afterLast, better));
+            b, loc, arith::AndIOp::create(b, loc, eligible, finite), ranked);
         return {e.select(take, score, acc[0]), e.select(take, i, acc[1])};
       });
 }
@@ -1376,13 +1406,13 @@ void selectBest(LoopEmitter &e, Value out, Value row, Value k, Value count,
                         [&](Value lane, ValueRange acc) -> SmallVector<Value> {
                           Value score = e.load(laneScores, {lane});
                           Value id = e.loadIndex(laneIds, {lane});
+                          Value earlier = e.cmp(IP::slt, id, acc[1]);
                           Value tie = arith::AndIOp::create(
-                              b, loc, e.cmp(FP::OEQ, score, acc[0]),
-                              e.cmp(IP::slt, id, acc[1]));
+                              b, loc, e.cmp(FP::OEQ, score, acc[0]), earlier);
+                          Value ahead = arith::OrIOp::create(
+                              b, loc, e.cmp(FP::OGT, score, acc[0]), tie);
                           Value better = arith::OrIOp::create(
-                              b, loc, e.cmp(IP::eq, acc[1], minusOne),
-                              arith::OrIOp::create(
-                                  b, loc, e.cmp(FP::OGT, score, acc[0]), tie));
+                              b, loc, e.cmp(IP::eq, acc[1], minusOne), ahead);
                           Value take = arith::AndIOp::create(
                               b, loc, e.cmp(IP::ne, id, minusOne), better);
                           return {e.select(take, score, acc[0]),
@@ -1422,14 +1452,15 @@ struct LowerTopK : public V4APattern<TopKOp> {
             Value eligible = trueBit;
             if (candidates) {
               Value block = e.div(j, blockSize);
-              Value listed = e.loop(
-                  zero, e.dim(candidates, 1), {e.cmp(IP::ne, zero, zero)},
-                  [&](Value c, ValueRange a) -> SmallVector<Value> {
-                    Value id = e.loadIndex(candidates, {t, c});
-                    return {arith::OrIOp::create(e.builder(), e.location(),
-                                                 a[0],
-                                                 e.cmp(IP::eq, id, block))};
-                  })[0];
+              Value none = e.cmp(IP::ne, zero, zero);
+              Value listed =
+                  e.loop(zero, e.dim(candidates, 1), {none},
+                         [&](Value c, ValueRange a) -> SmallVector<Value> {
+                           Value id = e.loadIndex(candidates, {t, c});
+                           return {arith::OrIOp::create(
+                               e.builder(), e.location(), a[0],
+                               e.cmp(IP::eq, id, block))};
+                         })[0];
               eligible = listed;
             }
             return {e.load(scores, {t, j}), eligible};
@@ -1564,9 +1595,8 @@ void accumulateRow(LoopEmitter &e, Value acc, Value accBase, Value p,
   }
   e.loop(full, width, [&](Value i) {
     Value at = e.add(accBase, i);
-    e.store(
-        e.add(e.load(acc, {at}), e.mul(p, e.load(rows, {e.add(rowBase, i)}))),
-        acc, {at});
+    Value weighted = e.mul(p, e.load(rows, {e.add(rowBase, i)}));
+    e.store(e.add(e.load(acc, {at}), weighted), acc, {at});
   });
 }
 
@@ -1622,7 +1652,8 @@ void emitAttention(LoopEmitter &e, Value q, Value sink, double scaleValue,
     if (vectorize) {
       e.loop(zero, heads, [&](Value h) {
         e.loop(zero, width, [&](Value i) {
-          e.store(e.load(q, {t, h, i}), qT, {e.add(e.mul(i, heads), h)});
+          Value at = e.add(e.mul(i, heads), h);
+          e.store(e.load(q, {t, h, i}), qT, {at});
         });
       });
       // Pass 1a: every slot's logit, kLanes heads per vector; each lane sums
@@ -1644,10 +1675,12 @@ void emitAttention(LoopEmitter &e, Value q, Value sink, double scaleValue,
               })[0];
           Value logit = e.mul(
               vector::BroadcastOp::create(b, loc, vectorType, scale), dot);
-          for (int64_t j = 0; j < kLanes; ++j)
+          for (int64_t j = 0; j < kLanes; ++j) {
+            Value at = e.add(e.mul(e.add(h0, e.index(j)), slots), s);
             e.store(
                 vector::ExtractOp::create(b, loc, logit, ArrayRef<int64_t>{j}),
-                logits, {e.add(e.mul(e.add(h0, e.index(j)), slots), s)});
+                logits, {at});
+          }
         });
       });
     }
@@ -1661,18 +1694,19 @@ void emitAttention(LoopEmitter &e, Value q, Value sink, double scaleValue,
                      Value k = e.load(table, {e.add(rowBase, i)});
                      return {e.add(d[0], e.mul(e.load(q, {t, h, i}), k))};
                    })[0];
-        e.store(e.mul(scale, dot), logits, {e.add(e.mul(h, slots), s)});
+        Value at = e.add(e.mul(h, slots), s);
+        e.store(e.mul(scale, dot), logits, {at});
       });
     });
     e.parallelLoop(zero, heads, [&](Value h) {
       Value accBase = e.mul(h, width), logitBase = e.mul(h, slots);
       // The maximum logit over the selected rows.
-      Value m =
-          e.loop(zero, slots, {negInf},
-                 [&](Value s, ValueRange a) -> SmallVector<Value> {
-                   Value logit = e.load(logits, {e.add(logitBase, s)});
-                   return {e.select(used(t, s), e.max(a[0], logit), a[0])};
-                 })[0];
+      Value m = e.loop(zero, slots, {negInf},
+                       [&](Value s, ValueRange a) -> SmallVector<Value> {
+                         Value logit = e.load(logits, {e.add(logitBase, s)});
+                         Value larger = e.max(a[0], logit);
+                         return {e.select(used(t, s), larger, a[0])};
+                       })[0];
       e.loop(zero, width,
              [&](Value i) { e.store(e.f32(0.0), acc, {e.add(accBase, i)}); });
       Value empty = e.cmp(FP::OEQ, m, negInf);
@@ -1717,10 +1751,11 @@ struct LowerSparseAttention : public V4APattern<SparseAttentionOp> {
         e, q, sink, op.getScale().convertToDouble(), out, slots,
         [&](Value t, Value table) {
           e.loop(zero, slots, [&](Value s) {
-            Value row =
-                e.select(used(t, s), e.loadIndex(indices, {t, s}), zero);
+            Value listed = e.loadIndex(indices, {t, s});
+            Value row = e.select(used(t, s), listed, zero);
             e.loop(zero, width, [&](Value i) {
-              e.store(e.load(kv, {row, i}), table, {e.add(e.mul(s, width), i)});
+              Value at = e.add(e.mul(s, width), i);
+              e.store(e.load(kv, {row, i}), table, {at});
             });
           });
         },
@@ -1908,9 +1943,9 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
   auto inStep = [&](const Token &k, Value q) {
     Value u = e.sub(k.t, e.sub(k.p, q));
     Value at = packedIndex(k, q);
-    return both(both(e.cmp(IP::sge, u, zero),
-                     e.cmp(IP::eq, e.loadIndex(slotIds, {at}), k.slot)),
-                e.cmp(IP::eq, e.loadIndex(positions, {at}), q));
+    Value atPosition = e.cmp(IP::eq, e.loadIndex(positions, {at}), q);
+    Value ofSequence = e.cmp(IP::eq, e.loadIndex(slotIds, {at}), k.slot);
+    return both(both(e.cmp(IP::sge, u, zero), ofSequence), atPosition);
   };
   // (kv, score + ape) of position q = group * ratio + i in column c: the
   // step's row, or the state's. A token before the step sits in the
@@ -1924,16 +1959,17 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
   auto placeOf = [&](const Token &k, Value group, Value i) {
     Value q = e.add(e.mul(group, r), i);
     Value last = e.sub(e.mul(e.add(group, one), r), one);
-    Value sameGroup = arith::OrIOp::create(b, loc, e.cmp(IP::sge, last, k.p),
-                                           inStep(k, last));
+    Value lastInStep = inStep(k, last);
+    Value sameGroup =
+        arith::OrIOp::create(b, loc, e.cmp(IP::sge, last, k.p), lastInStep);
     Value row = e.add(e.select(sameGroup, current, zero), i);
     return Place{i, packedIndex(k, q), e.mul(row, width), inStep(k, q)};
   };
   auto valueIn = [&](const Token &k, const Place &place,
                      Value c) -> std::pair<Value, Value> {
     Value stepKv = e.load(kv, {place.stepRow, c});
-    Value stepScore =
-        e.add(e.load(score, {place.stepRow, c}), e.load(ape, {place.i, c}));
+    Value bias = e.load(ape, {place.i, c});
+    Value stepScore = e.add(e.load(score, {place.stepRow, c}), bias);
     Value at = e.add(place.stateRow, c);
     Value stateKv = e.load(state, {e.add(k.base, at)});
     Value stateScore = e.load(state, {e.add(k.scoreBase, at)});
@@ -1982,7 +2018,8 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     SmallVector<Value> features = featuresOf(g);
     Token k = tokenAt(t);
     Value group = e.div(k.p, r);
-    Value completes = e.cmp(IP::eq, e.rem(k.p, r), e.sub(r, one));
+    Value lastOfGroup = e.sub(r, one);
+    Value completes = e.cmp(IP::eq, e.rem(k.p, r), lastOfGroup);
     for (Value f : features)
       e.store(e.f32(0.0), out, {t, f});
     // A completing token's thread reads every slot of its group, several
@@ -2033,10 +2070,11 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
             auto [g, i, columns] = slotColumns(s);
             Value u = e.sub(k.t, e.sub(k.p, e.add(e.mul(g, r), i)));
             SmallVector<std::pair<Value, Value>> values;
-            for (Value c : columns)
-              values.push_back(
-                  {e.load(kv, {u, c}),
-                   e.add(e.load(score, {u, c}), e.load(ape, {i, c}))});
+            for (Value c : columns) {
+              Value kvValue = e.load(kv, {u, c});
+              Value bias = e.load(ape, {i, c});
+              values.push_back({kvValue, e.add(e.load(score, {u, c}), bias)});
+            }
             return values;
           },
           std::gcd(slots, kPoolSlotsFromStepAtOnce));
@@ -2063,8 +2101,8 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     });
   }
   auto completedBefore = [&](const Token &k, Value groupStart) {
-    return both(e.cmp(IP::sgt, groupStart, zero),
-                inStep(k, e.max(e.sub(groupStart, one), zero)));
+    Value previousInStep = inStep(k, e.max(e.sub(groupStart, one), zero));
+    return both(e.cmp(IP::sgt, groupStart, zero), previousInStep);
   };
   auto storeRow = [&](const Token &k, Value row, Value c, Value kvValue,
                       Value scoreValue) {
@@ -2099,9 +2137,11 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     Value i = e.sub(k.p, groupStart);
     auto loadOwnValues = [&] {
       SmallVector<std::pair<Value, Value>> values;
-      for (Value c : columns)
-        values.push_back({e.load(kv, {t, c}),
-                          e.add(e.load(score, {t, c}), e.load(ape, {i, c}))});
+      for (Value c : columns) {
+        Value kvValue = e.load(kv, {t, c});
+        Value bias = e.load(ape, {i, c});
+        values.push_back({kvValue, e.add(e.load(score, {t, c}), bias)});
+      }
       return values;
     };
     // At decode they are loaded before the checks that choose their rows,
@@ -2118,9 +2158,9 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
     Value endInStep = inStep(k, e.sub(e.add(groupStart, r), one));
     Value nextInStep = inStep(k, e.add(k.p, r));
     Value next = e.min(e.add(t, one), lastToken);
-    Value last = arith::OrIOp::create(
-        b, loc, e.cmp(IP::eq, t, lastToken),
-        e.cmp(IP::ne, e.loadIndex(slotIds, {next}), k.slot));
+    Value nextOther = e.cmp(IP::ne, e.loadIndex(slotIds, {next}), k.slot);
+    Value last =
+        arith::OrIOp::create(b, loc, e.cmp(IP::eq, t, lastToken), nextOther);
     e.ifThen(notValue(endInStep), [&] {
       auto values = ownValues();
       if (overlap)
@@ -2147,9 +2187,8 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
       Value lastStart = e.mul(lastGroup, r);
       Value firstRow = e.sub(after, lastStart);
       Value completedStart = e.max(e.sub(lastStart, r), zero);
-      Value beforeStep =
-          both(completedBefore(k, lastStart),
-               notValue(inStep(k, e.add(completedStart, firstRow))));
+      Value notInStep = notValue(inStep(k, e.add(completedStart, firstRow)));
+      Value beforeStep = both(completedBefore(k, lastStart), notInStep);
       e.ifThen(beforeStep, [&] {
         // The row of the step's first position: this token's own when the
         // position before it is not in the step, else found by halving
@@ -2200,8 +2239,8 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
   int64_t columnsPerThread = perThread(staticWidth, kStateColumnsPerThread);
   Value columnGroups = e.div(width, e.index(columnsPerThread));
   int64_t threadRows = overlap ? kOverlapStateThreadRows : kStateThreadRows;
-  Value run = e.max(
-      e.div(e.add(tokens, e.index(threadRows - 1)), e.index(threadRows)), one);
+  Value most = e.index(threadRows);
+  Value run = e.max(e.div(e.add(tokens, e.index(threadRows - 1)), most), one);
   Value runs = e.div(e.add(tokens, e.sub(run, one)), run);
   e.parallelLoop(runs, columnGroups, [&](Value g, Value column) {
     SmallVector<Value> columns;
@@ -2310,8 +2349,8 @@ struct LowerCacheIndexerScore : public CachePattern<CacheIndexerScoreOp> {
       Value base = e.loadIndex(bases, {t});
       e.parallelLoop(zero, valid, [&](Value j) {
         e.loop(zero, width, [&](Value i) {
-          e.store(keys.load(e.add(base, j), i), key,
-                  {e.add(e.mul(j, width), i)});
+          Value at = e.add(e.mul(j, width), i);
+          e.store(keys.load(e.add(base, j), i), key, {at});
         });
       });
       e.parallelLoop(zero, rows, [&](Value j) {
@@ -2324,7 +2363,8 @@ struct LowerCacheIndexerScore : public CachePattern<CacheIndexerScoreOp> {
                        Value k = e.load(key, {e.add(e.mul(row, width), i)});
                        return {e.add(p[0], e.mul(e.load(q, {t, h, i}), k))};
                      })[0];
-          return e.mul(e.max(dotValue, e.f32(0.0)), e.load(weights, {t, h}));
+          Value weight = e.load(weights, {t, h});
+          return e.mul(e.max(dotValue, e.f32(0.0)), weight);
         });
         e.store(e.select(inRange, total, e.f32(kNegInf)), out, {t, j});
       });
@@ -2365,8 +2405,9 @@ struct LowerCacheAttention : public CachePattern<CacheAttentionOp> {
       Value inWindow = e.cmp(IP::slt, s, w);
       Value ws = e.select(inWindow, s, zero);
       Value cs = e.select(inWindow, zero, e.sub(s, w));
+      Value compressedRow = e.loadIndex(compressedRows, {t, cs});
       return e.select(inWindow, e.loadIndex(windowRows, {t, ws}),
-                      e.loadIndex(compressedRows, {t, cs}));
+                      compressedRow);
     };
     auto used = [&](Value t, Value s) {
       return e.cmp(IP::ne, indexOf(t, s), minusOne);
@@ -2376,7 +2417,8 @@ struct LowerCacheAttention : public CachePattern<CacheAttentionOp> {
         [&](Value t, Value table) {
           auto copyRow = [&](Value s, const std::function<Value(Value)> &at) {
             e.loop(zero, width, [&](Value i) {
-              e.store(at(i), table, {e.add(e.mul(s, width), i)});
+              Value place = e.add(e.mul(s, width), i);
+              e.store(at(i), table, {place});
             });
           };
           e.parallelLoop(zero, w, [&](Value s) {

@@ -27,8 +27,9 @@ void emitWindowRows(cpu::LoopEmitter &e, const StepTokens &in, Value tokens,
   auto attendRow = [&](Value j) {
     Value q = e.add(oldest, j);
     Value inStep = e.cmp(IP::sge, q, start);
-    Value row = e.select(inStep, e.add(firstRow, e.sub(q, start)),
-                         e.add(tokens, e.add(ring, e.rem(q, w))));
+    Value fromRing = e.add(tokens, e.add(ring, e.rem(q, w)));
+    Value fromStep = e.add(firstRow, e.sub(q, start));
+    Value row = e.select(inStep, fromStep, fromRing);
     e.storeInt(e.select(e.cmp(IP::sle, q, p), row, minusOne), attend, {t, j});
   };
   auto storeRow = [&] {

@@ -273,13 +273,14 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
       barrier();
       strided(b, loc, thread, nIndex, threads, [&](Value i) {
         Value x = memref::LoadOp::create(b, loc, keys, ValueRange{i});
+        Value real = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x,
+                                           e.i64(0));
         Value matches = arith::AndIOp::create(
             b, loc,
             arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                   arith::AndIOp::create(b, loc, x, mask),
                                   prefix),
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x,
-                                  e.i64(0)));
+            real);
         scf::IfOp::create(b, loc, matches, [&](OpBuilder &, Location) {
           Value digit = arith::IndexCastOp::create(
               b, loc, b.getIndexType(),
@@ -334,12 +335,13 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
       Value total;
       Value through = inclusiveScan(local, total);
       Value before = arith::SubIOp::create(b, loc, through, local);
+      Value reaches = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge,
+                                            through, need);
       Value owner = arith::AndIOp::create(
           b, loc,
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, before,
                                 need),
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, through,
-                                need));
+          reaches);
       scf::IfOp::create(b, loc, owner, [&](OpBuilder &, Location) {
         // The first of its bins, from the top, that reaches the need (the
         // weights above each bin grow downwards, so from the lowest up,
@@ -395,15 +397,12 @@ Value BlockSelect::weightedFloor(Value keys, Value n, Value need0,
       // and, with too little weight in all, at once with no floor.
       Value short_ =
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, total, need);
+      Value alone = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                          word(kKeysInBin), e.i32(1));
+      Value exact = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                          inBin, newNeed);
       Value done = arith::OrIOp::create(
-          b, loc,
-          arith::OrIOp::create(
-              b, loc,
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, inBin,
-                                    newNeed),
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                    word(kKeysInBin), e.i32(1))),
-          short_);
+          b, loc, arith::OrIOp::create(b, loc, exact, alone), short_);
       newPrefix = arith::SelectOp::create(b, loc, short_, e.i64(0), newPrefix);
       scf::YieldOp::create(b, loc,
                            ValueRange{newPrefix, newMask, newNeed, done});
@@ -477,12 +476,13 @@ void BlockSelect::sortDescending() {
   // bits below `stride`, a 0 bit at each of the `width` / 2 strides from
   // `stride` up, then p's high bits.
   auto firstPlace = [&](Value p, int64_t stride, int64_t width) {
+    Value low = arith::RemUIOp::create(b, loc, p, e.index(stride));
     return arith::AddIOp::create(
                b, loc,
                arith::MulIOp::create(
                    b, loc, arith::DivUIOp::create(b, loc, p, e.index(stride)),
                    e.index(width * stride)),
-               arith::RemUIOp::create(b, loc, p, e.index(stride)))
+               low)
         .getResult();
   };
   auto isDescending = [&](Value i, int64_t size) {
@@ -581,9 +581,9 @@ Value BlockSelect::rankKey(OpBuilder &b, Location loc, Value score, Value row) {
   Value negative =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, bits, c32(0));
   // Negative floats reversed, positive ones above them.
+  Value positive = arith::OrIOp::create(b, loc, bits, c32(INT32_MIN));
   Value ordered = arith::SelectOp::create(
-      b, loc, negative, arith::XOrIOp::create(b, loc, bits, c32(-1)),
-      arith::OrIOp::create(b, loc, bits, c32(INT32_MIN)));
+      b, loc, negative, arith::XOrIOp::create(b, loc, bits, c32(-1)), positive);
   Value high = arith::ShLIOp::create(
       b, loc, arith::ExtUIOp::create(b, loc, i64Type, ordered),
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32)));

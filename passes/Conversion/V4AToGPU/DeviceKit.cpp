@@ -275,19 +275,20 @@ struct WordOps {
     // (arith's bitcast keeps shapes: i32 and vector<2xbf16> need LLVM's.)
     Type i32 = b.getI32Type();
     auto pairType = VectorType::get({2}, b.getBF16Type());
+    Value second = LLVM::BitcastOp::create(b, loc, pairType, y);
     Value product = arith::MulFOp::create(
-        b, loc, LLVM::BitcastOp::create(b, loc, pairType, x),
-        LLVM::BitcastOp::create(b, loc, pairType, y));
+        b, loc, LLVM::BitcastOp::create(b, loc, pairType, x), second);
     return LLVM::BitcastOp::create(b, loc, i32, product);
   }
   /// 2^(scale - 127) in bf16 (scale 0: the subnormal 2^-127), in both halves.
   Value scalePair(Value scale) {
     Value scaleBits = arith::ExtUIOp::create(b, loc, b.getI32Type(), scale);
+    Value normal = shl(scaleBits, 7);
     Value scaleField = arith::SelectOp::create(
         b, loc,
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, scaleBits,
                               constant(0)),
-        constant(0x40), shl(scaleBits, 7));
+        constant(0x40), normal);
     return orI(scaleField, shl(scaleField, 16));
   }
   Value words(ArrayRef<Value> values) {
@@ -325,8 +326,8 @@ Value dequantizeE4M3x8(OpBuilder &b, Location loc, Value bytes, Value scale) {
                        w.permuteBytes(x, {4, 2, 4, 3})};
     for (Value y : spread) {
       // Sign to bf16's sign bit, exponent and mantissa 4 bits lower.
-      Value bits =
-          w.orI(w.andI(y, 0x80008000), w.andI(w.shr(y, 4), 0x07F007F0));
+      Value field = w.andI(w.shr(y, 4), 0x07F007F0);
+      Value bits = w.orI(w.andI(y, 0x80008000), field);
       out.push_back(w.multiply(w.multiply(bits, twoTo120), scalePair));
     }
   }

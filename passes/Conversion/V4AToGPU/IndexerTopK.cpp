@@ -447,9 +447,11 @@ int64_t dimsPerPiece(const SharedPlan &plan) {
 Value dimOfQuarter(cpu::LoopEmitter &e, const SharedPlan &plan, Value quarter,
                    Value at) {
   int64_t piece = dimsPerPiece(plan);
-  return e.add(e.add(e.mul(e.div(at, e.index(piece)), e.index(4 * piece)),
-                     e.mul(quarter, e.index(piece))),
-               e.rem(at, e.index(piece)));
+  Value inPiece = e.rem(at, e.index(piece));
+  Value quarterFirst = e.mul(quarter, e.index(piece));
+  return e.add(
+      e.add(e.mul(e.div(at, e.index(piece)), e.index(4 * piece)), quarterFirst),
+      inPiece);
 }
 
 /// The place in a thread's quarter of a packed key row of the first value
@@ -457,13 +459,15 @@ Value dimOfQuarter(cpu::LoopEmitter &e, const SharedPlan &plan, Value quarter,
 /// pair chunk % 2 of K step chunk / 2 in decodeKeyFragments's order; the
 /// second is plan.pairStride() places further.
 Value placeOfPair(cpu::LoopEmitter &e, const SharedPlan &plan, Value chunk) {
-  if (plan.pairStride() == 1)
-    return e.add(e.mul(e.div(chunk, e.index(2)), e.index(4)),
-                 e.mul(e.rem(chunk, e.index(2)), e.index(2)));
-  return e.add(
-      e.add(e.mul(e.div(chunk, e.index(4)), e.index(8)),
-            e.mul(e.rem(e.div(chunk, e.index(2)), e.index(2)), e.index(2))),
-      e.rem(chunk, e.index(2)));
+  if (plan.pairStride() == 1) {
+    Value inStep = e.mul(e.rem(chunk, e.index(2)), e.index(2));
+    return e.add(e.mul(e.div(chunk, e.index(2)), e.index(4)), inStep);
+  }
+  Value pairOfChunk = e.rem(chunk, e.index(2));
+  Value inGroup =
+      e.mul(e.rem(e.div(chunk, e.index(2)), e.index(2)), e.index(2));
+  return e.add(e.add(e.mul(e.div(chunk, e.index(4)), e.index(8)), inGroup),
+               pairOfChunk);
 }
 
 /// Copies the token's query tile (zero rows past the heads) for MMAs whose
@@ -484,10 +488,11 @@ void copyQueryForFragments(cpu::LoopEmitter &e, const SharedPlan &plan,
   // The tile's byte of the pair at place `quarter` of chunk `chunk` of
   // `head`'s row, and the address of dim `dim` of that row in the query.
   auto destination = [&](Value head, Value chunk, Value quarter) {
+    Value inChunk = toI64(b, loc, e.mul(quarter, e.index(4)));
     return e.add(
         e.add(tile,
               toI64(b, loc, swizzledOffset(b, loc, head, chunk, width / 64))),
-        toI64(b, loc, e.mul(quarter, e.index(4))));
+        inChunk);
   };
   auto source = [&](Value head, Value dim) {
     Value element = e.add(
@@ -554,11 +559,14 @@ void copyQueryForFragments(cpu::LoopEmitter &e, const SharedPlan &plan,
       // d / 2 + 2, their low halves (even d) or high halves (odd d).
       for (int64_t d = 0; d < 4; ++d) {
         Value first = w[d / 2], second = w[d / 2 + 2];
-        Value pair = d % 2 == 0
-                         ? orI(andI(first, low),
-                               arith::ShLIOp::create(b, loc, second, e.i32(16)))
-                         : orI(arith::ShRUIOp::create(b, loc, first, e.i32(16)),
-                               andI(second, high));
+        Value pair;
+        if (d % 2 == 0) {
+          Value upper = arith::ShLIOp::create(b, loc, second, e.i32(16));
+          pair = orI(andI(first, low), upper);
+        } else {
+          Value upper = andI(second, high);
+          pair = orI(arith::ShRUIOp::create(b, loc, first, e.i32(16)), upper);
+        }
         Value chunk = e.add(e.mul(r.group, e.index(4)), e.index(d));
         Value to = destination(r.head, chunk, r.quarter);
         storeShared(b, loc, to, e.select(real, pair, e.i32(0)), 4);
@@ -596,16 +604,19 @@ struct KeyShares {
       Value global = cacheRow(row);
       Value values = e.add(
           e.add(keysAddress, toI64(b, loc, keys.valueOffset(global))), quarter);
-      for (int64_t c = 0; c < pieces(); ++c)
+      for (int64_t c = 0; c < pieces(); ++c) {
+        Value from = e.add(values, e.i64(4 * c * kChunkBytes));
         copyAsync16(b, loc,
                     e.add(e.add(stage, own), e.i64((half * pieces() + c) *
                                                    kThreads * kChunkBytes)),
-                    e.add(values, e.i64(4 * c * kChunkBytes)), always);
+                    from, always);
+      }
+      Value scalesFrom =
+          e.add(keysAddress, toI64(b, loc, keys.scaleOffset(global)));
       copyAsync4(b, loc,
                  e.add(e.add(stage, toI64(b, loc, e.mul(thread, e.index(4)))),
                        e.i64(plan.stageScales + half * kThreads * 4)),
-                 e.add(keysAddress, toI64(b, loc, keys.scaleOffset(global))),
-                 always);
+                 scalesFrom, always);
     }
   }
 
@@ -842,9 +853,10 @@ SmallVector<Value> issueHeadSums(cpu::LoopEmitter &e, const SharedPlan &plan,
 Value swizzledByte(cpu::LoopEmitter &e, Value row, Value k, int64_t atoms) {
   OpBuilder &b = e.builder();
   Location loc = e.location();
+  Value inChunk = e.rem(k, e.index(kChunkBytes));
   return e.add(
       swizzledOffset(b, loc, row, e.div(k, e.index(kChunkBytes)), atoms),
-      e.rem(k, e.index(kChunkBytes)));
+      inChunk);
 }
 
 /// The e4m3 image of each token's query (plan.e4m3), a block per token and
@@ -869,8 +881,8 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
   Value token = launch.getBlockIds().x;
   Type i32 = b.getI32Type();
   Value queryAddress = addressOf(b, loc, query);
-  Value image = e.add(addressOf(b, loc, images),
-                      e.mul(toI64(b, loc, token), e.i64(plan.imageBytes)));
+  Value imageOffset = e.mul(toI64(b, loc, token), e.i64(plan.imageBytes));
+  Value image = e.add(addressOf(b, loc, images), imageOffset);
   constexpr int64_t kValuesPerChunk = kChunkBytes / 2;
   int64_t chunksPerHead = plan.width / kValuesPerChunk;
   int64_t chunksPerHalf = chunksPerHead / 2;
@@ -888,9 +900,10 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
         arith::RemUIOp::create(b, loc, chunk, e.index(chunksPerHalf));
     Value real = e.cmp(IP::ult, head, e.index(plan.heads));
     Value safe = e.min(head, e.index(plan.heads - 1));
+    Value inRow = e.mul(chunk, e.index(kValuesPerChunk));
     Value element = e.add(e.mul(e.add(e.mul(token, e.index(plan.heads)), safe),
                                 e.index(plan.width)),
-                          e.mul(chunk, e.index(kValuesPerChunk)));
+                          inRow);
     Value from = e.add(queryAddress, e.mul(toI64(b, loc, element), e.i64(2)));
     Value words =
         loadGlobal(b, loc, from, VectorType::get({4}, i32), kChunkBytes);
@@ -918,11 +931,11 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
         e.i32(0xFF));
     // u = the largest's binade - 2, within the range where 2^-u and 2^u
     // are normal f32.
-    Value u = e.select(
-        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, most,
-                              e.f32(0.0)),
-        e.min(e.max(e.sub(exponent, e.i32(129)), e.i32(-124)), e.i32(125)),
-        e.i32(0));
+    Value clamped =
+        e.min(e.max(e.sub(exponent, e.i32(129)), e.i32(-124)), e.i32(125));
+    Value u = e.select(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT,
+                                             most, e.f32(0.0)),
+                       clamped, e.i32(0));
     auto powerOfTwo = [&](Value binade) {
       return arith::BitcastOp::create(
           b, loc, b.getF32Type(),
@@ -946,12 +959,13 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
       // group % 8 / 2 of the block, half group % 2 of the word; with group
       // = 2 chunkOfHalf + mine: 32 (chunkOfHalf % 4) + 16 mine + 4
       // (chunkOfHalf / 4).
+      Value group = e.mul(
+          arith::DivUIOp::create(b, loc, chunkOfHalf, e.index(4)), e.index(4));
       Value fixed = e.add(
           e.add(e.mul(arith::RemUIOp::create(b, loc, chunkOfHalf, e.index(4)),
                       e.index(32)),
                 e.index(16 * mine)),
-          e.mul(arith::DivUIOp::create(b, loc, chunkOfHalf, e.index(4)),
-                e.index(4)));
+          group);
       Value k = e.add(e.mul(second, e.index(8)), fixed);
       e.ifThen(inside, [&] {
         storeGlobal(b, loc,
@@ -978,11 +992,12 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
     weightBits =
         e.select(first, weightBits,
                  arith::ConstantOp::create(b, loc, b.getI16IntegerAttr(0)));
+    Value stepped = e.cmp(IP::ult, column, e.index(plan.headSteps * kMmaK));
     Value written = arith::AndIOp::create(
         b, loc,
         arith::AndIOp::create(b, loc, inside,
                               e.cmp(IP::eq, chunkOfHalf, e.index(0))),
-        e.cmp(IP::ult, column, e.index(plan.headSteps * kMmaK)));
+        stepped);
     Value k = e.mul(column, e.index(2));
     e.ifThen(written, [&] {
       for (int64_t n = 0; n < 8; ++n)
@@ -1062,11 +1077,11 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
     Value id = memref::LoadOp::create(b, loc, selection.candidates,
                                       ValueRange{token, slot});
     Value named = e.cmp(IP::sge, id, e.i32(0));
-    Value row = e.add(e.mul(toIndex(b, loc, id), size),
-                      arith::RemUIOp::create(b, loc, v, size));
+    Value inBlock = arith::RemUIOp::create(b, loc, v, size);
+    Value row = e.add(e.mul(toIndex(b, loc, id), size), inBlock);
+    Value seen = e.cmp(IP::ult, row, visible);
     Value real = arith::AndIOp::create(
-        b, loc, arith::AndIOp::create(b, loc, inside, named),
-        e.cmp(IP::ult, row, visible));
+        b, loc, arith::AndIOp::create(b, loc, inside, named), seen);
     return {row, real};
   };
   // The first row of key block `keyBlock`.
@@ -1104,12 +1119,12 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
     Value quarter = e.rem(lane, e.index(4));
     Value second = e.cmp(IP::eq, quarter, e.index(1));
     Value total = e.select(second, totals[1], totals[0]);
-    Value row = e.add(fragmentPlace(b, loc, warp, lane, 0).row,
-                      e.select(second, e.index(8), e.index(0)));
+    Value half = e.select(second, e.index(8), e.index(0));
+    Value row = e.add(fragmentPlace(b, loc, warp, lane, 0).row, half);
     auto [j, exists] = rowAt(e.add(firstRow(keyBlock), row));
+    Value counted = arith::AndIOp::create(b, loc, exists, isFinite(e, total));
     Value real = arith::AndIOp::create(
-        b, loc, e.cmp(IP::ult, quarter, e.index(2)),
-        arith::AndIOp::create(b, loc, exists, isFinite(e, total)));
+        b, loc, e.cmp(IP::ult, quarter, e.index(2)), counted);
     select.offer(BlockSelect::rankKey(b, loc, total, j), real);
   };
   // Selection::Kind::Blocks: a block of 8 rows is a warp's first or second
@@ -1119,7 +1134,8 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
   // eight).
   auto offerBlockMaxima = [&](BlockSelect &select, int64_t size,
                               ArrayRef<Value> totals, Value keyBlock) {
-    Value warpFirst = e.add(firstRow(keyBlock), e.mul(warp, e.index(16)));
+    Value warpRows = e.mul(warp, e.index(16));
+    Value warpFirst = e.add(firstRow(keyBlock), warpRows);
     Value mine =
         e.add(warpFirst, arith::DivUIOp::create(b, loc, lane, e.index(4)));
     Value largest[2];
@@ -1143,8 +1159,8 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
         b, loc, e.add(warpFirst, e.select(second, e.index(8), e.index(0))),
         e.index(size));
     Value offers = e.cmp(IP::ult, lane, e.index(size == 8 ? 2 : 1));
-    select.offer(BlockSelect::rankKey(b, loc, best, id),
-                 arith::AndIOp::create(b, loc, offers, isFinite(e, best)));
+    Value offered = arith::AndIOp::create(b, loc, offers, isFinite(e, best));
+    select.offer(BlockSelect::rankKey(b, loc, best, id), offered);
   };
   auto offer = [&](ArrayRef<Value> totals, Value keyBlock) {
     for (auto [select, run] : llvm::zip(selects, runs)) {
@@ -1208,16 +1224,16 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
     Value tables, signWord, mine;
     if (plan.e4m3) {
       Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-      Value image = e.add(addressOf(b, loc, o.images),
-                          e.mul(toI64(b, loc, token), e.i64(plan.imageBytes)));
+      Value imageOffset = e.mul(toI64(b, loc, token), e.i64(plan.imageBytes));
+      Value image = e.add(addressOf(b, loc, o.images), imageOffset);
       int64_t chunks = plan.imageBytes / kChunkBytes;
       int64_t passes = llvm::divideCeil(chunks, kThreads);
       for (int64_t pass = 0; pass < passes; ++pass) {
         Value chunk = e.add(thread, e.index(pass * kThreads));
         Value offset = toI64(b, loc, e.mul(chunk, e.index(kChunkBytes)));
         e.ifThen(e.cmp(IP::ult, chunk, e.index(chunks)), [&] {
-          copyAsync16(b, loc, e.add(queryTile, offset), e.add(image, offset),
-                      always);
+          Value from = e.add(image, offset);
+          copyAsync16(b, loc, e.add(queryTile, offset), from, always);
         });
       }
       tables = e.add(sharedBase, e.i64(plan.decodeTables));
@@ -1242,8 +1258,8 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
     }
     KeyShares shares{e, plan, thread, warp, lane};
     auto stageAddress = [&](Value stage) {
-      return e.add(e.add(sharedBase, e.i64(plan.firstStage)),
-                   e.mul(toI64(b, loc, stage), e.i64(plan.stageBytes)));
+      Value offset = e.mul(toI64(b, loc, stage), e.i64(plan.stageBytes));
+      return e.add(e.add(sharedBase, e.i64(plan.firstStage)), offset);
     };
     auto stageOf = [&](Value keyBlock) {
       return arith::RemUIOp::create(b, loc, keyBlock, e.index(plan.stages))
@@ -1365,8 +1381,8 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
         },
         queryAddress);
     auto stageAddress = [&](Value stage) {
-      return e.add(e.add(sharedBase, e.i64(plan.firstStage)),
-                   e.mul(toI64(b, loc, stage), e.i64(plan.stageBytes)));
+      Value offset = e.mul(toI64(b, loc, stage), e.i64(plan.stageBytes));
+      return e.add(e.add(sharedBase, e.i64(plan.firstStage)), offset);
     };
     auto copyKeys = [&](Value keyBlock, Value stage) {
       Value first = firstRow(keyBlock);
@@ -1443,11 +1459,10 @@ int64_t rankMergeSharedBytes(int64_t k) { return kRankMergeLists * k * 8; }
 void buildRankMerge(OpBuilder &b, Location loc, const Operands &o,
                     Operation *func) {
   cpu::LoopEmitter e(b, loc);
+  Value fewLists = e.select(e.cmp(IP::ule, o.splits, e.index(kRankMergeLists)),
+                            o.tokens, e.index(0));
   Value blocks =
-      e.select(e.cmp(IP::ugt, o.splits, e.index(1)),
-               e.select(e.cmp(IP::ule, o.splits, e.index(kRankMergeLists)),
-                        o.tokens, e.index(0)),
-               e.index(0));
+      e.select(e.cmp(IP::ugt, o.splits, e.index(1)), fewLists, e.index(0));
   mlir::gpu::LaunchOp launch = createLaunch(
       b, loc, kernelName(func, "indexer"), blocks, kRankMergeThreads,
       /*sharedFloats=*/0, rankMergeSharedBytes(o.k));
@@ -1460,17 +1475,17 @@ void buildRankMerge(OpBuilder &b, Location loc, const Operands &o,
   Value first = e.mul(token, count);
   // Every key in flight at once (a load each would wait in turn).
   Value sharedAddress = addressOf(b, loc, shared);
-  Value listsAddress = e.add(addressOf(b, loc, o.partial),
-                             e.mul(toI64(b, loc, first), e.i64(8)));
+  Value listsOffset = e.mul(toI64(b, loc, first), e.i64(8));
+  Value listsAddress = e.add(addressOf(b, loc, o.partial), listsOffset);
   Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-  scf::ForOp::create(b, loc, thread, count, e.index(kRankMergeThreads),
-                     ValueRange{},
-                     [&](OpBuilder &, Location, Value i, ValueRange) {
-                       Value bytes = e.mul(toI64(b, loc, i), e.i64(8));
-                       copyAsync8(b, loc, e.add(sharedAddress, bytes),
-                                  e.add(listsAddress, bytes), always);
-                       scf::YieldOp::create(b, loc);
-                     });
+  scf::ForOp::create(
+      b, loc, thread, count, e.index(kRankMergeThreads), ValueRange{},
+      [&](OpBuilder &, Location, Value i, ValueRange) {
+        Value bytes = e.mul(toI64(b, loc, i), e.i64(8));
+        Value from = e.add(listsAddress, bytes);
+        copyAsync8(b, loc, e.add(sharedAddress, bytes), from, always);
+        scf::YieldOp::create(b, loc);
+      });
   commitCopies(b, loc);
   waitCopies(b, loc, 0);
   mlir::gpu::BarrierOp::create(b, loc);
@@ -1493,9 +1508,11 @@ void buildRankMerge(OpBuilder &b, Location loc, const Operands &o,
   };
   Value zero = e.i64(0);
   Value kept = e.index(0);
-  for (int64_t list = 0; list < kRankMergeLists; ++list)
-    kept = e.add(kept, e.select(e.cmp(IP::ult, e.index(list), o.splits),
-                                keysAbove(e.index(list), zero), e.index(0)));
+  for (int64_t list = 0; list < kRankMergeLists; ++list) {
+    Value above = keysAbove(e.index(list), zero);
+    kept = e.add(kept, e.select(e.cmp(IP::ult, e.index(list), o.splits), above,
+                                e.index(0)));
+  }
   scf::ForOp::create(
       b, loc, thread, count, e.index(kRankMergeThreads), ValueRange{},
       [&](OpBuilder &, Location, Value i, ValueRange) {
@@ -1503,14 +1520,15 @@ void buildRankMerge(OpBuilder &b, Location loc, const Operands &o,
         Value own = arith::DivUIOp::create(b, loc, i, e.index(o.k));
         Value rank = arith::RemUIOp::create(b, loc, i, e.index(o.k));
         for (int64_t list = 0; list < kRankMergeLists; ++list) {
+          Value notOwn = e.cmp(IP::ne, e.index(list), own);
           Value other = arith::AndIOp::create(
-              b, loc, e.cmp(IP::ult, e.index(list), o.splits),
-              e.cmp(IP::ne, e.index(list), own));
+              b, loc, e.cmp(IP::ult, e.index(list), o.splits), notOwn);
           rank = e.add(
               rank, e.select(other, keysAbove(e.index(list), key), e.index(0)));
         }
-        Value pick = arith::AndIOp::create(b, loc, e.cmp(IP::ne, key, zero),
-                                           e.cmp(IP::ult, rank, e.index(o.k)));
+        Value ranked = e.cmp(IP::ult, rank, e.index(o.k));
+        Value pick =
+            arith::AndIOp::create(b, loc, e.cmp(IP::ne, key, zero), ranked);
         e.ifThen(pick, [&] {
           memref::StoreOp::create(b, loc, BlockSelect::rowOfKey(b, loc, key),
                                   o.picks, ValueRange{token, rank});

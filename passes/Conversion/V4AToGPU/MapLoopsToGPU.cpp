@@ -504,9 +504,9 @@ LogicalResult KernelMapper::mapParallel(scf::ParallelOp loop) {
     for (Value count : counts)
       total = b.createOrFold<arith::MulIOp>(loc, total, count);
     Value threads = constantIndex(b, loc, threadCount);
+    Value limit = constantIndex(b, loc, kGridLimit[0]);
     Value blocks = arith::MinSIOp::create(
-        b, loc, arith::CeilDivSIOp::create(b, loc, total, threads),
-        constantIndex(b, loc, kGridLimit[0]));
+        b, loc, arith::CeilDivSIOp::create(b, loc, total, threads), limit);
     SmallVector<Value> grid = {blocks, one, one};
     gpu::LaunchOp launch = createLaunch(b, loc, grid);
     LaunchContext ctx = contextOf(launch, grid);

@@ -477,16 +477,18 @@ void storeIndexKeys(RowThread &t, CacheRows &cache, const Values &v, Value id,
       return e.toE2M1Bits(
           e.roundToMinifloat(e.mul(x, inverse), 1, 0, num::kE2M1Max));
     };
-    for (size_t i = 0; i + 1 < v.size(); i += 2)
+    for (size_t i = 0; i + 1 < v.size(); i += 2) {
+      Value high = arith::ShLIOp::create(b, loc, code(v[i + 1]), shift);
       bytes.push_back(arith::OrIOp::create(
-          b, loc, arith::AndIOp::create(b, loc, code(v[i]), mask),
-          arith::ShLIOp::create(b, loc, code(v[i + 1]), shift)));
+          b, loc, arith::AndIOp::create(b, loc, code(v[i]), mask), high));
+    }
     storeBytes(b, loc, bytes, cache.bytes(),
                e.add(values, e.div(t.column, t.index(2))));
     e.ifThen(firstOfBlock, [&] {
       Value block = e.div(t.column, t.index(row.scaleBlock));
+      Value at = e.add(scales, block);
       memref::StoreOp::create(b, loc, e.toUE8M0Bits(scale), cache.bytes(),
-                              ValueRange{e.add(scales, block)});
+                              ValueRange{at});
     });
     return;
   }
@@ -548,8 +550,9 @@ void storeToCache(RowThread &t, CacheRows &cache, const Values &v, Value id,
       arith::RemUIOp::create(b, loc, lane, t.index(blockLanes)), t.index(0));
   e.ifThen(firstOfBlock, [&] {
     Value block = e.div(t.column, t.index(row.scaleBlock));
+    Value at = e.add(scales, block);
     memref::StoreOp::create(b, loc, e.toUE8M0Bits(scale), cache.bytes(),
-                            ValueRange{e.add(scales, block)});
+                            ValueRange{at});
   });
   // The pad bytes after the scales, by the row's first lane.
   e.ifThen(e.cmp(arith::CmpIPredicate::eq, lane, t.index(0)), [&] {
@@ -778,9 +781,11 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
         SmallVector<Values> v;
         SmallVector<Value> ids;
         for (int64_t k = 0; k < rowsAtOnce; ++k) {
+          Value inGroup =
+              arith::AddIOp::create(nb, l, teamIndex, c(k * teamsPerBlock));
           Value row = arith::AddIOp::create(
               nb, l, arith::MulIOp::create(nb, l, group, c(rowsPerBlock)),
-              arith::AddIOp::create(nb, l, teamIndex, c(k * teamsPerBlock)));
+              inGroup);
           Value inRange = arith::CmpIOp::create(
               nb, l, arith::CmpIPredicate::ult, row, rows);
           valid.push_back(arith::AndIOp::create(nb, l, inRange, laneInRow));

@@ -319,7 +319,8 @@ struct Kernel {
   /// Element offset of (head, slot) in a P tile (64 slots: one atom a row).
   Value probabilityElement(Value head, Value slot) {
     Value byte = swizzledOffset(b, loc, head, div(slot, index(8)), 1);
-    return add(div(byte, index(2)), rem(slot, index(8)));
+    Value column = rem(slot, index(8));
+    return add(div(byte, index(2)), column);
   }
 };
 
@@ -954,8 +955,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
           // row), with the copies of the stage's first half.
           Value scaled = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
                                                scales, k.i64(0));
-          Value to =
-              k.add(k.at(plan.scales), k.toI64(k.mul(entry, k.index(8))));
+          Value entryBytes = k.toI64(k.mul(entry, k.index(8)));
+          Value to = k.add(k.at(plan.scales), entryBytes);
           copyAsync8(b, loc, to, k.select(scaled, scales, queryAddress),
                      scaled);
           bf16Bits = ballot(arith::AndIOp::create(
@@ -1084,9 +1085,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
     // warpgroup, so that stages without one take passes without a branch
     // or select per row.
     auto holdsBF16Rows = [&](int64_t stage) {
-      Value words =
-          arith::OrIOp::create(b, loc, k.load(k.slotKinds, k.index(stage * 2)),
-                               k.load(k.slotKinds, k.index(stage * 2 + 1)));
+      Value second = k.load(k.slotKinds, k.index(stage * 2 + 1));
+      Value words = arith::OrIOp::create(
+          b, loc, k.load(k.slotKinds, k.index(stage * 2)), second);
       return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, words,
                                    k.i32(0))
           .getResult();
@@ -1397,10 +1398,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
                             b.getBF16Type(), kMmaM * kSlotsPerBlock);
     for (size_t r = 0; r < s.size(); r += 2) {
       FragmentPlace at = k.place(r);
-      vector::StoreOp::create(
-          b, loc, bf16Pair(b, loc, p[r], p[r + 1]), view,
-          ValueRange{k.probabilityElement(at.row, at.column)},
-          /*nontemporal=*/false, llvm::MaybeAlign(4));
+      Value element = k.probabilityElement(at.row, at.column);
+      vector::StoreOp::create(b, loc, bf16Pair(b, loc, p[r], p[r + 1]), view,
+                              ValueRange{element},
+                              /*nontemporal=*/false, llvm::MaybeAlign(4));
     }
     fenceSharedForMma(b, loc);
   };
@@ -1557,9 +1558,9 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   // is 0: the sink takes all the mass).
   Value denominators[2], inverses[2];
   for (int half = 0; half < 2; ++half) {
-    Value total =
-        combine(b, loc, Combine::Add, k.offered(k.index(2), headRow[half]),
-                k.offered(k.index(3), headRow[half]));
+    Value second = k.offered(k.index(3), headRow[half]);
+    Value total = combine(b, loc, Combine::Add,
+                          k.offered(k.index(2), headRow[half]), second);
     Value safeHead = arith::MinUIOp::create(
         b, loc, k.add(headBase, headRow[half]), k.index(heads - 1));
     Value sink2 = k.mul(k.load(sink, safeHead), k.f32(kLog2E));
@@ -1591,13 +1592,14 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   // kWarpRows heads, a matrix 8 of them.
   constexpr int64_t kWarpRows = kMmaM / 4;
   Value matrix = k.div(k.lane, k.index(8));
-  Value stagedRow = k.add(k.add(k.mul(k.warp, k.index(kWarpRows)),
-                                k.mul(k.rem(matrix, k.index(2)), k.index(8))),
-                          k.rem(k.lane, k.index(8)));
+  Value rowInMatrix = k.rem(k.lane, k.index(8));
+  Value matrixRow = k.mul(k.rem(matrix, k.index(2)), k.index(8));
+  Value stagedRow =
+      k.add(k.add(k.mul(k.warp, k.index(kWarpRows)), matrixRow), rowInMatrix);
   Value matrixChunk = k.div(matrix, k.index(2));
   auto stagedAddress = [&](Value row, Value chunk) {
-    return k.add(k.at(plan.query),
-                 k.toI64(swizzledOffset(b, loc, row, chunk, k.rowAtoms())));
+    Value inTile = k.toI64(swizzledOffset(b, loc, row, chunk, k.rowAtoms()));
+    return k.add(k.at(plan.query), inTile);
   };
   for (int64_t tile = 0; tile < outputTiles; ++tile) {
     SmallVector<Value> o =
@@ -1641,8 +1643,8 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
       }
       // Words 4j .. 4j + 3: chunks 2j and 2j + 1 of the tile, each row half.
       for (size_t j = 0; j < words.size(); j += 4) {
-        Value chunk = k.add(k.div(dimBase, k.index(kChunk)),
-                            k.add(matrixChunk, k.index(j / 2)));
+        Value inTile = k.add(matrixChunk, k.index(j / 2));
+        Value chunk = k.add(k.div(dimBase, k.index(kChunk)), inTile);
         storeMatrices(b, loc, stagedAddress(stagedRow, chunk),
                       ArrayRef<Value>(words).slice(j, 4));
       }
@@ -1675,10 +1677,10 @@ void lowerCacheAttention(RewriterBase &rewriter, CacheAttentionOp op,
   auto chunkType = VectorType::get({kChunk}, b.getBF16Type());
   for (int64_t i = 0; i < kWarpRows * rowChunks / kWarpLanes; ++i) {
     Value linear = k.add(k.index(i * kWarpLanes), k.lane);
-    Value row = k.add(k.mul(k.warp, k.index(kWarpRows)),
-                      k.div(linear, k.index(rowChunks)));
-    Value chunk = k.add(k.mul(k.warpgroup, k.index(rowChunks)),
-                        k.rem(linear, k.index(rowChunks)));
+    Value rowInWarp = k.div(linear, k.index(rowChunks));
+    Value row = k.add(k.mul(k.warp, k.index(kWarpRows)), rowInWarp);
+    Value chunkInRow = k.rem(linear, k.index(rowChunks));
+    Value chunk = k.add(k.mul(k.warpgroup, k.index(rowChunks)), chunkInRow);
     Value values =
         loadShared(b, loc, stagedAddress(row, chunk), chunkType, kChunkBytes);
     Value head = k.add(headBase, row);

@@ -58,12 +58,11 @@ mlir::gpu::GPUFuncOp buildTableCopyKernel(mlir::gpu::GPUModuleOp kernels) {
         from = field(offsetof(CopyEntry, from)),
         bytes = field(offsetof(CopyEntry, bytes));
   Value threads = asI64(b, loc, mlir::gpu::BlockDimOp::create(b, loc, dim));
-  Value thread = arith::AddIOp::create(
-      b, loc,
-      arith::MulIOp::create(
-          b, loc, asI64(b, loc, mlir::gpu::BlockIdOp::create(b, loc, dim)),
-          threads),
-      asI64(b, loc, mlir::gpu::ThreadIdOp::create(b, loc, dim)));
+  Value inBlock = asI64(b, loc, mlir::gpu::ThreadIdOp::create(b, loc, dim));
+  Value blockFirst = arith::MulIOp::create(
+      b, loc, asI64(b, loc, mlir::gpu::BlockIdOp::create(b, loc, dim)),
+      threads);
+  Value thread = arith::AddIOp::create(b, loc, blockFirst, inBlock);
   Value stride = arith::MulIOp::create(
       b, loc, asI64(b, loc, mlir::gpu::GridDimOp::create(b, loc, dim)),
       threads);

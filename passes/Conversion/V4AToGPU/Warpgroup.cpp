@@ -65,8 +65,9 @@ void copyAsync(OpBuilder &b, Location loc, Value to, Value from, Value valid,
                int32_t size) {
   Value bytes = arith::SelectOp::create(
       b, loc, valid, i32Constant(b, loc, size), i32Constant(b, loc, 0));
-  NVVM::CpAsyncOp::create(b, loc, pointerIn(b, loc, to, kSharedSpace),
-                          pointerIn(b, loc, from, kGlobalSpace), size,
+  Value source = pointerIn(b, loc, from, kGlobalSpace);
+  NVVM::CpAsyncOp::create(b, loc, pointerIn(b, loc, to, kSharedSpace), source,
+                          size,
                           size == 16 ? NVVM::LoadCacheModifierKind::CG
                                      : NVVM::LoadCacheModifierKind::CA,
                           bytes);
@@ -177,7 +178,8 @@ Value swizzledOffset(OpBuilder &b, Location loc, Value row, Value chunk,
                                  z)
         .getResult();
   };
-  Value atom = mulAdd(div(row, 8), atoms, div(chunk, 8));
+  Value chunkAtom = div(chunk, 8);
+  Value atom = mulAdd(div(row, 8), atoms, chunkAtom);
   Value rowInAtom = rem(row, 8);
   Value place = arith::XOrIOp::create(b, loc, rem(chunk, 8), rowInAtom);
   Value inAtom = mulAdd(rowInAtom, kSwizzleRowBytes,
@@ -226,17 +228,16 @@ void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
   // each) plus immediates.
   bool constantSteps = tileCopyStep(0, rows, threads, tileChunks).has_value();
   Value firstTo;
-  if (constantSteps)
+  if (constantSteps) {
+    Value chunk = arith::AddIOp::create(
+        b, loc, arith::RemUIOp::create(b, loc, thread, c(8)), c(firstChunk));
+    Value row = arith::DivUIOp::create(b, loc, thread, c(8));
     firstTo =
         opaque(b, loc,
                arith::AddIOp::create(
                    b, loc, tile,
-                   toI64(swizzledOffset(
-                       b, loc, arith::DivUIOp::create(b, loc, thread, c(8)),
-                       arith::AddIOp::create(
-                           b, loc, arith::RemUIOp::create(b, loc, thread, c(8)),
-                           c(firstChunk)),
-                       tileChunks / 8))));
+                   toI64(swizzledOffset(b, loc, row, chunk, tileChunks / 8))));
+  }
   for (int64_t i = 0; i < rows * rowChunks / threads; ++i) {
     Value linear = arith::AddIOp::create(b, loc, c(i * threads), thread);
     Value rest = arith::DivUIOp::create(b, loc, linear, c(8));
@@ -247,13 +248,13 @@ void copyTileAsync(OpBuilder &b, Location loc, Value tile, int64_t rows,
       known->second = {row, address, valid};
     }
     auto [row, address, valid] = known->second;
+    Value inRow = arith::AddIOp::create(
+        b, loc, arith::RemUIOp::create(b, loc, linear, c(8)), c(firstChunk));
     Value chunk = arith::AddIOp::create(
         b, loc,
         arith::MulIOp::create(
             b, loc, arith::DivUIOp::create(b, loc, rest, c(rows)), c(8)),
-        arith::AddIOp::create(b, loc,
-                              arith::RemUIOp::create(b, loc, linear, c(8)),
-                              c(firstChunk)));
+        inRow);
     Value from = arith::SelectOp::create(
         b, loc, valid,
         arith::AddIOp::create(
@@ -386,10 +387,10 @@ FragmentPlace fragmentPlace(OpBuilder &b, Location loc, Value warp, Value lane,
   // Warp w holds rows 16w..16w+15; lane l the rows l/4 and l/4 + 8 of them,
   // columns 2(l%4) and 2(l%4)+1 of each 8-column chunk, 4 registers a chunk.
   auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  Value inWarp = arith::AddIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, lane, c(4)), c((r % 4) / 2 * 8));
   Value row = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, warp, c(16)),
-      arith::AddIOp::create(b, loc, arith::DivUIOp::create(b, loc, lane, c(4)),
-                            c((r % 4) / 2 * 8)));
+      b, loc, arith::MulIOp::create(b, loc, warp, c(16)), inWarp);
   Value column = arith::AddIOp::create(
       b, loc,
       arith::MulIOp::create(b, loc, arith::RemUIOp::create(b, loc, lane, c(4)),
