@@ -4,6 +4,13 @@
 // convert to and from the buffer's element type, and the tensor <-> buffer
 // bridges at the boundary of a lowered op.
 //
+// Ops are created where they are called, so a call whose operands create
+// ops (e.add(e.mul(a, b), e.rem(c, d))) creates them in the order its
+// compiler evaluates arguments, which GCC and Clang choose differently.
+// Here and in the GPU families such operands are built in statements of
+// their own, so that every build of v4a writes the same IR, PTX and
+// packages (test/Import/compiler-independence.test).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef V4A_PASSES_CONVERSION_V4ATOCPU_LOOPEMITTER_H

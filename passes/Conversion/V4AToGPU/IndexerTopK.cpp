@@ -975,8 +975,6 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
     }
     // The weight of this head (the first half's first chunk) or a zero
     // past the padded heads (the second half's).
-    // Operands are built one statement each: the order of a call's
-    // arguments is the compiler's, and the IR must not depend on it.
     Value loaded = weights.load(e, token, safe);
     Value weight = e.select(real, loaded, e.f32(0.0));
     Value scaled = e.mul(weight, powerOfTwo(u));
