@@ -2239,8 +2239,9 @@ void poolInParallel(LoopEmitter &e, Value kv, Value score, Value ape,
   int64_t columnsPerThread = perThread(staticWidth, kStateColumnsPerThread);
   Value columnGroups = e.div(width, e.index(columnsPerThread));
   int64_t threadRows = overlap ? kOverlapStateThreadRows : kStateThreadRows;
-  Value most = e.index(threadRows);
-  Value run = e.max(e.div(e.add(tokens, e.index(threadRows - 1)), most), one);
+  Value mostRuns = e.index(threadRows);
+  Value run =
+      e.max(e.div(e.add(tokens, e.index(threadRows - 1)), mostRuns), one);
   Value runs = e.div(e.add(tokens, e.sub(run, one)), run);
   e.parallelLoop(runs, columnGroups, [&](Value g, Value column) {
     SmallVector<Value> columns;
