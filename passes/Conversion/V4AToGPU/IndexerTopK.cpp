@@ -859,6 +859,15 @@ Value swizzledByte(cpu::LoopEmitter &e, Value row, Value k, int64_t atoms) {
       inChunk);
 }
 
+/// Where token `token`'s query image starts in `images`.
+Value imageOf(cpu::LoopEmitter &e, const SharedPlan &plan, Value images,
+              Value token) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Value offset = e.mul(toI64(b, loc, token), e.i64(plan.imageBytes));
+  return e.add(addressOf(b, loc, images), offset);
+}
+
 /// The e4m3 image of each token's query (plan.e4m3), a block per token and
 /// a thread per 16 bytes of a head's row (16 lanes a head: the chain of a
 /// token's quantization is one chunk long). A head's values are scaled by
@@ -881,8 +890,7 @@ void buildQueryImages(OpBuilder &b, Location loc, const SharedPlan &plan,
   Value token = launch.getBlockIds().x;
   Type i32 = b.getI32Type();
   Value queryAddress = addressOf(b, loc, query);
-  Value imageOffset = e.mul(toI64(b, loc, token), e.i64(plan.imageBytes));
-  Value image = e.add(addressOf(b, loc, images), imageOffset);
+  Value image = imageOf(e, plan, images, token);
   constexpr int64_t kValuesPerChunk = kChunkBytes / 2;
   int64_t chunksPerHead = plan.width / kValuesPerChunk;
   int64_t chunksPerHalf = chunksPerHead / 2;
@@ -1213,6 +1221,11 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
   auto kStep = [&](int64_t step) {
     return step / 4 * kSwizzleAtomBytes + step % 4 * 2 * kMmaK;
   };
+  // Where stage `stage` of the key ring starts.
+  auto stageAddress = [&](Value stage) {
+    Value offset = e.mul(toI64(b, loc, stage), e.i64(plan.stageBytes));
+    return e.add(e.add(sharedBase, e.i64(plan.firstStage)), offset);
+  };
 
   if (plan.packed()) {
     // The query tile in the fragments' K order (e4m3: the token's image,
@@ -1222,8 +1235,7 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
     Value tables, signWord, mine;
     if (plan.e4m3) {
       Value always = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-      Value imageOffset = e.mul(toI64(b, loc, token), e.i64(plan.imageBytes));
-      Value image = e.add(addressOf(b, loc, o.images), imageOffset);
+      Value image = imageOf(e, plan, o.images, token);
       int64_t chunks = plan.imageBytes / kChunkBytes;
       int64_t passes = llvm::divideCeil(chunks, kThreads);
       for (int64_t pass = 0; pass < passes; ++pass) {
@@ -1255,10 +1267,6 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
                                      e.rem(lane, e.index(4))));
     }
     KeyShares shares{e, plan, thread, warp, lane};
-    auto stageAddress = [&](Value stage) {
-      Value offset = e.mul(toI64(b, loc, stage), e.i64(plan.stageBytes));
-      return e.add(e.add(sharedBase, e.i64(plan.firstStage)), offset);
-    };
     auto stageOf = [&](Value keyBlock) {
       return arith::RemUIOp::create(b, loc, keyBlock, e.index(plan.stages))
           .getResult();
@@ -1378,10 +1386,6 @@ mlir::gpu::LaunchOp buildScores(OpBuilder &b, Location loc,
                   real};
         },
         queryAddress);
-    auto stageAddress = [&](Value stage) {
-      Value offset = e.mul(toI64(b, loc, stage), e.i64(plan.stageBytes));
-      return e.add(e.add(sharedBase, e.i64(plan.firstStage)), offset);
-    };
     auto copyKeys = [&](Value keyBlock, Value stage) {
       Value first = firstRow(keyBlock);
       copyTileAsync(

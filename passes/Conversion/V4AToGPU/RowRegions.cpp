@@ -442,6 +442,17 @@ Values applyRowOp(RowThread &t, Operation *op, Values v, Value extra,
   return roundAll(t, v, rowType(op).getElementType());
 }
 
+/// The ue8m0 byte of `scale` in the thread's scale block of the row whose
+/// scales start at byte `scales`.
+void storeBlockScale(RowThread &t, CacheRows &cache, Value scales,
+                     Value scale) {
+  cpu::LoopEmitter e(t.b, t.loc);
+  Value block = e.div(t.column, t.index(cache.layout().scaleBlock));
+  Value at = e.add(scales, block);
+  memref::StoreOp::create(t.b, t.loc, e.toUE8M0Bits(scale), cache.bytes(),
+                          ValueRange{at});
+}
+
 /// Writes the thread's values into index key row `id` (skipped when `valid`
 /// is false) as CacheRows::storeRow encodes them: e4m3 bytes with one
 /// power-of-two f32 scale for the row, or e2m1 pairs (the even dim in the
@@ -484,12 +495,7 @@ void storeIndexKeys(RowThread &t, CacheRows &cache, const Values &v, Value id,
     }
     storeBytes(b, loc, bytes, cache.bytes(),
                e.add(values, e.div(t.column, t.index(2))));
-    e.ifThen(firstOfBlock, [&] {
-      Value block = e.div(t.column, t.index(row.scaleBlock));
-      Value at = e.add(scales, block);
-      memref::StoreOp::create(b, loc, e.toUE8M0Bits(scale), cache.bytes(),
-                              ValueRange{at});
-    });
+    e.ifThen(firstOfBlock, [&] { storeBlockScale(t, cache, scales, scale); });
     return;
   }
   for (Value x : v)
@@ -548,12 +554,7 @@ void storeToCache(RowThread &t, CacheRows &cache, const Values &v, Value id,
   Value firstOfBlock = e.cmp(
       arith::CmpIPredicate::eq,
       arith::RemUIOp::create(b, loc, lane, t.index(blockLanes)), t.index(0));
-  e.ifThen(firstOfBlock, [&] {
-    Value block = e.div(t.column, t.index(row.scaleBlock));
-    Value at = e.add(scales, block);
-    memref::StoreOp::create(b, loc, e.toUE8M0Bits(scale), cache.bytes(),
-                            ValueRange{at});
-  });
+  e.ifThen(firstOfBlock, [&] { storeBlockScale(t, cache, scales, scale); });
   // The pad bytes after the scales, by the row's first lane.
   e.ifThen(e.cmp(arith::CmpIPredicate::eq, lane, t.index(0)), [&] {
     Value zero = arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(0));
