@@ -451,13 +451,29 @@ void BlockSelect::cutToBest() {
   barrier();
 }
 
+/// `value` (i64) of the lane whose id differs from this one's in the bits of
+/// `mask`, as two 32-bit shuffles.
+static Value shuffleXor64(OpBuilder &b, Location loc, Value value,
+                          int64_t mask) {
+  Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
+  Value thirtyTwo = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32));
+  Value low = arith::TruncIOp::create(b, loc, i32Type, value);
+  Value shifted = arith::ShRUIOp::create(b, loc, value, thirtyTwo);
+  Value high = arith::TruncIOp::create(b, loc, i32Type, shifted);
+  Value lowOther = shuffleXor(b, loc, low, mask);
+  Value highOther = shuffleXor(b, loc, high, mask);
+  Value wideHigh = arith::ExtUIOp::create(b, loc, i64Type, highOther);
+  Value upper = arith::ShLIOp::create(b, loc, wideHigh, thirtyTwo);
+  Value wideLow = arith::ExtUIOp::create(b, loc, i64Type, lowOther);
+  return arith::OrIOp::create(b, loc, upper, wideLow);
+}
+
 void BlockSelect::sortDescending() {
-  // A bitonic network. Where a stage's pairs outnumber the threads, two of
-  // its stages a barrier: a thread takes four keys i, i + s/2, i + s,
-  // i + 3s/2 (i with 0 bits at s and s/2) through the stages of strides s
-  // and s/2, in registers. (With more threads than pairs that would idle
-  // half of those working: measured slower in a merge of 1,024 threads.)
-  bool twoStages = sortSize / 2 > threads;
+  if (sortSize >= 2 * threads) {
+    sortInRegisters();
+    return;
+  }
+  // A bitonic network over shared memory, a barrier a stage.
   auto at = [&](Value i) {
     return memref::LoadOp::create(b, loc, candidates, ValueRange{i})
         .getResult();
@@ -508,30 +524,8 @@ void BlockSelect::sortDescending() {
     }
     barrier();
   };
-  for (int64_t size = 2; size <= sortSize; size *= 2) {
-    int64_t stride = size / 2;
-    for (; twoStages && stride >= 2; stride /= 4) {
-      int64_t half = stride / 2;
-      forEachItem(sortSize / 4, [&](Value p) {
-        Value i = firstPlace(p, half, 4);
-        Value places[4] = {
-            i, arith::AddIOp::create(b, loc, i, e.index(half)),
-            arith::AddIOp::create(b, loc, i, e.index(stride)),
-            arith::AddIOp::create(b, loc, i, e.index(stride + half))};
-        Value keys[4];
-        for (int64_t q = 0; q < 4; ++q)
-          keys[q] = at(places[q]);
-        Value descending = isDescending(i, size);
-        exchange(descending, keys[0], keys[2]);
-        exchange(descending, keys[1], keys[3]);
-        exchange(descending, keys[0], keys[1]);
-        exchange(descending, keys[2], keys[3]);
-        for (int64_t q = 0; q < 4; ++q)
-          memref::StoreOp::create(b, loc, keys[q], candidates,
-                                  ValueRange{places[q]});
-      });
-    }
-    for (; stride >= 1; stride /= 2)
+  for (int64_t size = 2; size <= sortSize; size *= 2)
+    for (int64_t stride = size / 2; stride >= 1; stride /= 2)
       forEachItem(sortSize / 2, [&](Value p) {
         Value i = firstPlace(p, stride, 2);
         Value j = arith::AddIOp::create(b, loc, i, e.index(stride));
@@ -540,7 +534,98 @@ void BlockSelect::sortDescending() {
         memref::StoreOp::create(b, loc, x, candidates, ValueRange{i});
         memref::StoreOp::create(b, loc, y, candidates, ValueRange{j});
       });
+}
+
+void BlockSelect::sortInRegisters() {
+  // The same bitonic network with the keys in registers: thread t holds the
+  // `perThread` places t * perThread + r, so that strides below perThread
+  // pair a thread's own keys, strides up to a warp's places pair lanes (by
+  // shuffles), and only the few larger ones go through shared memory, a
+  // barrier each, alternating between two buffers so that a stage's stores
+  // never meet the last one's loads.
+  int64_t perThread = sortSize / threads;
+  int64_t warpPlaces = perThread * kWarpLanes;
+  Value first = arith::MulIOp::create(b, loc, thread, e.index(perThread));
+  SmallVector<Value> keys;
+  for (int64_t r = 0; r < perThread; ++r) {
+    Value place = arith::AddIOp::create(b, loc, first, e.index(r));
+    keys.push_back(
+        memref::LoadOp::create(b, loc, candidates, ValueRange{place}));
   }
+  // Whether place `first + r` keeps the larger key of its pair at a stage:
+  // runs whose bit `size` is clear sort descending, and the lower place of a
+  // pair in a descending run keeps the larger.
+  auto keepsLarger = [&](int64_t r, int64_t size, int64_t stride) {
+    Value place = arith::AddIOp::create(b, loc, first, e.index(r));
+    Value descending = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq,
+        arith::AndIOp::create(b, loc, place, e.index(size)), e.index(0));
+    Value lower = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq,
+        arith::AndIOp::create(b, loc, place, e.index(stride)), e.index(0));
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, descending,
+                                 lower)
+        .getResult();
+  };
+  auto keep = [&](Value larger, Value x, Value y) {
+    Value xAbove =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, x, y);
+    Value takesX =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, xAbove, larger);
+    return arith::SelectOp::create(b, loc, takesX, x, y).getResult();
+  };
+  // Shared stages alternate buffers, the last one in `kept`, so that the
+  // final stores into `candidates` follow a barrier after its last loads.
+  int64_t sharedStages = 0;
+  for (int64_t size = 2 * warpPlaces; size <= sortSize; size *= 2)
+    sharedStages += llvm::Log2_64(size / warpPlaces);
+  bool inKept = sharedStages % 2 == 1;
+  for (int64_t size = 2; size <= sortSize; size *= 2) {
+    for (int64_t stride = size / 2; stride >= 1; stride /= 2) {
+      if (stride < perThread) {
+        for (int64_t r = 0; r < perThread; ++r) {
+          if (r & stride)
+            continue;
+          Value larger = keepsLarger(r, size, stride);
+          Value x = keys[r], y = keys[r + stride];
+          keys[r] = keep(larger, x, y);
+          Value smallerSide = arith::XOrIOp::create(
+              b, loc, larger,
+              arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+          keys[r + stride] = keep(smallerSide, x, y);
+        }
+        continue;
+      }
+      SmallVector<Value> others;
+      if (stride < warpPlaces) {
+        for (int64_t r = 0; r < perThread; ++r)
+          others.push_back(shuffleXor64(b, loc, keys[r], stride / perThread));
+      } else {
+        Value buffer = inKept ? kept : candidates;
+        inKept = !inKept;
+        for (int64_t r = 0; r < perThread; ++r) {
+          Value place = arith::AddIOp::create(b, loc, first, e.index(r));
+          memref::StoreOp::create(b, loc, keys[r], buffer, ValueRange{place});
+        }
+        barrier();
+        for (int64_t r = 0; r < perThread; ++r) {
+          Value place = arith::AddIOp::create(b, loc, first, e.index(r));
+          Value partner = arith::XOrIOp::create(b, loc, place, e.index(stride));
+          others.push_back(
+              memref::LoadOp::create(b, loc, buffer, ValueRange{partner}));
+        }
+      }
+      for (int64_t r = 0; r < perThread; ++r)
+        keys[r] = keep(keepsLarger(r, size, stride), keys[r], others[r]);
+    }
+  }
+  if (sharedStages > 0)
+    barrier();
+  for (int64_t r = 0; r < perThread; ++r) {
+    Value place = arith::AddIOp::create(b, loc, first, e.index(r));
+    memref::StoreOp::create(b, loc, keys[r], candidates, ValueRange{place});
+  }
+  barrier();
 }
 
 void BlockSelect::finish() {

@@ -99,6 +99,8 @@ private:
   /// and above every key outside them.
   mlir::Value kthLargest(mlir::Value count);
   void sortDescending();
+  /// The sort with a few keys a thread in registers (at least two).
+  void sortInRegisters();
 
   mlir::Value count();
   void setCount(mlir::Value count);
