@@ -36,6 +36,10 @@ int64_t countersFor(int64_t threads) {
 constexpr int64_t kThreshold = 0, kBin = 1, kAbove = 2, kInBin = 3,
                   kKeysInBin = 4;
 constexpr int64_t kWords = 6;
+/// Keys a thread takes in the final sort where the block has more threads
+/// than that leaves work for, and the named barrier of those threads.
+constexpr int64_t kKeysPerSorter = 4;
+constexpr int64_t kSortBarrier = 1;
 
 } // namespace
 
@@ -469,8 +473,22 @@ static Value shuffleXor64(OpBuilder &b, Location loc, Value value,
 }
 
 void BlockSelect::sortDescending() {
-  if (sortSize >= 2 * threads) {
-    sortInRegisters();
+  // Keys in registers where the sorting threads (whole warps, all of the
+  // block's or four keys each) hold two or more each.
+  int64_t sorters = std::min(
+      threads, std::max<int64_t>(kWarpLanes, sortSize / kKeysPerSorter));
+  if (sortSize >= 2 * sorters) {
+    if (sorters == threads) {
+      sortInRegisters(sorters);
+      return;
+    }
+    Value sorts = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                        thread, e.index(sorters));
+    scf::IfOp::create(b, loc, sorts, [&](OpBuilder &, Location) {
+      sortInRegisters(sorters);
+      scf::YieldOp::create(b, loc);
+    });
+    barrier();
     return;
   }
   // A bitonic network over shared memory, a barrier a stage.
@@ -536,14 +554,21 @@ void BlockSelect::sortDescending() {
       });
 }
 
-void BlockSelect::sortInRegisters() {
+void BlockSelect::sortInRegisters(int64_t sorters) {
   // The same bitonic network with the keys in registers: thread t holds the
   // `perThread` places t * perThread + r, so that strides below perThread
   // pair a thread's own keys, strides up to a warp's places pair lanes (by
   // shuffles), and only the few larger ones go through shared memory, a
   // barrier each, alternating between two buffers so that a stage's stores
   // never meet the last one's loads.
-  int64_t perThread = sortSize / threads;
+  int64_t perThread = sortSize / sorters;
+  // The block's barrier, or a named one where only some threads sort.
+  auto sync = [&] {
+    if (sorters == threads)
+      barrier();
+    else
+      syncThreads(b, loc, kSortBarrier, sorters);
+  };
   int64_t warpPlaces = perThread * kWarpLanes;
   Value first = arith::MulIOp::create(b, loc, thread, e.index(perThread));
   SmallVector<Value> keys;
@@ -607,7 +632,7 @@ void BlockSelect::sortInRegisters() {
           Value place = arith::AddIOp::create(b, loc, first, e.index(r));
           memref::StoreOp::create(b, loc, keys[r], buffer, ValueRange{place});
         }
-        barrier();
+        sync();
         for (int64_t r = 0; r < perThread; ++r) {
           Value place = arith::AddIOp::create(b, loc, first, e.index(r));
           Value partner = arith::XOrIOp::create(b, loc, place, e.index(stride));
@@ -620,12 +645,13 @@ void BlockSelect::sortInRegisters() {
     }
   }
   if (sharedStages > 0)
-    barrier();
+    sync();
   for (int64_t r = 0; r < perThread; ++r) {
     Value place = arith::AddIOp::create(b, loc, first, e.index(r));
     memref::StoreOp::create(b, loc, keys[r], candidates, ValueRange{place});
   }
-  barrier();
+  if (sorters == threads)
+    barrier();
 }
 
 void BlockSelect::finish() {

@@ -99,8 +99,9 @@ private:
   /// and above every key outside them.
   mlir::Value kthLargest(mlir::Value count);
   void sortDescending();
-  /// The sort with a few keys a thread in registers (at least two).
-  void sortInRegisters();
+  /// The sort by the block's first `sorters` threads (whole warps), each
+  /// with sortSize / sorters keys (at least two) in registers.
+  void sortInRegisters(int64_t sorters);
 
   mlir::Value count();
   void setCount(mlir::Value count);
