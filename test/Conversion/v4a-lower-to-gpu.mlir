@@ -668,29 +668,55 @@ func.func @indexer_topk(%q: tensor<?x4x128xbf16>,
 
 // -----
 
-// A selection of 512 keys on 128 threads sorts them two stages of the
-// bitonic network a barrier: after the first stage (stride 1, two pairs a
-// thread), a thread's four keys through the strides 2 and 1 of runs of 4 in
-// registers, four comparisons with no barrier between them.
-// CHECK-LABEL: func.func @indexer_sort_two_stages
-// CHECK: function(@indexer_sort_two_stages_indexer0)
-// CHECK: arith.maxui
-// CHECK: arith.maxui
-// CHECK: gpu.barrier
-// CHECK-COUNT-4: memref.load %{{.*}} : memref<1024xi64, #gpu.address_space<workgroup>>
-// CHECK: arith.maxui
-// CHECK-NEXT: arith.minui
-// CHECK-NEXT: arith.select
-// CHECK-NEXT: arith.select
-// CHECK-NEXT: arith.maxui
+// A selection of 512 keys on 128 threads sorts them with four keys a thread
+// in registers: strides inside a thread's keys by comparisons, strides inside
+// a warp's 128 places by shuffles (a key's two 32-bit halves), and only the
+// strides 128 and 256 through shared memory, a barrier each, alternating
+// between the kept buffer (512) and the candidates (1024) so that the last
+// stage's loads precede a barrier before the sorted keys are stored. The
+// merge's block of 1,024 threads sorts its 512 keys on its first 128 threads
+// the same way (its candidates 2560), their shared stages behind a named
+// barrier of 128, the whole block at its barrier after.
+// CHECK-LABEL: func.func @indexer_sort_in_registers
+// CHECK: function(@indexer_sort_in_registers_indexer0)
+// CHECK-COUNT-8: gpu.shuffle  xor %{{.*}}, %c16_i32{{.*}} : i32
 // CHECK-NOT: gpu.barrier
-// CHECK: arith.maxui
+// CHECK: memref.store %{{.*}} : memref<512xi64, #gpu.address_space<workgroup>>
+// CHECK-COUNT-3: memref.store %{{.*}} : memref<512xi64, #gpu.address_space<workgroup>>
+// CHECK-NEXT: gpu.barrier
+// CHECK-COUNT-4: memref.load %{{.*}} : memref<512xi64, #gpu.address_space<workgroup>>
 // CHECK-NOT: gpu.barrier
-// CHECK: arith.maxui
 // CHECK-COUNT-4: memref.store %{{.*}} : memref<1024xi64, #gpu.address_space<workgroup>>
 // CHECK-NEXT: gpu.barrier
-// CHECK: function(@indexer_sort_two_stages_indexer1)
-func.func @indexer_sort_two_stages(%q: tensor<?x4x128xbf16>,
+// CHECK-COUNT-4: memref.load %{{.*}} : memref<1024xi64, #gpu.address_space<workgroup>>
+// CHECK-NOT: gpu.barrier
+// CHECK-COUNT-4: memref.store %{{.*}} : memref<512xi64, #gpu.address_space<workgroup>>
+// CHECK-NEXT: gpu.barrier
+// CHECK-COUNT-4: memref.load %{{.*}} : memref<512xi64, #gpu.address_space<workgroup>>
+// CHECK-NOT: gpu.barrier
+// CHECK-COUNT-8: gpu.shuffle  xor %{{.*}}, %c16_i32{{.*}} : i32
+// CHECK-NOT: gpu.barrier
+// CHECK-COUNT-8: gpu.shuffle  xor %{{.*}}, %c1_i32{{.*}} : i32
+// CHECK-NOT: memref.store
+// CHECK: gpu.barrier
+// CHECK-COUNT-4: memref.store %{{.*}} : memref<1024xi64, #gpu.address_space<workgroup>>
+// CHECK-NEXT: gpu.barrier
+// CHECK: function(@indexer_sort_in_registers_indexer1)
+// CHECK: function(@indexer_sort_in_registers_indexer2)
+// CHECK: scf.if
+// CHECK-COUNT-4: memref.store %{{.*}} : memref<512xi64, #gpu.address_space<workgroup>>
+// CHECK-NOT: memref.load
+// CHECK: nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c128_i32
+// CHECK-NOT: gpu.barrier
+// CHECK: nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c128_i32
+// CHECK-NOT: gpu.barrier
+// CHECK: nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c128_i32
+// CHECK-NOT: gpu.barrier
+// CHECK: nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c128_i32
+// CHECK-COUNT-4: memref.store %{{.*}} : memref<2560xi64, #gpu.address_space<workgroup>>
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.barrier
+func.func @indexer_sort_in_registers(%q: tensor<?x4x128xbf16>,
     %keys: !v4a.kv_cache<index_bf16, dim = 128, page_size = 64>,
     %w: tensor<?x4xf32>, %pos: tensor<?xi64>, %base: tensor<?xi64>,
     %ctx: tensor<1xi64>) -> tensor<?x512xi32> {
