@@ -506,16 +506,15 @@ void BlockSelect::sortDescending() {
     x = arith::SelectOp::create(b, loc, descending, larger, smaller);
     y = arith::SelectOp::create(b, loc, descending, smaller, larger);
   };
-  // The first of the `width` places item `p` of a stage takes: p's low
-  // bits below `stride`, a 0 bit at each of the `width` / 2 strides from
-  // `stride` up, then p's high bits.
-  auto firstPlace = [&](Value p, int64_t stride, int64_t width) {
+  // The first of the two places pair `p` of a stage takes: p's low bits
+  // below `stride`, a 0 bit at `stride`, then p's high bits.
+  auto firstPlace = [&](Value p, int64_t stride) {
     Value low = arith::RemUIOp::create(b, loc, p, e.index(stride));
     return arith::AddIOp::create(
                b, loc,
                arith::MulIOp::create(
                    b, loc, arith::DivUIOp::create(b, loc, p, e.index(stride)),
-                   e.index(width * stride)),
+                   e.index(2 * stride)),
                low)
         .getResult();
   };
@@ -545,7 +544,7 @@ void BlockSelect::sortDescending() {
   for (int64_t size = 2; size <= sortSize; size *= 2)
     for (int64_t stride = size / 2; stride >= 1; stride /= 2)
       forEachItem(sortSize / 2, [&](Value p) {
-        Value i = firstPlace(p, stride, 2);
+        Value i = firstPlace(p, stride);
         Value j = arith::AddIOp::create(b, loc, i, e.index(stride));
         Value x = at(i), y = at(j);
         exchange(isDescending(i, size), x, y);
