@@ -7,7 +7,8 @@
 // and a full buffer is cut back to its k largest by a radix select (8-bit
 // digits from the top, a histogram in shared memory), whose k-th key becomes
 // the new threshold. At the end the k largest are sorted, descending, by a
-// bitonic sort. Keys are compared as unsigned integers and must be distinct;
+// bitonic network, its keys in registers where each sorting thread holds
+// two or more. Keys are compared as unsigned integers and must be distinct;
 // 0 means "none" and is never kept. The result depends only on the set of
 // keys offered, never on their order or on how a stream was split.
 //
