@@ -472,34 +472,67 @@ static Value shuffleXor64(OpBuilder &b, Location loc, Value value,
   return arith::OrIOp::create(b, loc, upper, wideLow);
 }
 
+/// Whether `place` lies in a run of the bitonic network that sorts
+/// descending at runs of `size`: those whose bit `size` is clear (at the
+/// last size every run).
+static Value isDescending(OpBuilder &b, Location loc, Value place,
+                          int64_t size) {
+  Value bit = arith::AndIOp::create(
+      b, loc, place, arith::ConstantIndexOp::create(b, loc, size));
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, bit,
+                               arith::ConstantIndexOp::create(b, loc, 0));
+}
+
+/// Whether `place` keeps the larger key of its pair at the stage of
+/// `stride` in runs of `size`: the lower place of a descending run, the
+/// upper of an ascending one.
+static Value keepsLarger(OpBuilder &b, Location loc, Value place, int64_t size,
+                         int64_t stride) {
+  Value descending = isDescending(b, loc, place, size);
+  Value lower = isDescending(b, loc, place, stride);
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, descending,
+                               lower);
+}
+
+/// Whether a place holding `x` keeps it against `y` (the keys of a pair),
+/// given whether it keeps the larger.
+static Value keepsOwn(OpBuilder &b, Location loc, Value larger, Value x,
+                      Value y) {
+  Value above = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, x, y);
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, above, larger);
+}
+
 void BlockSelect::sortDescending() {
-  // Keys in registers where the sorting threads (whole warps, all of the
-  // block's or four keys each) hold two or more each.
+  // Keys in registers where the sorting threads (whole warps: the block's,
+  // or enough for four keys each) hold two or more each.
   int64_t sorters = std::min(
       threads, std::max<int64_t>(kWarpLanes, sortSize / kKeysPerSorter));
-  if (sortSize >= 2 * sorters) {
-    if (sorters == threads) {
-      sortInRegisters(sorters);
-      return;
-    }
+  if (sortSize < 2 * sorters) {
+    sortInSharedMemory();
+  } else if (sorters == threads) {
+    sortInRegisters(sorters);
+  } else {
     Value sorts = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                         thread, e.index(sorters));
     scf::IfOp::create(b, loc, sorts, [&](OpBuilder &, Location) {
       sortInRegisters(sorters);
       scf::YieldOp::create(b, loc);
     });
-    barrier();
-    return;
   }
-  // A bitonic network over shared memory, a barrier a stage.
+  barrier();
+}
+
+void BlockSelect::sortInSharedMemory() {
+  // Fewer pairs than threads here: a pair a thread, a barrier between
+  // stages.
+  int64_t pairs = sortSize / 2;
+  assert(pairs < threads);
   auto at = [&](Value i) {
     return memref::LoadOp::create(b, loc, candidates, ValueRange{i})
         .getResult();
   };
   // Keys x at a place and y past it, as the comparison leaves them: the
-  // larger first in a descending run. Runs whose bit `size` is clear sort
-  // descending, the others ascending; at the last size every run is
-  // descending.
+  // larger first in a descending run.
   auto exchange = [&](Value descending, Value &x, Value &y) {
     Value larger = arith::MaxUIOp::create(b, loc, x, y);
     Value smaller = arith::MinUIOp::create(b, loc, x, y);
@@ -518,49 +551,67 @@ void BlockSelect::sortDescending() {
                low)
         .getResult();
   };
-  auto isDescending = [&](Value i, int64_t size) {
-    return arith::CmpIOp::create(
-               b, loc, arith::CmpIPredicate::eq,
-               arith::AndIOp::create(b, loc, i, e.index(size)), e.index(0))
-        .getResult();
-  };
-  // Every item of a stage, `items` of them, as threads take them.
-  auto forEachItem = [&](int64_t items, function_ref<void(Value)> body) {
-    for (int64_t first = 0; first < items; first += threads) {
-      Value p = arith::AddIOp::create(b, loc, thread, e.index(first));
-      if (first + threads <= items) {
-        body(p);
-        continue;
-      }
-      Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, p,
-                                           e.index(items));
-      scf::IfOp::create(b, loc, inside, [&](OpBuilder &, Location) {
-        body(p);
+  Value sorts = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, thread,
+                                      e.index(pairs));
+  for (int64_t size = 2; size <= sortSize; size *= 2) {
+    for (int64_t stride = size / 2; stride >= 1; stride /= 2) {
+      if (size > 2 || stride < size / 2)
+        barrier();
+      scf::IfOp::create(b, loc, sorts, [&](OpBuilder &, Location) {
+        Value i = firstPlace(thread, stride);
+        Value j = arith::AddIOp::create(b, loc, i, e.index(stride));
+        Value x = at(i), y = at(j);
+        exchange(isDescending(b, loc, i, size), x, y);
+        memref::StoreOp::create(b, loc, x, candidates, ValueRange{i});
+        memref::StoreOp::create(b, loc, y, candidates, ValueRange{j});
         scf::YieldOp::create(b, loc);
       });
     }
-    barrier();
-  };
-  for (int64_t size = 2; size <= sortSize; size *= 2)
-    for (int64_t stride = size / 2; stride >= 1; stride /= 2)
-      forEachItem(sortSize / 2, [&](Value p) {
-        Value i = firstPlace(p, stride);
-        Value j = arith::AddIOp::create(b, loc, i, e.index(stride));
-        Value x = at(i), y = at(j);
-        exchange(isDescending(i, size), x, y);
-        memref::StoreOp::create(b, loc, x, candidates, ValueRange{i});
-        memref::StoreOp::create(b, loc, y, candidates, ValueRange{j});
-      });
+  }
 }
 
 void BlockSelect::sortInRegisters(int64_t sorters) {
-  // The same bitonic network with the keys in registers: thread t holds the
+  // The bitonic network with the keys in registers: thread t holds the
   // `perThread` places t * perThread + r, so that strides below perThread
   // pair a thread's own keys, strides up to a warp's places pair lanes (by
   // shuffles), and only the few larger ones go through shared memory, a
-  // barrier each, alternating between two buffers so that a stage's stores
-  // never meet the last one's loads.
+  // barrier each.
   int64_t perThread = sortSize / sorters;
+  int64_t warpPlaces = perThread * kWarpLanes;
+  Value first = arith::MulIOp::create(b, loc, thread, e.index(perThread));
+  SmallVector<Value> places;
+  for (int64_t r = 0; r < perThread; ++r)
+    places.push_back(arith::AddIOp::create(b, loc, first, e.index(r)));
+  SmallVector<Value> keys;
+  for (Value place : places)
+    keys.push_back(
+        memref::LoadOp::create(b, loc, candidates, ValueRange{place}));
+
+  // Pairs of a thread's own keys.
+  auto exchangeOwn = [&](int64_t size, int64_t stride) {
+    for (int64_t r = 0; r < perThread; ++r) {
+      if (r & stride)
+        continue;
+      Value larger = keepsLarger(b, loc, places[r], size, stride);
+      Value x = keys[r], y = keys[r + stride];
+      Value own = keepsOwn(b, loc, larger, x, y);
+      keys[r] = arith::SelectOp::create(b, loc, own, x, y);
+      Value smaller = arith::XOrIOp::create(
+          b, loc, larger,
+          arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+      Value partnerOwn = keepsOwn(b, loc, smaller, x, y);
+      keys[r + stride] = arith::SelectOp::create(b, loc, partnerOwn, x, y);
+    }
+  };
+  // Each key against its partner's, `others`.
+  auto exchangeWith = [&](ArrayRef<Value> others, int64_t size,
+                          int64_t stride) {
+    for (int64_t r = 0; r < perThread; ++r) {
+      Value larger = keepsLarger(b, loc, places[r], size, stride);
+      Value own = keepsOwn(b, loc, larger, keys[r], others[r]);
+      keys[r] = arith::SelectOp::create(b, loc, own, keys[r], others[r]);
+    }
+  };
   // The block's barrier, or a named one where only some threads sort.
   auto sync = [&] {
     if (sorters == threads)
@@ -568,89 +619,48 @@ void BlockSelect::sortInRegisters(int64_t sorters) {
     else
       syncThreads(b, loc, kSortBarrier, sorters);
   };
-  int64_t warpPlaces = perThread * kWarpLanes;
-  Value first = arith::MulIOp::create(b, loc, thread, e.index(perThread));
-  SmallVector<Value> keys;
-  for (int64_t r = 0; r < perThread; ++r) {
-    Value place = arith::AddIOp::create(b, loc, first, e.index(r));
-    keys.push_back(
-        memref::LoadOp::create(b, loc, candidates, ValueRange{place}));
-  }
-  // Whether place `first + r` keeps the larger key of its pair at a stage:
-  // runs whose bit `size` is clear sort descending, and the lower place of a
-  // pair in a descending run keeps the larger.
-  auto keepsLarger = [&](int64_t r, int64_t size, int64_t stride) {
-    Value place = arith::AddIOp::create(b, loc, first, e.index(r));
-    Value descending = arith::CmpIOp::create(
-        b, loc, arith::CmpIPredicate::eq,
-        arith::AndIOp::create(b, loc, place, e.index(size)), e.index(0));
-    Value lower = arith::CmpIOp::create(
-        b, loc, arith::CmpIPredicate::eq,
-        arith::AndIOp::create(b, loc, place, e.index(stride)), e.index(0));
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, descending,
-                                 lower)
-        .getResult();
-  };
-  auto keep = [&](Value larger, Value x, Value y) {
-    Value xAbove =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, x, y);
-    Value takesX =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, xAbove, larger);
-    return arith::SelectOp::create(b, loc, takesX, x, y).getResult();
-  };
-  // Shared stages alternate buffers, the last one in `kept`, so that the
-  // final stores into `candidates` follow a barrier after its last loads.
+  // Shared stages alternate between two buffers, so that a stage's stores
+  // never meet the last one's loads, the last one in `kept`.
   int64_t sharedStages = 0;
   for (int64_t size = 2 * warpPlaces; size <= sortSize; size *= 2)
     sharedStages += llvm::Log2_64(size / warpPlaces);
   bool inKept = sharedStages % 2 == 1;
+  auto partnersThroughShared = [&](int64_t stride) {
+    Value buffer = inKept ? kept : candidates;
+    inKept = !inKept;
+    for (int64_t r = 0; r < perThread; ++r)
+      memref::StoreOp::create(b, loc, keys[r], buffer, ValueRange{places[r]});
+    sync();
+    SmallVector<Value> others;
+    for (Value place : places) {
+      Value partner = arith::XOrIOp::create(b, loc, place, e.index(stride));
+      others.push_back(
+          memref::LoadOp::create(b, loc, buffer, ValueRange{partner}));
+    }
+    return others;
+  };
   for (int64_t size = 2; size <= sortSize; size *= 2) {
     for (int64_t stride = size / 2; stride >= 1; stride /= 2) {
       if (stride < perThread) {
-        for (int64_t r = 0; r < perThread; ++r) {
-          if (r & stride)
-            continue;
-          Value larger = keepsLarger(r, size, stride);
-          Value x = keys[r], y = keys[r + stride];
-          keys[r] = keep(larger, x, y);
-          Value smallerSide = arith::XOrIOp::create(
-              b, loc, larger,
-              arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
-          keys[r + stride] = keep(smallerSide, x, y);
-        }
+        exchangeOwn(size, stride);
         continue;
       }
       SmallVector<Value> others;
       if (stride < warpPlaces) {
-        for (int64_t r = 0; r < perThread; ++r)
-          others.push_back(shuffleXor64(b, loc, keys[r], stride / perThread));
+        for (Value key : keys)
+          others.push_back(shuffleXor64(b, loc, key, stride / perThread));
       } else {
-        Value buffer = inKept ? kept : candidates;
-        inKept = !inKept;
-        for (int64_t r = 0; r < perThread; ++r) {
-          Value place = arith::AddIOp::create(b, loc, first, e.index(r));
-          memref::StoreOp::create(b, loc, keys[r], buffer, ValueRange{place});
-        }
-        sync();
-        for (int64_t r = 0; r < perThread; ++r) {
-          Value place = arith::AddIOp::create(b, loc, first, e.index(r));
-          Value partner = arith::XOrIOp::create(b, loc, place, e.index(stride));
-          others.push_back(
-              memref::LoadOp::create(b, loc, buffer, ValueRange{partner}));
-        }
+        others = partnersThroughShared(stride);
       }
-      for (int64_t r = 0; r < perThread; ++r)
-        keys[r] = keep(keepsLarger(r, size, stride), keys[r], others[r]);
+      exchangeWith(others, size, stride);
     }
   }
+  // Every load from the buffers before the sorted keys land in
+  // `candidates`.
   if (sharedStages > 0)
     sync();
-  for (int64_t r = 0; r < perThread; ++r) {
-    Value place = arith::AddIOp::create(b, loc, first, e.index(r));
-    memref::StoreOp::create(b, loc, keys[r], candidates, ValueRange{place});
-  }
-  if (sorters == threads)
-    barrier();
+  for (int64_t r = 0; r < perThread; ++r)
+    memref::StoreOp::create(b, loc, keys[r], candidates, ValueRange{places[r]});
 }
 
 void BlockSelect::finish() {

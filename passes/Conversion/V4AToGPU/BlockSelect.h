@@ -99,9 +99,15 @@ private:
   /// The smallest key of the k largest of the buffer, or a value below it
   /// and above every key outside them.
   mlir::Value kthLargest(mlir::Value count);
+  /// The final sort (every thread; a barrier after), in one of two forms:
+  /// a pair a thread in shared memory where the keys are fewer than two a
+  /// warp's lanes, else with the keys in registers.
   void sortDescending();
+  void sortInSharedMemory();
   /// The sort by the block's first `sorters` threads (whole warps), each
-  /// with sortSize / sorters keys (at least two) in registers.
+  /// with sortSize / sorters keys (at least two) in registers. Where they
+  /// are not the whole block, the caller runs it on them alone and meets
+  /// the rest at the block's barrier after.
   void sortInRegisters(int64_t sorters);
 
   mlir::Value count();
