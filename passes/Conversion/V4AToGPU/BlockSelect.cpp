@@ -472,14 +472,14 @@ static Value shuffleXor64(OpBuilder &b, Location loc, Value value,
   return arith::OrIOp::create(b, loc, upper, wideLow);
 }
 
-/// Whether `place` lies in a run of the bitonic network that sorts
-/// descending at runs of `size`: those whose bit `size` is clear (at the
-/// last size every run).
-static Value isDescending(OpBuilder &b, Location loc, Value place,
-                          int64_t size) {
-  Value bit = arith::AndIOp::create(
-      b, loc, place, arith::ConstantIndexOp::create(b, loc, size));
-  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, bit,
+/// Whether bit `bit` (a power of two) of `place` is clear. In the bitonic
+/// network, runs of `size` whose bit `size` is clear sort descending (at
+/// the last size every run), and of a pair at stride `stride` the lower
+/// place is the one whose bit `stride` is clear.
+static Value bitClear(OpBuilder &b, Location loc, Value place, int64_t bit) {
+  Value masked = arith::AndIOp::create(
+      b, loc, place, arith::ConstantIndexOp::create(b, loc, bit));
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, masked,
                                arith::ConstantIndexOp::create(b, loc, 0));
 }
 
@@ -488,8 +488,8 @@ static Value isDescending(OpBuilder &b, Location loc, Value place,
 /// upper of an ascending one.
 static Value keepsLarger(OpBuilder &b, Location loc, Value place, int64_t size,
                          int64_t stride) {
-  Value descending = isDescending(b, loc, place, size);
-  Value lower = isDescending(b, loc, place, stride);
+  Value descending = bitClear(b, loc, place, size);
+  Value lower = bitClear(b, loc, place, stride);
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, descending,
                                lower);
 }
@@ -561,7 +561,7 @@ void BlockSelect::sortInSharedMemory() {
         Value i = firstPlace(thread, stride);
         Value j = arith::AddIOp::create(b, loc, i, e.index(stride));
         Value x = at(i), y = at(j);
-        exchange(isDescending(b, loc, i, size), x, y);
+        exchange(bitClear(b, loc, i, size), x, y);
         memref::StoreOp::create(b, loc, x, candidates, ValueRange{i});
         memref::StoreOp::create(b, loc, y, candidates, ValueRange{j});
         scf::YieldOp::create(b, loc);
