@@ -555,7 +555,7 @@ void BlockSelect::sortInSharedMemory() {
                                       e.index(pairs));
   for (int64_t size = 2; size <= sortSize; size *= 2) {
     for (int64_t stride = size / 2; stride >= 1; stride /= 2) {
-      if (size > 2 || stride < size / 2)
+      if (size > 2) // every stage but the first
         barrier();
       scf::IfOp::create(b, loc, sorts, [&](OpBuilder &, Location) {
         Value i = firstPlace(thread, stride);
