@@ -2,7 +2,7 @@
 # Two packages of one model side by side, for a change to some of their
 # kernels: the outputs of a prefill and decode steps bit for bit, then
 # Nsight Compute's time of every kernel whose name matches REGEX in both, at
-# decode (128 x 64K) and prefill (8,192 tokens), one line per kernel that
+# decode (128 x 64K) and prefill (8,192 tokens) unless told, one line per kernel that
 # moved by more than 0.3 us, one per step function's kernel family whose
 # sum moved (with the kernel counts), and the matched kernels' sum a step.
 #
@@ -12,6 +12,11 @@
 #   A_RUN / B_RUN: the v4a-run-package of one side (default build/bin's),
 #   for a package of an older format version that only its own runtime
 #   loads.
+#   LENGTHS: the outputs' cases, LIST:PROMPT each (default
+#   "260,129,1:260 3000,1700,1:3000"); SHAPES: the timed steps,
+#   BATCH:CONTEXT:TOKENS each (default "128:65536:1 1:0:8192"). For the
+#   indexer's merges, e.g. LENGTHS="9000,5000,1,1,1,1,7000:9000" and
+#   SHAPES="1:65536:1 32:65536:1" (a 1M package for "1:1048576:1").
 #
 # Writes the per-kernel CSVs into $OUT (or a temporary folder, printed).
 set -uo pipefail
@@ -28,8 +33,8 @@ run_b=$(realpath "${B_RUN:-$default_run}") || exit 1
 cd "$(dirname "$0")/.."
 status=0
 echo "ab-kernels.sh: A $(basename "$a"), B $(basename "$b"), kernels /$regex/"
-for lengths in "260,129,1 260" "3000,1700,1 3000"; do
-  read -r list prompt <<< "$lengths"
+for lengths in ${LENGTHS:-260,129,1:260 3000,1700,1:3000}; do
+  IFS=: read -r list prompt <<< "$lengths"
   for side in a b; do
     runner=run_$side
     timeout 180 "${!runner}" "${!side}" --random-weights 1 --prompt-len "$prompt" \
@@ -45,8 +50,8 @@ for lengths in "260,129,1 260" "3000,1700,1 3000"; do
   fi
   rm -f "$out"/outputs-?.safetensors
 done
-for shape in "128 65536 1" "1 0 8192"; do
-  read -r batch context tokens <<< "$shape"
+for shape in ${SHAPES:-128:65536:1 1:0:8192}; do
+  IFS=: read -r batch context tokens <<< "$shape"
   for side in a b; do
     runner=run_$side
     timeout 240 ncu --clock-control none --kernel-name "regex:$regex" \
