@@ -2,9 +2,10 @@
 # Two packages of one model side by side, for a change to some of their
 # kernels: the outputs of a prefill and decode steps bit for bit, then
 # Nsight Compute's time of every kernel whose name matches REGEX in both, at
-# decode (128 x 64K) and prefill (8,192 tokens) unless told, one line per kernel that
-# moved by more than 0.3 us, one per step function's kernel family whose
-# sum moved (with the kernel counts), and the matched kernels' sum a step.
+# decode (128 x 64K) and prefill (8,192 tokens) unless told, one line per
+# kernel that moved by more than 0.3 us, one per step function's kernel
+# family whose sum moved (with the kernel counts), and the matched kernels'
+# sum a step.
 #
 #   bench/ab-kernels.sh A.v4apkg B.v4apkg REGEX [LAYERS]
 #                         (on the GPU machine; carry build/bin and both
