@@ -64,8 +64,10 @@ func.func @wide_norm(%x: tensor<?x4096xbf16>, %w: tensor<4096xbf16>) -> tensor<?
 
 // A cache store closing the chain writes the kernel's rows into the cache:
 // bf16 index rows through a [rows, 128] view of the cache's bytes, at the row
-// ids. A row of id -1 is neither read nor stored: its id is loaded first
-// and guards the row's load. act_quant's block maximum is a butterfly over the
+// ids. A group of rows none of which is kept (every thread loads the
+// group's eight ids first) skips its loads, the chain and its shuffles; in
+// a group that keeps one, a row of id -1 is neither read nor stored: its id
+// guards the row's load. act_quant's block maximum is a butterfly over the
 // block's 8 lanes; the Hadamard transform of 128 elements exchanges halves
 // with the lanes 1, 2, 4 and 8 apart, each exchanged value taken in by one
 // fused multiply-add with the lane's sign (+1 keeps the sum, -1 the
@@ -75,6 +77,9 @@ func.func @wide_norm(%x: tensor<?x4096xbf16>, %w: tensor<4096xbf16>) -> tensor<?
 // CHECK-NOT: memref.alloc
 // CHECK: gpu.launch {{.*}} function(@hadamard_quant_store_rows0)
 // CHECK: %[[VIEW:.*]] = memref.view %[[BYTES]]{{.*}} to memref<?x128xbf16>
+// CHECK-COUNT-8: arith.cmpi sge
+// CHECK: %[[ANY:.*]] = arith.ori
+// CHECK-NEXT: scf.if %[[ANY]] {
 // CHECK: %[[ID:.*]] = arith.index_cast
 // CHECK: %[[KEPT:.*]] = arith.cmpi sge, %[[ID]]
 // CHECK: %[[READ:.*]] = arith.andi %{{.*}}, %[[KEPT]]
@@ -108,9 +113,10 @@ func.func @hadamard_quant_store(%k: tensor<?x128xbf16>, %ids: tensor<?xi64>, %ca
 // block (a max over its 8 lanes) from the block's first lane, the pad byte
 // from the row's first lane, 16 bytes of bf16 per thread of the rope dims.
 // With no op before the store, the row's load is not guarded by its id (the
-// id is loaded after it, beside it in flight).
+// id is loaded after it, beside it in flight), and no group is skipped.
 // CHECK-LABEL: func.func @model1_store
 // CHECK: gpu.launch {{.*}} function(@model1_store_rows0)
+// CHECK-NOT: arith.ori
 // CHECK: vector.load
 // CHECK: memref.load %{{.*}} : memref<?xi64>
 // CHECK-COUNT-3: gpu.shuffle  xor

@@ -52,6 +52,9 @@ constexpr int64_t kGridLimit = 1 << 20;
 int64_t rowsPerTeam(int64_t rank, int64_t width) {
   return rank == 3 && width >= 512 ? 2 : 1;
 }
+/// Rows of a group whose ids every thread loads to skip a group that keeps
+/// none (more, as with rows a few lanes wide: the chain runs regardless).
+constexpr int64_t kMostGroupIds = 16;
 /// The widest Hadamard transform (its butterflies stay inside a warp).
 constexpr int64_t kMaxHadamard = kChunk * kWarpLanes;
 
@@ -767,6 +770,27 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
         nb, l, valid,
         arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, id, c(0)));
   };
+  // Row `inGroup` of group `group`: whether it is one of the rows, and its
+  // token (and head) indices, of the last row past the end (in bounds).
+  struct GroupRow {
+    Value inRange;
+    SmallVector<Value> lead;
+  };
+  auto groupRow = [&](OpBuilder &nb, Location l, Value group,
+                      Value inGroup) -> GroupRow {
+    Value row = arith::AddIOp::create(
+        nb, l, arith::MulIOp::create(nb, l, group, c(rowsPerBlock)), inGroup);
+    GroupRow r;
+    r.inRange =
+        arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, row, rows);
+    Value clamped = arith::MinUIOp::create(nb, l, row, lastRow);
+    if (heads)
+      r.lead = {arith::DivUIOp::create(nb, l, clamped, heads),
+                arith::RemUIOp::create(nb, l, clamped, heads)};
+    else
+      r.lead = {clamped};
+    return r;
+  };
   scf::ForOp::create(
       b, loc, launch.getBlockIds().x, groups, launch.getGridSize().x,
       ValueRange{}, [&](OpBuilder &nb, Location l, Value group, ValueRange) {
@@ -775,6 +799,26 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
         std::optional<CacheRows> cache;
         if (store)
           cache.emplace(emitter, cacheBytes, store.getCache().getType());
+        // A group none of whose rows the cache keeps (most groups of a
+        // prefill's compressed rows) skips its loads, the chain and its
+        // barriers: every thread loads each of the group's ids, so the
+        // choice is the block's. A bare copy does not: the ids ahead of its
+        // rows cost more than the skipped groups save (measured,
+        // kernels-notes).
+        std::optional<OpBuilder::InsertionGuard> skipping;
+        if (skipsUnkept && rowsPerBlock <= kMostGroupIds) {
+          Value anyKept;
+          for (int64_t r = 0; r < rowsPerBlock; ++r) {
+            GroupRow row = groupRow(nb, l, group, c(r));
+            Value id = loadRowId(nb, l, row.lead[0]);
+            Value keptRow = kept(nb, l, row.inRange, id);
+            anyKept = anyKept ? arith::OrIOp::create(nb, l, anyKept, keptRow)
+                              : keptRow;
+          }
+          auto ifKept = scf::IfOp::create(nb, l, anyKept, /*withElse=*/false);
+          skipping.emplace(nb);
+          nb.setInsertionPointToStart(ifKept.thenBlock());
+        }
         // The team's rows of this group: all loads first, so that each
         // thread has rowsAtOnce accesses in flight.
         SmallVector<RowThread> threadsOf;
@@ -784,21 +828,11 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
         for (int64_t k = 0; k < rowsAtOnce; ++k) {
           Value inGroup =
               arith::AddIOp::create(nb, l, teamIndex, c(k * teamsPerBlock));
-          Value row = arith::AddIOp::create(
-              nb, l, arith::MulIOp::create(nb, l, group, c(rowsPerBlock)),
-              inGroup);
-          Value inRange = arith::CmpIOp::create(
-              nb, l, arith::CmpIPredicate::ult, row, rows);
-          valid.push_back(arith::AndIOp::create(nb, l, inRange, laneInRow));
           // Rows past the end read the last row's place (in bounds) and
           // store nothing.
-          Value clamped = arith::MinUIOp::create(nb, l, row, lastRow);
-          SmallVector<Value> lead;
-          if (heads)
-            lead = {arith::DivUIOp::create(nb, l, clamped, heads),
-                    arith::RemUIOp::create(nb, l, clamped, heads)};
-          else
-            lead = {clamped};
+          GroupRow row = groupRow(nb, l, group, inGroup);
+          valid.push_back(arith::AndIOp::create(nb, l, row.inRange, laneInRow));
+          SmallVector<Value> lead = row.lead;
           threadsOf.push_back(RowThread{nb, l, width, team, lane, threadId,
                                         lead, column, laneInRow, partials});
           // Where the chain computes before its store, a row the cache
@@ -844,6 +878,7 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
             storeChunk(nb, l, v[k], output, t.at(column), valid[k]);
           }
         }
+        skipping.reset();
         scf::YieldOp::create(nb, l);
       });
   b.setInsertionPointAfter(launch);
