@@ -771,7 +771,8 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
         arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, id, c(0)));
   };
   // Row `inGroup` of group `group`: whether it is one of the rows, and its
-  // token (and head) indices, of the last row past the end (in bounds).
+  // token (and head) indices; a row past the end takes the last row's (in
+  // bounds).
   struct GroupRow {
     Value inRange;
     SmallVector<Value> lead;
@@ -830,9 +831,8 @@ void lowerRowChain(RewriterBase &rewriter, ArrayRef<Operation *> chain,
               arith::AddIOp::create(nb, l, teamIndex, c(k * teamsPerBlock));
           // Rows past the end read the last row's place (in bounds) and
           // store nothing.
-          GroupRow row = groupRow(nb, l, group, inGroup);
-          valid.push_back(arith::AndIOp::create(nb, l, row.inRange, laneInRow));
-          SmallVector<Value> lead = row.lead;
+          auto [inRange, lead] = groupRow(nb, l, group, inGroup);
+          valid.push_back(arith::AndIOp::create(nb, l, inRange, laneInRow));
           threadsOf.push_back(RowThread{nb, l, width, team, lane, threadId,
                                         lead, column, laneInRow, partials});
           // Where the chain computes before its store, a row the cache
